@@ -1,0 +1,1 @@
+"""gpusched_envs: GPU-cluster scheduling simulator and RL environments."""

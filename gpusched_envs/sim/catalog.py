@@ -1,0 +1,172 @@
+"""GPU-type, link and DL-model catalogue: the measured numbers the throughput model runs on.
+
+Every number lives in ``gpusched_envs/data/catalog.yaml`` with its source (see ``data/CATALOG_PROVENANCE.md``);
+this module only loads and indexes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+GIGA = 1e9
+
+
+class CatalogError(ValueError):
+    """A catalogue file is malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    name: str
+    bandwidth: float  # bytes/s usable by an all-reduce
+    latency: float  # seconds per hop
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Indexed catalogue. Arrays are indexed [model, gpu_type]."""
+
+    gpu_types: tuple[str, ...]
+    model_names: tuple[str, ...]
+    iteration_time: np.ndarray  # (M, T) float64 seconds per iteration on one GPU of each type
+    gradient_bytes: np.ndarray  # (M,) float64 bytes exchanged by one all-reduce
+    overlap_gamma: np.ndarray  # (M,) float64 >= 1; 1 = no overlap (c + m), large = full overlap (max)
+    links: dict[str, LinkSpec]
+    reference_gpu: str
+    colocation_slowdown: np.ndarray  # (M, M) float64 >= 1: factor on model i's iteration time when sharing a server with j
+    space_sharing: np.ndarray  # (M, M) float64 in (0, 1]: i's throughput fraction when sharing one GPU with j
+    model_weights: np.ndarray  # (M,) float64, mix used when a trace gives no model (sums to 1)
+    gpu_memory_gb: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (T,)
+    source: str = ""
+
+    def model_index(self, name: str) -> int:
+        try:
+            return self.model_names.index(name)
+        except ValueError:
+            raise KeyError(f"unknown model {name!r}; known: {', '.join(self.model_names)}") from None
+
+    def gpu_index(self, name: str) -> int:
+        try:
+            return self.gpu_types.index(name)
+        except ValueError:
+            raise KeyError(f"unknown GPU type {name!r}; known: {', '.join(self.gpu_types)}") from None
+
+    def link(self, name: str) -> LinkSpec:
+        try:
+            return self.links[name]
+        except KeyError:
+            raise KeyError(f"unknown link {name!r}; known: {', '.join(self.links)}") from None
+
+    def assign_models(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The seeded rule for traces that give only a duration: models drawn i.i.d. from the catalogue mix."""
+        return rng.choice(len(self.model_names), size=n, p=self.model_weights).astype(np.int16)
+
+
+def _require(mapping: dict, key: str, where: str):
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise CatalogError(f"{where}: missing field {key!r}")
+    return mapping[key]
+
+
+def _positive(value, where: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise CatalogError(f"{where}: {value!r} is not a number") from None
+    if not np.isfinite(v) or v <= 0:
+        raise CatalogError(f"{where}: must be a positive number, got {value!r}")
+    return v
+
+
+def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
+    """Build a :class:`Catalog` from the YAML document's dict (schema in ``data/CATALOG_PROVENANCE.md``)."""
+    gpu_doc = _require(doc, "gpu_types", where)
+    gpu_types = tuple(gpu_doc)
+    memory = np.array([float(gpu_doc[g].get("memory_gb", 0) or 0) for g in gpu_types])
+    links = {}
+    for name, spec in _require(doc, "links", where).items():
+        w = f"{where}: links.{name}"
+        links[name] = LinkSpec(
+            name=name,
+            bandwidth=_positive(_require(spec, "bandwidth_gbytes_per_s", w), f"{w}.bandwidth_gbytes_per_s") * GIGA,
+            latency=float(_require(spec, "latency_s", w)),
+        )
+    models_doc = _require(doc, "models", where)
+    model_names = tuple(models_doc)
+    n_models, n_types = len(model_names), len(gpu_types)
+    iteration_time = np.full((n_models, n_types), np.nan)
+    gradient_bytes = np.zeros(n_models)
+    gamma = np.ones(n_models)
+    weights = np.zeros(n_models)
+    for i, m in enumerate(model_names):
+        w = f"{where}: models.{m}"
+        spec = models_doc[m]
+        times = _require(spec, "iteration_time_s", w)
+        for g, t in times.items():
+            if g not in gpu_types:
+                raise CatalogError(f"{w}.iteration_time_s: unknown GPU type {g!r}")
+            iteration_time[i, gpu_types.index(g)] = _positive(t, f"{w}.iteration_time_s.{g}")
+        if np.isnan(iteration_time[i]).any():
+            missing = [g for j, g in enumerate(gpu_types) if np.isnan(iteration_time[i, j])]
+            raise CatalogError(f"{w}.iteration_time_s: no time for GPU type(s) {', '.join(missing)}")
+        gradient_bytes[i] = _positive(_require(spec, "gradient_bytes", w), f"{w}.gradient_bytes")
+        gamma[i] = _positive(_require(spec, "overlap_gamma", w), f"{w}.overlap_gamma")
+        if gamma[i] < 1:
+            raise CatalogError(f"{w}.overlap_gamma: must be >= 1, got {gamma[i]}")
+        weights[i] = float(spec.get("mix_weight", 1.0))
+    if weights.sum() <= 0:
+        raise CatalogError(f"{where}: models: mix_weight values sum to zero")
+    weights = weights / weights.sum()
+
+    inter = doc.get("interference", {}) or {}
+    default_slow = float(inter.get("default_server_slowdown", 1.0))
+    colocation = np.full((n_models, n_models), default_slow)
+    for entry in inter.get("pairs", []) or []:
+        a, b = model_names.index(entry["model"]), model_names.index(entry["other"])
+        colocation[a, b] = float(entry["slowdown"])
+    default_share = float(inter.get("default_gpu_share_fraction", 0.5))
+    share = np.full((n_models, n_models), default_share)
+    for entry in inter.get("gpu_sharing", []) or []:
+        a, b = model_names.index(entry["model"]), model_names.index(entry["other"])
+        share[a, b] = float(entry["fraction"])
+    reference = _require(doc, "reference_gpu", where)
+    if reference not in gpu_types:
+        raise CatalogError(f"{where}: reference_gpu {reference!r} is not among gpu_types")
+    return Catalog(
+        gpu_types=gpu_types,
+        model_names=model_names,
+        iteration_time=iteration_time,
+        gradient_bytes=gradient_bytes,
+        overlap_gamma=gamma,
+        links=links,
+        reference_gpu=reference,
+        colocation_slowdown=colocation,
+        space_sharing=share,
+        model_weights=weights,
+        gpu_memory_gb=memory,
+        source=where,
+    )
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    """Load the bundled catalogue (default) or a user's YAML file in the same schema."""
+    if path is None:
+        return default_catalog()
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CatalogError(f"{path}: cannot read catalogue: {exc}") from None
+    return parse_catalog(doc, str(path))
+
+
+@lru_cache(maxsize=1)
+def default_catalog() -> Catalog:
+    text = resources.files("gpusched_envs").joinpath("data/catalog.yaml").read_text()
+    return parse_catalog(yaml.safe_load(text), "gpusched_envs/data/catalog.yaml")
