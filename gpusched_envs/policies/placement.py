@@ -1,0 +1,156 @@
+"""Placement rules: which free GPUs a job gets. Each takes (sim, job) and returns GPU ids or None (cannot place now).
+
+- ``first-fit``: the lowest-numbered free GPUs.
+- ``consolidate`` (best-fit consolidated): a job that fits one server goes to the fitting server with the fewest free
+  GPUs; a larger job takes wholly free servers, in one rack if possible (the fitting rack with the fewest such
+  servers), else across racks. It waits rather than spread a small job over servers.
+- ``closest`` (topology-aware): one server if possible (best fit), else one rack (the fitting rack with the fewest
+  free GPUs, fullest-free servers first), else the fewest racks: it always places when enough GPUs are free.
+- ``pack`` (Gandiva-style): like ``closest`` but prefers servers already running jobs of the same size (affinity),
+  and packs fractional-GPU jobs onto the most-used GPU that still has room.
+- ``random``: uniformly random free GPUs (seeded by the simulator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+FULL_GPU = 1000
+Placer = Callable[..., "np.ndarray | None"]
+
+
+def _fractional(sim, job: int, prefer_used: bool) -> np.ndarray | None:
+    """One GPU for a fractional job: best fit on the remaining share."""
+    free = sim.free_mask(job)
+    if not free.any():
+        return None
+    idx = np.flatnonzero(free)
+    left = sim.gpu_free_milli[idx]
+    order = np.lexsort((idx, left)) if prefer_used else np.arange(len(idx))
+    return idx[order[:1]]
+
+
+def _server_free_counts(sim, free: np.ndarray) -> np.ndarray:
+    """(S,) GPUs of each server in the ``free`` mask."""
+    return np.bincount(sim.cluster.gpu_server[free], minlength=sim.cluster.num_servers)
+
+
+def _take_from_servers(sim, free: np.ndarray, servers, n: int) -> np.ndarray:
+    """The first n free GPUs of the listed servers, in the listed order."""
+    c = sim.cluster
+    out: list[np.ndarray] = []
+    need = n
+    for s in servers:
+        lo = c.server_first_gpu[s]
+        hi = lo + c.server_num_gpus[s]
+        got = lo + np.flatnonzero(free[lo:hi])[:need]
+        out.append(got)
+        need -= len(got)
+        if need == 0:
+            break
+    return np.concatenate(out)
+
+
+def _best_fit_server(counts: np.ndarray, n: int, prefer: np.ndarray | None = None) -> int:
+    fits = np.flatnonzero(counts >= n)
+    if not len(fits):
+        return -1
+    if prefer is not None and prefer[fits].any():
+        fits = fits[prefer[fits]]
+    return int(fits[np.argmin(counts[fits])])  # argmin keeps the lowest index on ties
+
+
+def first_fit(sim, job: int) -> np.ndarray | None:
+    if sim.job_milli[job] < FULL_GPU:
+        return _fractional(sim, job, prefer_used=False)
+    idx = np.flatnonzero(sim.free_mask(job))
+    n = int(sim.job_gpus_n[job])
+    return idx[:n] if len(idx) >= n else None
+
+
+def random_placement(sim, job: int) -> np.ndarray | None:
+    idx = np.flatnonzero(sim.free_mask(job))
+    n = 1 if sim.job_milli[job] < FULL_GPU else int(sim.job_gpus_n[job])
+    if len(idx) < n:
+        return None
+    return np.sort(sim.rng.choice(idx, size=n, replace=False))
+
+
+def _multi_rack(sim, free: np.ndarray, counts: np.ndarray, n: int, whole_servers: bool) -> np.ndarray | None:
+    """Spread over servers: one rack if some rack can hold the job (best-fit rack), else the fewest racks."""
+    c = sim.cluster
+    usable = counts
+    if whole_servers:
+        usable = np.where(counts == c.server_num_gpus, counts, 0)
+    rack_free = np.bincount(c.server_rack, weights=usable, minlength=c.num_racks)
+    if rack_free.sum() < n:
+        return None
+    fitting = np.flatnonzero(rack_free >= n)
+    if len(fitting):
+        racks = [int(fitting[np.argmin(rack_free[fitting])])]
+    else:
+        racks = list(np.argsort(-rack_free, kind="stable"))
+    servers: list[int] = []
+    for r in racks:
+        in_rack = np.flatnonzero((c.server_rack == r) & (usable > 0))
+        servers.extend(in_rack[np.argsort(-usable[in_rack], kind="stable")])
+    mask = free if not whole_servers else free & (usable[c.gpu_server] > 0)
+    gpus = _take_from_servers(sim, mask, servers, n)
+    return gpus if len(gpus) == n else None
+
+
+def consolidate(sim, job: int) -> np.ndarray | None:
+    if sim.job_milli[job] < FULL_GPU:
+        return _fractional(sim, job, prefer_used=True)
+    free = sim.free_mask(job)
+    n = int(sim.job_gpus_n[job])
+    counts = _server_free_counts(sim, free)
+    if n <= sim.cluster.max_server_gpus:
+        s = _best_fit_server(counts, n)
+        return None if s < 0 else _take_from_servers(sim, free, [s], n)
+    return _multi_rack(sim, free, counts, n, whole_servers=True)
+
+
+def closest(sim, job: int) -> np.ndarray | None:
+    if sim.job_milli[job] < FULL_GPU:
+        return _fractional(sim, job, prefer_used=True)
+    free = sim.free_mask(job)
+    n = int(sim.job_gpus_n[job])
+    counts = _server_free_counts(sim, free)
+    s = _best_fit_server(counts, n)
+    if s >= 0:
+        return _take_from_servers(sim, free, [s], n)
+    return _multi_rack(sim, free, counts, n, whole_servers=False)
+
+
+def pack(sim, job: int) -> np.ndarray | None:
+    if sim.job_milli[job] < FULL_GPU:
+        return _fractional(sim, job, prefer_used=True)
+    free = sim.free_mask(job)
+    n = int(sim.job_gpus_n[job])
+    counts = _server_free_counts(sim, free)
+    same_size = np.zeros(sim.cluster.num_servers, dtype=bool)
+    for s in np.flatnonzero(counts >= n):
+        same_size[s] = any(sim.job_gpus_n[o] == n for o in sim.server_jobs[s])
+    s = _best_fit_server(counts, n, prefer=same_size)
+    if s >= 0:
+        return _take_from_servers(sim, free, [s], n)
+    return _multi_rack(sim, free, counts, n, whole_servers=False)
+
+
+PLACEMENTS: dict[str, Placer] = {
+    "first-fit": first_fit,
+    "consolidate": consolidate,
+    "closest": closest,
+    "pack": pack,
+    "random": random_placement,
+}
+
+
+def get_placement(name: str) -> Placer:
+    try:
+        return PLACEMENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown placement {name!r}; choose one of: {', '.join(PLACEMENTS)}") from None

@@ -1,0 +1,180 @@
+"""Classical job schedulers: FIFO, SJF, SRTF (clairvoyant), Tiresias 2D-LAS and Gandiva-style packing.
+
+Each combines a queue order with a placement rule (:mod:`gpusched_envs.policies.placement`).
+Non-preemptive policies start waiting jobs in their order; FIFO is strict (a head job that cannot be placed blocks
+the jobs behind it in its pool), the others skip a job that does not fit and try the next (``backfill``).
+Preemptive policies (SRTF, Tiresias) choose, at every decision point, the highest-priority set of jobs whose GPU
+demand fits each pool, preempt running jobs outside it and start waiting jobs inside it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import yaml
+
+from gpusched_envs.policies.base import Policy
+from gpusched_envs.policies.placement import get_placement
+
+
+@lru_cache(maxsize=1)
+def policy_defaults() -> dict:
+    return yaml.safe_load(resources.files("gpusched_envs").joinpath("data/sim_defaults.yaml").read_text())
+
+
+class QueuePolicy(Policy):
+    """Non-preemptive list scheduling in the order given by :meth:`key` (smaller first)."""
+
+    name = "queue"
+    backfill = True
+
+    def __init__(self, placement: str = "closest", backfill: bool | None = None):
+        self.placement = placement
+        self.place = get_placement(placement)
+        if backfill is not None:
+            self.backfill = backfill
+
+    def key(self, sim, job: int):
+        return job
+
+    def schedule(self, sim) -> None:
+        if not sim.free_gpus() and not (sim.job_milli < 1000).any():
+            return
+        blocked: set[int] = set()
+        for job in sorted(sim.queue, key=lambda j: self.key(sim, j)):
+            pool = int(sim.job_pool[job])
+            if pool in blocked:
+                continue
+            gpus = self.place(sim, job)
+            if gpus is None:
+                if not self.backfill:
+                    blocked.add(pool)
+                continue
+            sim.start(job, gpus)
+
+
+class FIFO(QueuePolicy):
+    """First in, first out by submit time; strict (no backfill) unless ``backfill=True``."""
+
+    name = "fifo"
+    backfill = False
+
+
+class SJF(QueuePolicy):
+    """Shortest job first by traced duration (clairvoyant), non-preemptive, with backfill."""
+
+    name = "sjf"
+
+    def key(self, sim, job: int):
+        return (sim.workload.duration[job], job)
+
+
+class Gandiva(QueuePolicy):
+    """Gandiva-style: FIFO order with backfill and the ``pack`` placement (affinity by job size, GPU packing for
+    fractional jobs). Gandiva's time-slicing and migration are not modelled."""
+
+    name = "gandiva"
+
+    def __init__(self, placement: str = "pack", backfill: bool | None = None):
+        super().__init__(placement, backfill)
+
+
+class PreemptivePolicy(Policy):
+    """Priority scheduling with preemption; subclasses give :meth:`priority` (smaller first)."""
+
+    name = "preemptive"
+
+    def __init__(self, placement: str = "closest"):
+        self.placement = placement
+        self.place = get_placement(placement)
+
+    def priority(self, sim, job: int):
+        raise NotImplementedError
+
+    def reset(self, sim) -> None:
+        c = sim.cluster
+        pools = c.server_pool[c.gpu_server]
+        self._capacity = {int(p): int(np.sum(pools == p)) for p in np.unique(pools)}
+
+    def schedule(self, sim) -> None:
+        active = list(sim.queue) + list(sim.running)
+        order = sorted(active, key=lambda j: self.priority(sim, j))
+        budget = dict(self._capacity)
+        chosen: list[int] = []
+        for job in order:
+            pool = int(sim.job_pool[job])
+            need = sim.job_gpus_n[job] * min(sim.job_milli[job], 1000) / 1000.0
+            if budget.get(pool, 0) >= need:
+                budget[pool] -= need
+                chosen.append(job)
+        chosen_set = set(chosen)
+        waiting = [j for j in chosen if j in sim.queue]
+        if waiting:
+            for job in list(sim.running):
+                if job not in chosen_set:
+                    sim.preempt(job)
+        for job in waiting:
+            gpus = self.place(sim, job)
+            if gpus is not None:
+                sim.start(job, gpus)
+        self.after_schedule(sim)
+
+    def after_schedule(self, sim) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class SRTF(PreemptivePolicy):
+    """Shortest remaining time first (clairvoyant: remaining work at ideal speed), preemptive."""
+
+    name = "srtf"
+
+    def priority(self, sim, job: int):
+        return (sim.remaining_ideal_time(job), job)
+
+
+class Tiresias(PreemptivePolicy):
+    """Tiresias 2D-LAS (Gu et al., NSDI'19): discretised least attained service in GPU-seconds, FIFO inside a queue,
+    preemptive. Thresholds default to ``data/sim_defaults.yaml``. A timer fires when a running job crosses a
+    threshold while others wait, so demotion takes effect at that instant."""
+
+    name = "tiresias"
+
+    def __init__(self, placement: str = "closest", thresholds: list[float] | None = None):
+        super().__init__(placement)
+        if thresholds is None:
+            thresholds = policy_defaults()["tiresias"]["queue_thresholds_gpu_s"]["value"]
+        self.thresholds = np.asarray(sorted(thresholds), dtype=float)
+
+    def queue_level(self, sim, job: int) -> int:
+        return int(np.searchsorted(self.thresholds, sim.attained_service(job), side="right"))
+
+    def priority(self, sim, job: int):
+        return (self.queue_level(sim, job), sim.workload.submit_time[job], job)
+
+    def after_schedule(self, sim) -> None:
+        if not sim.queue:
+            return
+        soonest = np.inf
+        for job in sim.running:
+            level = self.queue_level(sim, job)
+            if level < len(self.thresholds):
+                gap = self.thresholds[level] - sim.attained_service(job)
+                soonest = min(soonest, sim.now + max(gap, 0.0) / sim.job_gpus_n[job] + 1e-6)
+        if np.isfinite(soonest):
+            sim.set_timer(soonest)
+
+
+POLICIES = {"fifo": FIFO, "sjf": SJF, "srtf": SRTF, "tiresias": Tiresias, "gandiva": Gandiva}
+
+
+def make_policy(name: str, placement: str | None = None, **kwargs) -> Policy:
+    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``) with a placement rule."""
+    try:
+        cls = POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(POLICIES)}") from None
+    if placement is not None:
+        kwargs["placement"] = placement
+    return cls(**kwargs)

@@ -1,0 +1,541 @@
+"""Discrete-event engine: arrivals, completions, restarts and timers on a heap keyed by (time, seq).
+
+A scheduler acts only at decision points, through three calls: :meth:`Simulator.start` (job on GPUs),
+:meth:`Simulator.preempt` and doing nothing (wait). Heuristic policies and the Gymnasium envs drive the same API::
+
+    sim = Simulator(cluster, workload, SimConfig(seed=0))
+    while sim.next_decision():
+        policy.schedule(sim)
+    metrics = sim.metrics()
+
+Progress of a running job is integrated lazily: on every change of its rate (its placement, its server neighbours,
+or the jobs sharing its rack uplinks) the work done so far is banked, the completion time recomputed and the job's
+version bumped, so that completion events pushed earlier are recognised as stale and dropped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from gpusched_envs.sim import throughput as tp
+from gpusched_envs.sim.topology import Cluster
+from gpusched_envs.sim.workload import Workload
+
+# job status
+FUTURE, QUEUED, RUNNING, RESTARTING, DONE, DROPPED = 0, 1, 2, 3, 4, 5
+STATUS_NAMES = ("future", "queued", "running", "restarting", "done", "dropped")
+# event kinds (the dispatch order of simultaneous events is their seq, i.e. the order they were pushed)
+COMPLETION, RESTART_DONE, TIMER = 0, 1, 2
+FULL_GPU = 1000  # milli-GPUs
+
+
+class SimulationError(RuntimeError):
+    """A scheduler asked for something impossible, or the run cannot make progress; the message says what."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulator settings.
+
+    Attributes:
+        speed_model: ``"throughput"`` (default: iteration times from the catalogue on the actual placement) or
+            ``"duration"`` (a job runs exactly its traced duration wherever it is placed, as classical trace
+            simulators do; used to cross-validate the engine).
+        interference: co-located jobs on one server slow each other (catalogue pairwise factors).
+        restart_delay: seconds a preempted or migrated job waits on its new GPUs before it runs again.
+        seed: seeds the model assignment of duration-only traces and any random placement.
+        oversize: what to do with a job that can never fit its cluster or pool: ``"error"`` or ``"drop"`` (warn).
+        max_time: stop the clock here (jobs still in the system count as unfinished).
+    """
+
+    speed_model: Literal["throughput", "duration"] = "throughput"
+    interference: bool = True
+    restart_delay: float = 30.0
+    seed: int = 0
+    oversize: Literal["error", "drop"] = "error"
+    max_time: float = math.inf
+
+    def __post_init__(self) -> None:
+        if self.speed_model not in ("throughput", "duration"):
+            raise ValueError(f"speed_model must be 'throughput' or 'duration', got {self.speed_model!r}")
+        if self.oversize not in ("error", "drop"):
+            raise ValueError(f"oversize must be 'error' or 'drop', got {self.oversize!r}")
+        if not self.restart_delay >= 0:
+            raise ValueError(f"restart_delay must be >= 0, got {self.restart_delay!r}")
+
+
+class Simulator:
+    """One replay of a workload on a cluster. All per-job state lives in arrays indexed by workload row."""
+
+    def __init__(self, cluster: Cluster, workload: Workload, config: SimConfig | None = None):
+        self.cluster = cluster
+        self.workload = workload
+        self.config = config or SimConfig()
+        self.rng = np.random.default_rng(self.config.seed)
+        self._bind()
+        self.reset()
+
+    # ------------------------------------------------------------------ binding the workload to the cluster
+    def _bind(self) -> None:
+        c, w, cat = self.cluster, self.workload, self.cluster.catalog
+        n = len(w)
+        model_rng = np.random.default_rng([self.config.seed, 1])
+        model = np.full(n, -1, dtype=np.int64)
+        if n:
+            known = w.model >= 0
+            for k, name in enumerate(w.model_names):
+                model[w.model == k] = cat.model_index(name) if name in cat.model_names else -1
+            missing = model < 0
+            if np.any(known & missing):
+                unknown = sorted({w.model_names[k] for k in np.unique(w.model[known & missing])})
+                raise SimulationError(f"workload {w.name!r}: models not in the catalogue: {', '.join(unknown)}")
+            model[missing] = cat.assign_models(int(missing.sum()), model_rng)
+        self.job_model = model
+        self.job_gpus_n = w.num_gpus.astype(np.int64)
+        self.job_milli = w.gpu_milli.astype(np.int64)
+        if np.any((self.job_milli < FULL_GPU) & (self.job_gpus_n > 1)):
+            bad = int(np.flatnonzero((self.job_milli < FULL_GPU) & (self.job_gpus_n > 1))[0])
+            raise SimulationError(f"workload {w.name!r}: job {bad} asks for a fraction of each of several GPUs")
+
+        # which GPUs each job may use: pool (VC) and GPU-type constraints
+        self.job_pool = np.full(n, -1, dtype=np.int64)
+        dropped = np.zeros(n, dtype=bool)
+        if c.pool_names:
+            vc_to_pool = np.array([c.pool_index(v) for v in w.vc_names] + [-1], dtype=np.int64)
+            self.job_pool = vc_to_pool[w.vc.astype(np.int64)]  # vc -1 maps to the sentinel -1
+            no_quota = self.job_pool < 0
+            if no_quota.any():
+                vcs = sorted({w.vc_names[v] if v >= 0 else "<none>" for v in w.vc[no_quota]})
+                warnings.warn(
+                    f"{int(no_quota.sum())} jobs of VCs without a quota on cluster {c.name!r} dropped: {', '.join(vcs)}",
+                    stacklevel=3,
+                )
+                dropped |= no_quota
+        self._constraint_masks: dict[int, np.ndarray] = {}
+        self.job_allowed = np.full(n, -1, dtype=np.int64)  # index into _allowed_masks, -1 = every GPU
+        masks: list[np.ndarray] = []
+        mask_key: dict[tuple, int] = {}
+        for j in np.flatnonzero((w.gpu_type >= 0) | (self.job_pool >= 0)):
+            key = (int(w.gpu_type[j]), int(self.job_pool[j]))
+            if key not in mask_key:
+                mask = np.ones(c.num_gpus, dtype=bool)
+                if key[0] >= 0:
+                    allowed = set(w.gpu_type_names[key[0]].split("|"))
+                    mask &= np.isin(c.gpu_model, [i for i, m in enumerate(c.gpu_model_names) if m in allowed]) | (
+                        np.isin(c.gpu_type, [i for i, t in enumerate(c.catalog.gpu_types) if t in allowed])
+                    )
+                if key[1] >= 0:
+                    mask &= c.server_pool[c.gpu_server] == key[1]
+                mask_key[key] = len(masks)
+                masks.append(mask)
+            self.job_allowed[j] = mask_key[key]
+        self.allowed_masks = masks
+
+        # capacity check: a job larger than every GPU it may use can never run
+        capacity = np.array([int(m.sum()) for m in masks] + [c.num_gpus], dtype=np.int64)
+        too_big = self.job_gpus_n > capacity[self.job_allowed]
+        too_big &= ~dropped
+        if too_big.any():
+            j = int(np.flatnonzero(too_big)[0])
+            what = f"job {j} ({w.job(j).name}) asks for {self.job_gpus_n[j]} GPUs but only {capacity[self.job_allowed[j]]} may serve it"
+            if self.config.oversize == "error":
+                raise SimulationError(f"workload {w.name!r} on cluster {c.name!r}: {what}")
+            warnings.warn(f"{int(too_big.sum())} jobs larger than their cluster/pool dropped (first: {what})", stacklevel=3)
+            dropped |= too_big
+        self.initially_dropped = dropped
+
+        # ideal iteration time and work (iterations) so that ideal runtime == traced duration
+        if self.config.speed_model == "duration":
+            self.job_ideal_iter = np.ones(n)
+        else:
+            cache: dict[tuple, float] = {}
+            ideal = np.empty(n)
+            for j in range(n):
+                key = (int(model[j]), int(self.job_gpus_n[j]), int(self.job_allowed[j]))
+                if key not in cache:
+                    allowed = None
+                    if key[2] >= 0:
+                        allowed = np.unique(c.gpu_type[masks[key[2]]]) if masks[key[2]].any() else None
+                    cache[key] = tp.ideal_iteration_time(c, key[0], key[1], allowed)
+                ideal[j] = cache[key]
+            self.job_ideal_iter = ideal
+        self.job_work = w.duration / self.job_ideal_iter
+
+    # ------------------------------------------------------------------ state
+    def reset(self) -> None:
+        n, c = len(self.workload), self.cluster
+        self.now = 0.0 if n == 0 else min(0.0, float(self.workload.submit_time[0]))
+        self.status = np.where(self.initially_dropped, DROPPED, FUTURE).astype(np.int8)
+        self.done_work = np.zeros(n)
+        self.rate = np.zeros(n)  # iterations per second while running
+        self.comm_fraction = np.zeros(n)  # share of the current iteration time spent communicating
+        self.last_update = np.zeros(n)
+        self.first_start = np.full(n, np.nan)
+        self.finish_time = np.full(n, np.nan)
+        self.run_start = np.full(n, np.nan)  # start of the current allocation
+        self.attained = np.zeros(n)  # GPU-seconds of allocation so far (Tiresias' attained service)
+        self.allocated_time = np.zeros(n)  # seconds holding GPUs
+        self.running_time = np.zeros(n)  # seconds making progress
+        self.comm_time = np.zeros(n)  # seconds of running spent in communication
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.needs_restart = np.zeros(n, dtype=bool)
+        self.version = np.zeros(n, dtype=np.int64)
+        self.job_gpus: list[np.ndarray | None] = [None] * n
+        self._shape: list[tp.PlacementShape | None] = [None] * n
+        self.demand_at_arrival = np.zeros(n)  # demand integral (GPU-seconds) when the job arrived
+        self._demand_at_finish = np.zeros(n)
+
+        self.gpu_free_milli = np.full(c.num_gpus, FULL_GPU, dtype=np.int64)  # (G,) unallocated share of each GPU
+        self.server_free = c.server_num_gpus.astype(np.int64).copy()  # (S,) wholly free GPUs per server
+        self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
+        self.gpu_sharers: dict[int, dict[int, None]] = {}  # GPU -> jobs holding a fraction of it
+        self.rack_crossing = np.zeros(c.num_racks, dtype=np.int64)  # (R,) jobs whose ring crosses the uplink
+        self.rack_crossers: list[dict[int, None]] = [{} for _ in range(c.num_racks)]
+
+        self.queue: dict[int, None] = {}  # waiting jobs, in the order they (re)entered the queue
+        self.running: dict[int, None] = {}  # jobs holding GPUs (running or restarting)
+        self.next_arrival = 0
+        self._heap: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, job, version)
+        self._seq = 0
+        self._timer_version = 0
+        self.events_processed = 0
+        self.decisions = 0
+        self.finished = 0
+        self.to_finish = int(np.sum(~self.initially_dropped))
+        self._demand = 0.0  # GPUs asked for by jobs in the system
+        self._demand_integral = 0.0
+        self._fragmentation_integral = 0.0
+        self._fragmented_now = 0.0
+        self._utilisation_integral = 0.0
+        self._allocated_now = 0.0
+        self._last_integral_time = self.now
+        self.changed = True
+        self.on_progress = None  # optional callable(sim) called every 4096 events
+
+    # ------------------------------------------------------------------ properties used by policies and envs
+    @property
+    def num_jobs(self) -> int:
+        return len(self.workload)
+
+    @property
+    def drained(self) -> bool:
+        return self.finished >= self.to_finish
+
+    def free_gpus(self) -> int:
+        return int(np.count_nonzero(self.gpu_free_milli == FULL_GPU))
+
+    def free_mask(self, job: int) -> np.ndarray:
+        """(G,) GPUs where ``job`` may start now (its share free, and allowed by its pool / type constraint)."""
+        free = self.gpu_free_milli >= (FULL_GPU if self.job_milli[job] >= FULL_GPU else self.job_milli[job])
+        k = self.job_allowed[job]
+        return free if k < 0 else free & self.allowed_masks[k]
+
+    def remaining_work(self, job: int) -> float:
+        done = self.done_work[job]
+        if self.status[job] == RUNNING:
+            done += self.rate[job] * (self.now - self.last_update[job])
+        return max(0.0, self.job_work[job] - done)
+
+    def remaining_ideal_time(self, job: int) -> float:
+        """Clairvoyant remaining runtime at ideal speed (SRTF's key)."""
+        return self.remaining_work(job) * self.job_ideal_iter[job]
+
+    def attained_service(self, job: int) -> float:
+        """GPU-seconds of allocation so far, the current allocation included (Tiresias' key)."""
+        a = self.attained[job]
+        if self.status[job] in (RUNNING, RESTARTING):
+            a += self.job_gpus_n[job] * (self.now - self.run_start[job])
+        return a
+
+    # ------------------------------------------------------------------ the three scheduler calls
+    def start(self, job: int, gpus) -> None:
+        """Place a queued job on the given GPU ids and start it (after the restart delay if it was preempted)."""
+        job = int(job)
+        if not 0 <= job < self.num_jobs or self.status[job] != QUEUED:
+            state = STATUS_NAMES[self.status[job]] if 0 <= job < self.num_jobs else "unknown"
+            raise SimulationError(f"start: job {job} is not waiting in the queue (it is {state})")
+        gpus = np.asarray(gpus, dtype=np.int64)
+        if gpus.ndim != 1 or len(gpus) != self.job_gpus_n[job]:
+            raise SimulationError(f"start: job {job} needs {self.job_gpus_n[job]} GPUs, got {np.size(gpus)}")
+        if len(np.unique(gpus)) != len(gpus) or gpus.min() < 0 or gpus.max() >= self.cluster.num_gpus:
+            raise SimulationError(f"start: job {job}: GPU ids must be distinct and in range, got {gpus.tolist()}")
+        if not self.free_mask(job)[gpus].all():
+            raise SimulationError(f"start: job {job}: GPUs {gpus.tolist()} are not all free or allowed for it")
+        self._integrate_to_now()
+        now = self.now
+        milli = self.job_milli[job]
+        self.gpu_free_milli[gpus] -= min(milli, FULL_GPU)
+        c = self.cluster
+        servers = c.gpu_server[gpus]
+        if milli >= FULL_GPU:
+            np.subtract.at(self.server_free, servers, 1)
+        else:
+            g = int(gpus[0])
+            if self.gpu_free_milli[g] + milli == FULL_GPU:  # first sharer: the GPU stops being wholly free
+                self.server_free[servers[0]] -= 1
+            self.gpu_sharers.setdefault(g, {})[job] = None
+        del self.queue[job]
+        self.running[job] = None
+        self.job_gpus[job] = gpus
+        self.run_start[job] = now
+        self._allocated_now += len(gpus) * min(milli, FULL_GPU) / FULL_GPU
+        if np.isnan(self.first_start[job]):
+            self.first_start[job] = now
+        for s in np.unique(servers):
+            self.server_jobs[s][job] = None
+        shape = tp.placement_shape(c, int(self.job_model[job]), gpus)
+        self._shape[job] = shape
+        if shape.crosses_racks:
+            self.rack_crossing[shape.racks] += 1
+            for r in shape.racks:
+                self.rack_crossers[r][job] = None
+        self.last_update[job] = now
+        if self.needs_restart[job] and self.config.restart_delay > 0:
+            self.status[job] = RESTARTING
+            self.rate[job] = 0.0
+            self.version[job] += 1
+            self._push(now + self.config.restart_delay, RESTART_DONE, job, int(self.version[job]))
+            self._refresh_rates(self._neighbours(job))
+        else:
+            self.status[job] = RUNNING
+            self.needs_restart[job] = False
+            self._refresh_rates(self._neighbours(job) | {job})
+        self.changed = True
+
+    def preempt(self, job: int) -> None:
+        """Stop a running job; it keeps its progress, returns to the queue and pays the restart delay when restarted."""
+        job = int(job)
+        if not 0 <= job < self.num_jobs or self.status[job] not in (RUNNING, RESTARTING):
+            raise SimulationError(f"preempt: job {job} is not running")
+        self._integrate_to_now()
+        self._bank(job)
+        self._release(job)
+        self.status[job] = QUEUED
+        self.queue[job] = None
+        self.preemptions[job] += 1
+        self.needs_restart[job] = True
+        self.changed = True
+
+    def set_timer(self, at: float) -> None:
+        """Ask for a decision point at time ``at`` (one pending policy timer; a new call replaces the old one)."""
+        if at < self.now:
+            raise SimulationError(f"set_timer: time {at} is in the past (now {self.now})")
+        self._timer_version += 1
+        self._push(at, TIMER, -1, self._timer_version)
+
+    # ------------------------------------------------------------------ the clock
+    def next_decision(self) -> bool:
+        """Process events until a decision point; return False once the run has drained (or hit ``max_time``).
+
+        A decision point is a time at which events have been processed (or a policy timer fired) and the queue is
+        not empty. All events at one time are processed before the decision.
+        """
+        self._note_fragmentation()
+        self.changed = False
+        while True:
+            if self.drained:
+                self._integrate_to_now()
+                return False
+            t_event = self._heap[0][0] if self._heap else math.inf
+            t_arrival = (
+                self.workload.submit_time[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
+            )
+            t = min(t_event, t_arrival)
+            if t == math.inf:
+                stuck = [int(j) for j in list(self.queue)[:5]]
+                raise SimulationError(
+                    f"deadlock at t={self.now:.1f}: jobs {stuck} wait, nothing runs and no event is pending "
+                    "(the scheduler never starts them)"
+                )
+            if t > self.config.max_time:
+                self.now = max(self.now, self.config.max_time)
+                self._integrate_to_now()
+                return False
+            self.now = t
+            self._integrate_to_now()
+            timer_fired = False
+            # every arrival and event at this instant, in (time, seq) order; arrivals first
+            while self.next_arrival < self.num_jobs and self.workload.submit_time[self.next_arrival] <= t:
+                j = self.next_arrival
+                self.next_arrival += 1
+                if self.status[j] == DROPPED:
+                    continue
+                self.status[j] = QUEUED
+                self.queue[j] = None
+                self._demand += self.job_gpus_n[j] * min(self.job_milli[j], FULL_GPU) / FULL_GPU
+                self.demand_at_arrival[j] = self._demand_integral
+                self.events_processed += 1
+                self.changed = True
+            while self._heap and self._heap[0][0] <= t:
+                _, _, kind, job, version = heapq.heappop(self._heap)
+                self.events_processed += 1
+                if kind == TIMER:
+                    if version == self._timer_version:
+                        timer_fired = True
+                    continue
+                if version != self.version[job]:
+                    continue  # stale: the job's rate or placement changed after this was pushed
+                if kind == COMPLETION:
+                    self._complete(job)
+                else:  # RESTART_DONE
+                    self.status[job] = RUNNING
+                    self.needs_restart[job] = False
+                    self.last_update[job] = t
+                    self._refresh_rates(self._neighbours(job) | {job})
+                self.changed = True
+            if self.on_progress is not None and self.events_processed & 4095 == 0:
+                self.on_progress(self)
+            if self.queue and (self.changed or timer_fired):
+                self.changed = False
+                self.decisions += 1
+                return True
+            self.changed = False
+
+    def run(self, policy) -> dict:
+        """Drive the simulation to the end with a policy (anything with ``schedule(sim)``); return the metrics."""
+        if hasattr(policy, "reset"):
+            policy.reset(self)
+        while self.next_decision():
+            policy.schedule(self)
+        return self.metrics()
+
+    # ------------------------------------------------------------------ internals
+    def _push(self, time: float, kind: int, job: int, version: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (time, self._seq, kind, job, version))
+
+    def _integrate_to_now(self) -> None:
+        dt = self.now - self._last_integral_time
+        if dt > 0:
+            self._demand_integral += self._demand * dt
+            self._fragmentation_integral += self._fragmented_now * dt
+            self._utilisation_integral += self._allocated_now * dt
+            self._last_integral_time = self.now
+
+    def _note_fragmentation(self) -> None:
+        """Free GPUs unusable by the head job: counted while the oldest waiting job waits though enough GPUs are free."""
+        self._integrate_to_now()
+        self._fragmented_now = 0.0
+        if self.queue:
+            head = min(self.queue)  # oldest arrival (rows are sorted by submit time)
+            free = int(np.count_nonzero(self.free_mask(head)))
+            if free >= self.job_gpus_n[head]:
+                self._fragmented_now = float(self.free_gpus())
+
+    def _bank(self, job: int) -> None:
+        """Credit progress at the current rate up to now."""
+        dt = self.now - self.last_update[job]
+        if dt > 0 and self.status[job] == RUNNING:
+            self.done_work[job] = min(self.job_work[job], self.done_work[job] + self.rate[job] * dt)
+            self.running_time[job] += dt
+            self.comm_time[job] += dt * self.comm_fraction[job]
+        self.last_update[job] = self.now
+
+    def _release(self, job: int) -> None:
+        gpus = self.job_gpus[job]
+        c = self.cluster
+        milli = self.job_milli[job]
+        self.gpu_free_milli[gpus] += min(milli, FULL_GPU)
+        servers = c.gpu_server[gpus]
+        if milli >= FULL_GPU:
+            np.add.at(self.server_free, servers, 1)
+        else:
+            g = int(gpus[0])
+            del self.gpu_sharers[g][job]
+            if not self.gpu_sharers[g]:
+                del self.gpu_sharers[g]
+            if self.gpu_free_milli[g] == FULL_GPU:
+                self.server_free[servers[0]] += 1
+        held = self.now - self.run_start[job]
+        self.allocated_time[job] += held
+        self.attained[job] += self.job_gpus_n[job] * held
+        self._allocated_now -= len(gpus) * min(milli, FULL_GPU) / FULL_GPU
+        neighbours = self._neighbours(job)
+        for s in np.unique(servers):
+            del self.server_jobs[s][job]
+        shape = self._shape[job]
+        if shape is not None and shape.crosses_racks:
+            self.rack_crossing[shape.racks] -= 1
+            for r in shape.racks:
+                del self.rack_crossers[r][job]
+        del self.running[job]
+        self.job_gpus[job] = None
+        self._shape[job] = None
+        self.rate[job] = 0.0
+        self.comm_fraction[job] = 0.0
+        self.version[job] += 1
+        neighbours.discard(job)
+        self._refresh_rates(neighbours)
+
+    def _complete(self, job: int) -> None:
+        self._bank(job)
+        self.done_work[job] = self.job_work[job]
+        self._release(job)
+        self.status[job] = DONE
+        self.finish_time[job] = self.now
+        self._demand_at_finish[job] = self._demand_integral
+        self.finished += 1
+        self._demand -= self.job_gpus_n[job] * min(self.job_milli[job], FULL_GPU) / FULL_GPU
+
+    def _neighbours(self, job: int) -> set[int]:
+        """Jobs whose speed depends on this job's presence: same servers, same GPUs, same crossed uplinks."""
+        if self.config.speed_model == "duration":
+            return set()
+        out: set[int] = set()
+        gpus = self.job_gpus[job]
+        if gpus is None:
+            return out
+        if self.config.interference:
+            for s in np.unique(self.cluster.gpu_server[gpus]):
+                out.update(self.server_jobs[s])
+        if self.job_milli[job] < FULL_GPU:
+            out.update(self.gpu_sharers.get(int(gpus[0]), ()))
+        shape = self._shape[job]
+        if shape is not None and shape.crosses_racks:
+            for r in shape.racks:
+                out.update(self.rack_crossers[r])
+        return out
+
+    def _refresh_rates(self, jobs) -> None:
+        """Bank progress and recompute rate and completion time of running jobs (after any change around them)."""
+        cat = self.cluster.catalog
+        for job in jobs:
+            if self.status[job] != RUNNING:
+                continue
+            self._bank(job)
+            if self.config.speed_model == "duration":
+                rate, comm = 1.0, 0.0
+            else:
+                m = int(self.job_model[job])
+                slowdown = 1.0
+                if self.config.interference:
+                    others = set()
+                    for s in self._shape[job].servers:
+                        others.update(self.server_jobs[s])
+                    others.discard(job)
+                    if others:
+                        slowdown = float(cat.colocation_slowdown[m, self.job_model[list(others)]].max())
+                share = 1.0
+                if self.job_milli[job] < FULL_GPU:
+                    sharers = [o for o in self.gpu_sharers.get(int(self.job_gpus[job][0]), ()) if o != job]
+                    if sharers:
+                        share = float(cat.space_sharing[m, self.job_model[sharers]].min())
+                it = tp.iteration_time_of_shape(self.cluster, m, self._shape[job], self.rack_crossing, slowdown, share)
+                rate, comm = 1.0 / it.total, it.communication_fraction
+            self.rate[job] = rate
+            self.comm_fraction[job] = comm
+            self.version[job] += 1
+            remaining = self.job_work[job] - self.done_work[job]
+            self._push(self.now + max(0.0, remaining) / rate, COMPLETION, job, int(self.version[job]))
+
+    # ------------------------------------------------------------------ results
+    def metrics(self) -> dict:
+        from gpusched_envs.sim.metrics import compute_metrics
+
+        return compute_metrics(self)

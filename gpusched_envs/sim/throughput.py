@@ -1,0 +1,160 @@
+"""Throughput model of a synchronous data-parallel job on a placement (SPEC §3).
+
+compute time c = the slowest assigned GPU's single-GPU iteration time;
+communication m = 0 on one GPU, else ring all-reduce 2(n-1)/n · S / B + 2(n-1) · hop latency, where B is the
+bottleneck bandwidth of the placement: the intra-server link on one server, the NIC across servers of a rack, and across
+racks also each crossed rack uplink divided by the number of jobs crossing it (congestion);
+iteration time t = (c^γ + m^γ)^(1/γ) (Pollux's overlap model), times the co-location slowdown of jobs sharing a server,
+divided by the throughput fraction left when jobs share one GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from gpusched_envs.sim.topology import Cluster
+
+
+class IterationTime(NamedTuple):
+    """Seconds per iteration and its parts."""
+
+    compute: float
+    communication: float
+    total: float  # after overlap, interference and GPU sharing
+
+    @property
+    def communication_fraction(self) -> float:
+        """Share of the iteration that communication adds over pure compute."""
+        return 0.0 if self.total <= 0 else max(0.0, 1.0 - self.compute / self.total)
+
+
+def all_reduce_time(num_gpus: int, gradient_bytes: float, bandwidth: float, hop_latency: float) -> float:
+    """Ring all-reduce time: 2(n-1)/n · S / B + 2(n-1) · latency (0 on one GPU)."""
+    if num_gpus <= 1:
+        return 0.0
+    steps = 2 * (num_gpus - 1)
+    return steps / num_gpus * gradient_bytes / bandwidth + steps * hop_latency
+
+
+def overlap(compute: float, communication: float, gamma: float) -> float:
+    """(c^γ + m^γ)^(1/γ): γ = 1 adds the two, γ → ∞ overlaps them fully."""
+    if communication <= 0.0:
+        return compute
+    return (compute**gamma + communication**gamma) ** (1.0 / gamma)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementShape:
+    """What the throughput model needs to know of a placement, computed once when a job starts."""
+
+    num_gpus: int
+    compute: float  # slowest GPU's iteration time, s
+    servers: np.ndarray  # (k,) distinct servers used
+    racks: np.ndarray  # (r,) distinct racks used
+    base_bandwidth: float  # bottleneck bandwidth ignoring uplink sharing, bytes/s
+    hop_latency: float  # s
+
+    @property
+    def crosses_racks(self) -> bool:
+        return len(self.racks) > 1
+
+
+def placement_shape(cluster: Cluster, model: int, gpus: np.ndarray) -> PlacementShape:
+    gpus = np.asarray(gpus)
+    compute = float(cluster.catalog.iteration_time[model, cluster.gpu_type[gpus]].max())
+    servers = np.unique(cluster.gpu_server[gpus])
+    racks = np.unique(cluster.server_rack[servers])
+    if len(servers) == 1:
+        s = servers[0]
+        bandwidth, latency = cluster.server_intra_bandwidth[s], cluster.server_intra_latency[s]
+    else:
+        bandwidth = cluster.server_nic_bandwidth[servers].min()
+        latency = cluster.server_nic_latency[servers].max()
+        if len(racks) > 1:
+            latency = max(latency, cluster.spine_latency)
+    return PlacementShape(len(gpus), compute, servers, racks, float(bandwidth), float(latency))
+
+
+def communication_time(
+    cluster: Cluster, model: int, shape: PlacementShape, uplink_jobs: np.ndarray | None = None
+) -> float:
+    """All-reduce seconds for a placement; ``uplink_jobs[r]`` = jobs crossing rack r's uplink (this one included)."""
+    if shape.num_gpus <= 1:
+        return 0.0
+    bandwidth = shape.base_bandwidth
+    if shape.crosses_racks:
+        sharers = np.ones(len(shape.racks)) if uplink_jobs is None else np.maximum(uplink_jobs[shape.racks], 1)
+        bandwidth = min(bandwidth, float((cluster.rack_uplink_bandwidth[shape.racks] / sharers).min()))
+    return all_reduce_time(shape.num_gpus, cluster.catalog.gradient_bytes[model], bandwidth, shape.hop_latency)
+
+
+def iteration_time_of_shape(
+    cluster: Cluster,
+    model: int,
+    shape: PlacementShape,
+    uplink_jobs: np.ndarray | None = None,
+    slowdown: float = 1.0,
+    share_fraction: float = 1.0,
+) -> IterationTime:
+    m = communication_time(cluster, model, shape, uplink_jobs)
+    t = overlap(shape.compute, m, cluster.catalog.overlap_gamma[model]) * slowdown / share_fraction
+    return IterationTime(shape.compute, m, t)
+
+
+def predict_iteration_time(
+    cluster: Cluster,
+    model: str | int,
+    gpus,
+    *,
+    other_jobs_crossing_uplinks: int = 0,
+    colocated_models: tuple[str, ...] = (),
+    gpu_sharing_model: str | None = None,
+) -> IterationTime:
+    """What-if: seconds per iteration of ``model`` data-parallel on the GPU ids ``gpus`` of ``cluster``.
+
+    ``other_jobs_crossing_uplinks`` adds that many other jobs on every rack uplink this placement crosses;
+    ``colocated_models`` are models of other jobs on the same servers (co-location interference, worst pair);
+    ``gpu_sharing_model`` is the model of a job sharing the same GPU(s) (fractional GPUs).
+
+    >>> from gpusched_envs.sim.topology import load_cluster
+    >>> c = load_cluster("tiny")
+    >>> predict_iteration_time(c, c.catalog.model_names[0], [0]).communication
+    0.0
+    """
+    catalog = cluster.catalog
+    m = catalog.model_index(model) if isinstance(model, str) else int(model)
+    gpus = np.asarray(gpus, dtype=np.int64)
+    if gpus.ndim != 1 or len(gpus) == 0:
+        raise ValueError("gpus must be a non-empty list of GPU ids")
+    if gpus.min() < 0 or gpus.max() >= cluster.num_gpus:
+        raise ValueError(f"GPU ids must be in 0..{cluster.num_gpus - 1}, got {gpus.tolist()}")
+    if len(np.unique(gpus)) != len(gpus):
+        raise ValueError(f"GPU ids must be distinct, got {gpus.tolist()}")
+    shape = placement_shape(cluster, m, gpus)
+    uplink = np.full(cluster.num_racks, 1 + other_jobs_crossing_uplinks)
+    slowdown = max((catalog.colocation_slowdown[m, catalog.model_index(o)] for o in colocated_models), default=1.0)
+    share = 1.0 if gpu_sharing_model is None else catalog.space_sharing[m, catalog.model_index(gpu_sharing_model)]
+    return iteration_time_of_shape(cluster, m, shape, uplink, slowdown, share)
+
+
+def ideal_iteration_time(cluster: Cluster, model: int, num_gpus: int, allowed_types: np.ndarray | None = None) -> float:
+    """Best case on this cluster: the fastest (allowed) GPU type, consolidated on the fastest intra-server link when
+    the job fits one server, else across the fastest NICs; no congestion or interference. A job's ideal runtime is
+    work × this, so average JCT ≥ mean ideal runtime holds on every run."""
+    catalog = cluster.catalog
+    types = np.unique(cluster.gpu_type) if allowed_types is None else allowed_types
+    compute = float(catalog.iteration_time[model, types].min())
+    if num_gpus <= 1:
+        return compute
+    fits_one = cluster.server_num_gpus >= num_gpus
+    if fits_one.any():
+        bandwidth = cluster.server_intra_bandwidth[fits_one].max()
+        latency = cluster.server_intra_latency[fits_one].min()
+    else:
+        bandwidth = cluster.server_nic_bandwidth.max()
+        latency = cluster.server_nic_latency.min()
+    m = all_reduce_time(num_gpus, catalog.gradient_bytes[model], bandwidth, latency)
+    return overlap(compute, m, catalog.overlap_gamma[model])
