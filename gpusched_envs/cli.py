@@ -1,2 +1,279 @@
-def main() -> None:
-    pass
+"""The ``gpusched`` command.
+
+Subcommands of the library itself: ``simulate``, ``bench``, ``clusters``, ``workloads``, ``envs``. Other packages add
+subcommands (``train``, ``evaluate``, ``leaderboard``) through the ``gpusched.commands`` entry-point group, so the
+library never imports them: an entry point names a ``typer.Typer`` app or a plain function.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gpusched_envs.io import atomic_write_text
+
+app = typer.Typer(
+    name="gpusched",
+    help="GPU-cluster scheduling: simulate, benchmark, list clusters, workloads and environments.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+class UserError(Exception):
+    """Bad input from the command line: printed as one line, exit code 2."""
+
+
+def fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+def _load_workload(spec: str, seed: int):
+    from gpusched_envs.workloads import load_workload
+
+    return load_workload(spec, seed=seed)
+
+
+def run_simulation(
+    cluster: str,
+    workload: str,
+    policy: str,
+    placement: str,
+    seed: int = 0,
+    speed_model: str = "throughput",
+    interference: bool = True,
+    restart_delay: float | None = None,
+    progress: bool = False,
+) -> dict:
+    """One simulation from names, as the CLI runs it; returns the ``--json`` document."""
+    from gpusched_envs.policies import make_policy
+    from gpusched_envs.sim import SimConfig, Simulator, load_cluster
+
+    c = load_cluster(cluster)
+    w = _load_workload(workload, seed)
+    pol = make_policy(policy, placement)
+    oversize = "drop" if c.pool_names else "error"
+    config = SimConfig(
+        speed_model=speed_model,
+        interference=interference,
+        restart_delay=restart_delay,
+        seed=seed,
+        oversize=oversize,
+    )
+    sim = Simulator(c, w, config)
+    if progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("simulating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("jobs", total=sim.to_finish)
+            sim.on_progress = lambda s: bar.update(task, completed=s.finished)
+            metrics = sim.run(pol)
+    else:
+        metrics = sim.run(pol)
+    return {
+        "schema": "gpusched.simulate/1",
+        "cluster": c.name,
+        "cluster_gpus": c.num_gpus,
+        "workload": workload,
+        "workload_fingerprint": w.fingerprint(),
+        "policy": policy,
+        "placement": placement,
+        "seed": seed,
+        "speed_model": speed_model,
+        "interference": interference,
+        "restart_delay": sim.restart_delay,
+        "metrics": metrics,
+        **{k: metrics[k] for k in ("jobs", "avg_jct", "p95_jct", "makespan", "avg_queueing_delay")},
+    }
+
+
+def metrics_table(title: str, metrics: dict):
+    from rich.table import Table
+
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("lower bound", justify="right")
+    bounds = {"avg_jct": "lower_bound_avg_jct", "makespan": "lower_bound_makespan"}
+    for key, value in metrics.items():
+        if key.startswith("lower_bound"):
+            continue
+        text = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
+        bound = metrics.get(bounds.get(key, ""), None)
+        table.add_row(key, text, "" if bound is None else f"{bound:,.4g}")
+    return table
+
+
+@app.command()
+def simulate(
+    cluster: Annotated[str, typer.Option(help="Preset name or path to a cluster YAML.")] = "tiny",
+    workload: Annotated[str, typer.Option(help="Named workload spec, e.g. philly:start=2017-10-01,end=2017-10-07.")] = (
+        "synthetic:jobs=200"
+    ),
+    policy: Annotated[str, typer.Option(help="fifo | sjf | srtf | tiresias | gandiva")] = "fifo",
+    placement: Annotated[str, typer.Option(help="closest | consolidate | first-fit | pack | random")] = "closest",
+    seed: Annotated[int, typer.Option(help="Seed of the workload and the simulator.")] = 0,
+    speed_model: Annotated[str, typer.Option(help="throughput | duration")] = "throughput",
+    interference: Annotated[bool, typer.Option(help="Co-located jobs slow each other.")] = True,
+    restart_delay: Annotated[float | None, typer.Option(help="Seconds; default from data/sim_defaults.yaml.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write metrics as JSON here (atomic).")] = None,
+    describe: Annotated[bool, typer.Option(help="Only describe the workload, do not simulate.")] = False,
+) -> None:
+    """Replay a workload on a cluster with a heuristic policy and print the metrics."""
+    if describe:
+        workloads(spec=workload, seed=seed, cluster=cluster)
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        doc = run_simulation(
+            cluster, workload, policy, placement, seed, speed_model, interference, restart_delay, progress=True
+        )
+    for w in caught:
+        err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False, soft_wrap=True)
+    title = f"{doc['policy']} + {doc['placement']} on {doc['cluster']} ({doc['cluster_gpus']} GPUs), {workload}"
+    console.print(metrics_table(title, doc["metrics"]))
+    if json_out is not None:
+        atomic_write_text(json_out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        console.print(f"wrote {json_out}")
+
+
+@app.command()
+def clusters() -> None:
+    """List the cluster presets with their sizes."""
+    from rich.table import Table
+
+    from gpusched_envs.sim import list_presets, load_cluster
+
+    table = Table(title="cluster presets")
+    for col in ("name", "racks", "servers", "GPUs", "GPU types", "pools", "description"):
+        table.add_column(col)
+    for name in list_presets():
+        c = load_cluster(name)
+        s = c.summary()
+        types = ", ".join(f"{k}×{v}" for k, v in s["gpu_types"].items())
+        table.add_row(name, str(s["racks"]), str(s["servers"]), str(s["gpus"]), types, str(len(s["pools"])), c.description)
+    console.print(table)
+
+
+@app.command()
+def workloads(
+    spec: Annotated[str | None, typer.Argument(help="A workload spec to describe; omit to list the names.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for generated workloads.")] = 0,
+    cluster: Annotated[str | None, typer.Option(help="State the offered load on this cluster.")] = None,
+) -> None:
+    """List named workloads, or summarise one (jobs, span, GPU sizes, duration percentiles, offered load)."""
+    from rich.table import Table
+
+    from gpusched_envs.workloads import describe as describe_workload
+    from gpusched_envs.workloads import list_workloads
+
+    if spec is None:
+        table = Table(title="named workloads")
+        for col in ("name", "keys", "description"):
+            table.add_column(col)
+        for name, description, keys in list_workloads():
+            table.add_row(name, ", ".join(keys), description)
+        console.print(table)
+        return
+    w = _load_workload(spec, seed)
+    num_gpus = None
+    if cluster is not None:
+        from gpusched_envs.sim import load_cluster
+
+        num_gpus = load_cluster(cluster).num_gpus
+    summary = describe_workload(w, num_gpus=num_gpus)
+    table = Table(title=f"workload {spec}")
+    table.add_column("field")
+    table.add_column("value")
+    for key, value in summary.items():
+        table.add_row(str(key), json.dumps(value) if isinstance(value, dict | list) else str(value))
+    console.print(table)
+
+
+@app.command()
+def envs() -> None:
+    """List the registered environments with their spaces."""
+    try:
+        import gymnasium as gym
+
+        import gpusched_envs.envs  # noqa: F401  (registers the ids)
+    except ImportError as exc:  # pragma: no cover
+        fail(f"cannot import the environments: {exc}")
+    ids = sorted(k for k in gym.registry if k.startswith("gpusched/"))
+    if not ids:
+        console.print("no environments registered yet")
+        return
+    for env_id in ids:
+        env = gym.make(env_id)
+        console.print(f"[bold]{env_id}[/]\n  action: {env.action_space}\n  observation: {env.observation_space}")
+        env.close()
+
+
+@app.command()
+def bench(
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+    quick: Annotated[bool, typer.Option(help="Smaller sizes (for a smoke test).")] = False,
+) -> None:
+    """Measure the SPEC §8 figures that exist so far and print them."""
+    from gpusched_envs.bench import run_benchmarks
+
+    results = run_benchmarks(quick=quick, console=err_console)
+    from rich.table import Table
+
+    table = Table(title="gpusched bench")
+    for col in ("benchmark", "figure", "unit", "target", "meets"):
+        table.add_column(col)
+    for r in results["benchmarks"]:
+        meets = "" if r.get("meets") is None else ("yes" if r["meets"] else "NO")
+        table.add_row(r["name"], f"{r['value']:,.4g}", r["unit"], r.get("target", ""), meets)
+    console.print(table)
+    if out is not None:
+        atomic_write_text(out, json.dumps(results, indent=2, sort_keys=True) + "\n")
+        console.print(f"wrote {out}")
+
+
+def _add_plugin_commands() -> None:
+    """Subcommands from other packages (``train``, ``evaluate``, ``leaderboard``), found by entry point."""
+    for ep in entry_points(group="gpusched.commands"):
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a broken plugin must not break the library's own commands
+            warnings.warn(f"gpusched: cannot load command {ep.name!r} ({ep.value}): {exc}", stacklevel=2)
+            continue
+        if isinstance(obj, typer.Typer):
+            app.add_typer(obj, name=ep.name)
+        else:
+            app.command(name=ep.name)(obj)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _add_plugin_commands()
+    from gpusched_envs.errors import USER_ERRORS
+
+    try:
+        app(args=argv, standalone_mode=True)
+    except USER_ERRORS as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -19,9 +19,12 @@ import heapq
 import math
 import warnings
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from typing import Literal
 
 import numpy as np
+import yaml
 
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.topology import Cluster
@@ -33,6 +36,12 @@ STATUS_NAMES = ("future", "queued", "running", "restarting", "done", "dropped")
 # event kinds (the dispatch order of simultaneous events is their seq, i.e. the order they were pushed)
 COMPLETION, RESTART_DONE, TIMER = 0, 1, 2
 FULL_GPU = 1000  # milli-GPUs
+
+
+@lru_cache(maxsize=1)
+def default_restart_delay() -> float:
+    doc = yaml.safe_load(resources.files("gpusched_envs").joinpath("data/sim_defaults.yaml").read_text())
+    return float(doc["restart_delay_s"]["value"])
 
 
 class SimulationError(RuntimeError):
@@ -48,7 +57,8 @@ class SimConfig:
             ``"duration"`` (a job runs exactly its traced duration wherever it is placed, as classical trace
             simulators do; used to cross-validate the engine).
         interference: co-located jobs on one server slow each other (catalogue pairwise factors).
-        restart_delay: seconds a preempted or migrated job waits on its new GPUs before it runs again.
+        restart_delay: seconds a preempted or migrated job waits on its new GPUs before it runs again
+            (``None``: the default in ``data/sim_defaults.yaml``, with its source).
         seed: seeds the model assignment of duration-only traces and any random placement.
         oversize: what to do with a job that can never fit its cluster or pool: ``"error"`` or ``"drop"`` (warn).
         max_time: stop the clock here (jobs still in the system count as unfinished).
@@ -56,7 +66,7 @@ class SimConfig:
 
     speed_model: Literal["throughput", "duration"] = "throughput"
     interference: bool = True
-    restart_delay: float = 30.0
+    restart_delay: float | None = None
     seed: int = 0
     oversize: Literal["error", "drop"] = "error"
     max_time: float = math.inf
@@ -66,7 +76,7 @@ class SimConfig:
             raise ValueError(f"speed_model must be 'throughput' or 'duration', got {self.speed_model!r}")
         if self.oversize not in ("error", "drop"):
             raise ValueError(f"oversize must be 'error' or 'drop', got {self.oversize!r}")
-        if not self.restart_delay >= 0:
+        if self.restart_delay is not None and not self.restart_delay >= 0:
             raise ValueError(f"restart_delay must be >= 0, got {self.restart_delay!r}")
 
 
@@ -78,6 +88,9 @@ class Simulator:
         self.workload = workload
         self.config = config or SimConfig()
         self.rng = np.random.default_rng(self.config.seed)
+        self.restart_delay = (
+            default_restart_delay() if self.config.restart_delay is None else float(self.config.restart_delay)
+        )
         self._bind()
         self.reset()
 
@@ -170,6 +183,7 @@ class Simulator:
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
         n, c = len(self.workload), self.cluster
+        self._num_jobs = n
         self.now = 0.0 if n == 0 else min(0.0, float(self.workload.submit_time[0]))
         self.status = np.where(self.initially_dropped, DROPPED, FUTURE).astype(np.int8)
         self.done_work = np.zeros(n)
@@ -221,7 +235,7 @@ class Simulator:
     # ------------------------------------------------------------------ properties used by policies and envs
     @property
     def num_jobs(self) -> int:
-        return len(self.workload)
+        return self._num_jobs
 
     @property
     def drained(self) -> bool:
@@ -272,9 +286,10 @@ class Simulator:
         milli = self.job_milli[job]
         self.gpu_free_milli[gpus] -= min(milli, FULL_GPU)
         c = self.cluster
-        servers = c.gpu_server[gpus]
+        servers = c.gpu_server[gpus].tolist()
         if milli >= FULL_GPU:
-            np.subtract.at(self.server_free, servers, 1)
+            for s in servers:
+                self.server_free[s] -= 1
         else:
             g = int(gpus[0])
             if self.gpu_free_milli[g] + milli == FULL_GPU:  # first sharer: the GPU stops being wholly free
@@ -287,7 +302,7 @@ class Simulator:
         self._allocated_now += len(gpus) * min(milli, FULL_GPU) / FULL_GPU
         if np.isnan(self.first_start[job]):
             self.first_start[job] = now
-        for s in np.unique(servers):
+        for s in set(servers):
             self.server_jobs[s][job] = None
         shape = tp.placement_shape(c, int(self.job_model[job]), gpus)
         self._shape[job] = shape
@@ -296,11 +311,11 @@ class Simulator:
             for r in shape.racks:
                 self.rack_crossers[r][job] = None
         self.last_update[job] = now
-        if self.needs_restart[job] and self.config.restart_delay > 0:
+        if self.needs_restart[job] and self.restart_delay > 0:
             self.status[job] = RESTARTING
             self.rate[job] = 0.0
             self.version[job] += 1
-            self._push(now + self.config.restart_delay, RESTART_DONE, job, int(self.version[job]))
+            self._push(now + self.restart_delay, RESTART_DONE, job, int(self.version[job]))
             self._refresh_rates(self._neighbours(job))
         else:
             self.status[job] = RUNNING
@@ -442,9 +457,10 @@ class Simulator:
         c = self.cluster
         milli = self.job_milli[job]
         self.gpu_free_milli[gpus] += min(milli, FULL_GPU)
-        servers = c.gpu_server[gpus]
+        servers = c.gpu_server[gpus].tolist()
         if milli >= FULL_GPU:
-            np.add.at(self.server_free, servers, 1)
+            for s in servers:
+                self.server_free[s] += 1
         else:
             g = int(gpus[0])
             del self.gpu_sharers[g][job]
@@ -457,7 +473,7 @@ class Simulator:
         self.attained[job] += self.job_gpus_n[job] * held
         self._allocated_now -= len(gpus) * min(milli, FULL_GPU) / FULL_GPU
         neighbours = self._neighbours(job)
-        for s in np.unique(servers):
+        for s in set(servers):
             del self.server_jobs[s][job]
         shape = self._shape[job]
         if shape is not None and shape.crosses_racks:
@@ -491,13 +507,13 @@ class Simulator:
         gpus = self.job_gpus[job]
         if gpus is None:
             return out
+        shape = self._shape[job]
         if self.config.interference:
-            for s in np.unique(self.cluster.gpu_server[gpus]):
+            for s in shape.servers:
                 out.update(self.server_jobs[s])
         if self.job_milli[job] < FULL_GPU:
             out.update(self.gpu_sharers.get(int(gpus[0]), ()))
-        shape = self._shape[job]
-        if shape is not None and shape.crosses_racks:
+        if shape.crosses_racks:
             for r in shape.racks:
                 out.update(self.rack_crossers[r])
         return out

@@ -52,7 +52,7 @@ class PlacementShape:
 
     num_gpus: int
     compute: float  # slowest GPU's iteration time, s
-    servers: np.ndarray  # (k,) distinct servers used
+    servers: tuple[int, ...]  # distinct servers used, ascending
     racks: np.ndarray  # (r,) distinct racks used
     base_bandwidth: float  # bottleneck bandwidth ignoring uplink sharing, bytes/s
     hop_latency: float  # s
@@ -64,15 +64,24 @@ class PlacementShape:
 
 def placement_shape(cluster: Cluster, model: int, gpus: np.ndarray) -> PlacementShape:
     gpus = np.asarray(gpus)
+    if len(gpus) == 1:  # the common case, kept cheap
+        g = int(gpus[0])
+        s = int(cluster.gpu_server[g])
+        compute = float(cluster.catalog.iteration_time[model, cluster.gpu_type[g]])
+        racks = cluster.server_rack[s : s + 1]
+        return PlacementShape(
+            1, compute, (s,), racks, float(cluster.server_intra_bandwidth[s]), float(cluster.server_intra_latency[s])
+        )
     compute = float(cluster.catalog.iteration_time[model, cluster.gpu_type[gpus]].max())
-    servers = np.unique(cluster.gpu_server[gpus])
-    racks = np.unique(cluster.server_rack[servers])
+    servers = tuple(sorted(set(cluster.gpu_server[gpus].tolist())))
+    racks = np.unique(cluster.server_rack[list(servers)])
     if len(servers) == 1:
         s = servers[0]
         bandwidth, latency = cluster.server_intra_bandwidth[s], cluster.server_intra_latency[s]
     else:
-        bandwidth = cluster.server_nic_bandwidth[servers].min()
-        latency = cluster.server_nic_latency[servers].max()
+        idx = list(servers)
+        bandwidth = cluster.server_nic_bandwidth[idx].min()
+        latency = cluster.server_nic_latency[idx].max()
         if len(racks) > 1:
             latency = max(latency, cluster.spine_latency)
     return PlacementShape(len(gpus), compute, servers, racks, float(bandwidth), float(latency))
