@@ -1,0 +1,67 @@
+"""Shared test helpers: a tiny hand-built catalogue and cluster whose numbers are easy to compute by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusched_envs.sim.catalog import parse_catalog
+from gpusched_envs.sim.topology import build_cluster
+from gpusched_envs.sim.workload import Workload
+
+GB = 1e9
+
+TOY_CATALOG = {
+    "reference_gpu": "fast",
+    "gpu_types": {"fast": {"memory_gb": 16}, "slow": {"memory_gb": 16}},
+    "links": {
+        "bus": {"bandwidth_gbytes_per_s": 100.0, "latency_s": 0.0},
+        "nic": {"bandwidth_gbytes_per_s": 10.0, "latency_s": 0.0},
+        "laggy": {"bandwidth_gbytes_per_s": 10.0, "latency_s": 0.001},
+    },
+    "models": {
+        # gamma = 1: iteration = compute + communication, easy to check by hand
+        "additive": {
+            "gradient_bytes": 1e9,
+            "overlap_gamma": 1.0,
+            "iteration_time_s": {"fast": 0.1, "slow": 0.3},
+        },
+        "overlapped": {
+            "gradient_bytes": 1e9,
+            "overlap_gamma": 2.0,
+            "iteration_time_s": {"fast": 0.1, "slow": 0.3},
+        },
+    },
+    "interference": {
+        "default_server_slowdown": 1.5,
+        "default_gpu_share_fraction": 0.6,
+    },
+}
+
+# 2 racks x 2 servers x 4 GPUs; rack uplink 5 GB/s (half of one NIC)
+TOY_CLUSTER = {
+    "name": "toy",
+    "racks": [
+        {
+            "count": 2,
+            "uplink_gbytes_per_s": 5.0,
+            "servers": [{"count": 2, "gpus": 4, "gpu_type": "fast", "intra_link": "bus", "nic": "nic"}],
+        }
+    ],
+}
+
+
+def toy_catalog():
+    return parse_catalog(TOY_CATALOG, "toy-catalog")
+
+
+def toy_cluster():
+    return build_cluster(TOY_CLUSTER, toy_catalog(), where="toy")
+
+
+def make_workload(rows, model_names=("additive",), name="hand"):
+    """rows: (submit, duration, gpus[, model index[, milli]])."""
+    rows = [tuple(r) + (0, 1000)[len(r) - 3 :] for r in rows]
+    submit, duration, gpus, model, milli = (np.array(c) for c in zip(*rows, strict=True))
+    return Workload.from_columns(
+        name, submit, duration, gpus, model=model, gpu_milli=milli, model_names=model_names
+    )
