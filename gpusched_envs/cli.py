@@ -125,16 +125,22 @@ def metrics_table(title: str, metrics: dict):
 @app.command()
 def simulate(
     cluster: Annotated[str, typer.Option(help="Preset name or path to a cluster YAML.")] = "tiny",
-    workload: Annotated[str, typer.Option(help="Named workload spec, e.g. philly:start=2017-10-01,end=2017-10-07.")] = (
-        "synthetic:jobs=200"
-    ),
+    workload: Annotated[
+        str, typer.Option(help="Named workload spec, e.g. philly:start=2017-10-01,end=2017-10-07.")
+    ] = ("synthetic:jobs=200"),
     policy: Annotated[str, typer.Option(help="fifo | sjf | srtf | tiresias | gandiva")] = "fifo",
-    placement: Annotated[str, typer.Option(help="closest | consolidate | first-fit | pack | random")] = "closest",
+    placement: Annotated[
+        str, typer.Option(help="closest | consolidate | first-fit | pack | random")
+    ] = "closest",
     seed: Annotated[int, typer.Option(help="Seed of the workload and the simulator.")] = 0,
     speed_model: Annotated[str, typer.Option(help="throughput | duration")] = "throughput",
     interference: Annotated[bool, typer.Option(help="Co-located jobs slow each other.")] = True,
-    restart_delay: Annotated[float | None, typer.Option(help="Seconds; default from data/sim_defaults.yaml.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write metrics as JSON here (atomic).")] = None,
+    restart_delay: Annotated[
+        float | None, typer.Option(help="Seconds; default from data/sim_defaults.yaml.")
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write metrics as JSON here (atomic).")
+    ] = None,
     describe: Annotated[bool, typer.Option(help="Only describe the workload, do not simulate.")] = False,
 ) -> None:
     """Replay a workload on a cluster with a heuristic policy and print the metrics."""
@@ -144,11 +150,21 @@ def simulate(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         doc = run_simulation(
-            cluster, workload, policy, placement, seed, speed_model, interference, restart_delay, progress=True
+            cluster,
+            workload,
+            policy,
+            placement,
+            seed,
+            speed_model,
+            interference,
+            restart_delay,
+            progress=True,
         )
     for w in caught:
         err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False, soft_wrap=True)
-    title = f"{doc['policy']} + {doc['placement']} on {doc['cluster']} ({doc['cluster_gpus']} GPUs), {workload}"
+    title = (
+        f"{doc['policy']} + {doc['placement']} on {doc['cluster']} ({doc['cluster_gpus']} GPUs), {workload}"
+    )
     console.print(metrics_table(title, doc["metrics"]))
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -169,13 +185,23 @@ def clusters() -> None:
         c = load_cluster(name)
         s = c.summary()
         types = ", ".join(f"{k}×{v}" for k, v in s["gpu_types"].items())
-        table.add_row(name, str(s["racks"]), str(s["servers"]), str(s["gpus"]), types, str(len(s["pools"])), c.description)
+        table.add_row(
+            name,
+            str(s["racks"]),
+            str(s["servers"]),
+            str(s["gpus"]),
+            types,
+            str(len(s["pools"])),
+            c.description,
+        )
     console.print(table)
 
 
 @app.command()
 def workloads(
-    spec: Annotated[str | None, typer.Argument(help="A workload spec to describe; omit to list the names.")] = None,
+    spec: Annotated[
+        str | None, typer.Argument(help="A workload spec to describe; omit to list the names.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for generated workloads.")] = 0,
     cluster: Annotated[str | None, typer.Option(help="State the offered load on this cluster.")] = None,
 ) -> None:
@@ -223,7 +249,9 @@ def envs() -> None:
         return
     for env_id in ids:
         env = gym.make(env_id)
-        console.print(f"[bold]{env_id}[/]\n  action: {env.action_space}\n  observation: {env.observation_space}")
+        console.print(
+            f"[bold]{env_id}[/]\n  action: {env.action_space}\n  observation: {env.observation_space}"
+        )
         env.close()
 
 

@@ -4,4 +4,15 @@ from gpusched_envs.policies.base import Policy
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
 from gpusched_envs.policies.schedulers import FIFO, POLICIES, SJF, SRTF, Gandiva, Tiresias, make_policy
 
-__all__ = ["FIFO", "PLACEMENTS", "POLICIES", "SJF", "SRTF", "Gandiva", "Policy", "Tiresias", "get_placement", "make_policy"]
+__all__ = [
+    "FIFO",
+    "PLACEMENTS",
+    "POLICIES",
+    "SJF",
+    "SRTF",
+    "Gandiva",
+    "Policy",
+    "Tiresias",
+    "get_placement",
+    "make_policy",
+]

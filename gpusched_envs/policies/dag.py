@@ -135,7 +135,9 @@ def _rank_d(dag, w, c):
     return rank
 
 
-def _list_schedule(dag, rt, inv, priority, insertion: bool, fixed_gpu: np.ndarray | None = None) -> DagSchedule:
+def _list_schedule(
+    dag, rt, inv, priority, insertion: bool, fixed_gpu: np.ndarray | None = None
+) -> DagSchedule:
     """Ready-list scheduling by ``priority`` with earliest-finish-time GPU choice (``fixed_gpu[i] >= 0`` forces)."""
     edges, parents, children = _structure(dag)
     n, g = rt.shape
@@ -199,7 +201,9 @@ def heft_schedule(dag: DAGLike, speed, bandwidth, *, gpu_types=None, insertion: 
     return _list_schedule(dag, rt, inv, _rank_u(dag, w, c), insertion)
 
 
-def heft(dag: DAGLike, speed, bandwidth, *, gpu_types=None, insertion: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def heft(
+    dag: DAGLike, speed, bandwidth, *, gpu_types=None, insertion: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """HEFT plan ``(assignment, priority)``."""
     return heft_schedule(dag, speed, bandwidth, gpu_types=gpu_types, insertion=insertion).plan
 
@@ -233,7 +237,9 @@ def cpop_schedule(dag: DAGLike, speed, bandwidth, *, gpu_types=None, insertion: 
     return _list_schedule(dag, rt, inv, prio, insertion, fixed)
 
 
-def cpop(dag: DAGLike, speed, bandwidth, *, gpu_types=None, insertion: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def cpop(
+    dag: DAGLike, speed, bandwidth, *, gpu_types=None, insertion: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """CPOP plan ``(assignment, priority)``."""
     return cpop_schedule(dag, speed, bandwidth, gpu_types=gpu_types, insertion=insertion).plan
 

@@ -39,7 +39,9 @@ class Catalog:
     overlap_gamma: np.ndarray  # (M,) float64 >= 1; 1 = no overlap (c + m), large = full overlap (max)
     links: dict[str, LinkSpec]
     reference_gpu: str
-    colocation_slowdown: np.ndarray  # (M, M) float64 >= 1: factor on model i's iteration time when sharing a server with j
+    colocation_slowdown: (
+        np.ndarray
+    )  # (M, M) float64 >= 1: factor on model i's iteration time when sharing a server with j
     space_sharing: np.ndarray  # (M, M) float64 in (0, 1]: i's throughput fraction when sharing one GPU with j
     model_weights: np.ndarray  # (M,) float64, mix used when a trace gives no model (sums to 1)
     gpu_memory_gb: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (T,)
@@ -94,7 +96,8 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
         w = f"{where}: links.{name}"
         links[name] = LinkSpec(
             name=name,
-            bandwidth=_positive(_require(spec, "bandwidth_gbytes_per_s", w), f"{w}.bandwidth_gbytes_per_s") * GIGA,
+            bandwidth=_positive(_require(spec, "bandwidth_gbytes_per_s", w), f"{w}.bandwidth_gbytes_per_s")
+            * GIGA,
             latency=float(_require(spec, "latency_s", w)),
         )
     models_doc = _require(doc, "models", where)

@@ -107,14 +107,18 @@ class Simulator:
             missing = model < 0
             if np.any(known & missing):
                 unknown = sorted({w.model_names[k] for k in np.unique(w.model[known & missing])})
-                raise SimulationError(f"workload {w.name!r}: models not in the catalogue: {', '.join(unknown)}")
+                raise SimulationError(
+                    f"workload {w.name!r}: models not in the catalogue: {', '.join(unknown)}"
+                )
             model[missing] = cat.assign_models(int(missing.sum()), model_rng)
         self.job_model = model
         self.job_gpus_n = w.num_gpus.astype(np.int64)
         self.job_milli = w.gpu_milli.astype(np.int64)
         if np.any((self.job_milli < FULL_GPU) & (self.job_gpus_n > 1)):
             bad = int(np.flatnonzero((self.job_milli < FULL_GPU) & (self.job_gpus_n > 1))[0])
-            raise SimulationError(f"workload {w.name!r}: job {bad} asks for a fraction of each of several GPUs")
+            raise SimulationError(
+                f"workload {w.name!r}: job {bad} asks for a fraction of each of several GPUs"
+            )
 
         # which GPUs each job may use: pool (VC) and GPU-type constraints
         self.job_pool = np.full(n, -1, dtype=np.int64)
@@ -140,9 +144,9 @@ class Simulator:
                 mask = np.ones(c.num_gpus, dtype=bool)
                 if key[0] >= 0:
                     allowed = set(w.gpu_type_names[key[0]].split("|"))
-                    mask &= np.isin(c.gpu_model, [i for i, m in enumerate(c.gpu_model_names) if m in allowed]) | (
-                        np.isin(c.gpu_type, [i for i, t in enumerate(c.catalog.gpu_types) if t in allowed])
-                    )
+                    mask &= np.isin(
+                        c.gpu_model, [i for i, m in enumerate(c.gpu_model_names) if m in allowed]
+                    ) | (np.isin(c.gpu_type, [i for i, t in enumerate(c.catalog.gpu_types) if t in allowed]))
                 if key[1] >= 0:
                     mask &= c.server_pool[c.gpu_server] == key[1]
                 mask_key[key] = len(masks)
@@ -159,7 +163,10 @@ class Simulator:
             what = f"job {j} ({w.job(j).name}) asks for {self.job_gpus_n[j]} GPUs but only {capacity[self.job_allowed[j]]} may serve it"
             if self.config.oversize == "error":
                 raise SimulationError(f"workload {w.name!r} on cluster {c.name!r}: {what}")
-            warnings.warn(f"{int(too_big.sum())} jobs larger than their cluster/pool dropped (first: {what})", stacklevel=3)
+            warnings.warn(
+                f"{int(too_big.sum())} jobs larger than their cluster/pool dropped (first: {what})",
+                stacklevel=3,
+            )
             dropped |= too_big
         self.initially_dropped = dropped
 
@@ -205,7 +212,9 @@ class Simulator:
         self.demand_at_arrival = np.zeros(n)  # demand integral (GPU-seconds) when the job arrived
         self._demand_at_finish = np.zeros(n)
 
-        self.gpu_free_milli = np.full(c.num_gpus, FULL_GPU, dtype=np.int64)  # (G,) unallocated share of each GPU
+        self.gpu_free_milli = np.full(
+            c.num_gpus, FULL_GPU, dtype=np.int64
+        )  # (G,) unallocated share of each GPU
         self.server_free = c.server_num_gpus.astype(np.int64).copy()  # (S,) wholly free GPUs per server
         self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
         self.gpu_sharers: dict[int, dict[int, None]] = {}  # GPU -> jobs holding a fraction of it
@@ -278,9 +287,13 @@ class Simulator:
         if gpus.ndim != 1 or len(gpus) != self.job_gpus_n[job]:
             raise SimulationError(f"start: job {job} needs {self.job_gpus_n[job]} GPUs, got {np.size(gpus)}")
         if len(np.unique(gpus)) != len(gpus) or gpus.min() < 0 or gpus.max() >= self.cluster.num_gpus:
-            raise SimulationError(f"start: job {job}: GPU ids must be distinct and in range, got {gpus.tolist()}")
+            raise SimulationError(
+                f"start: job {job}: GPU ids must be distinct and in range, got {gpus.tolist()}"
+            )
         if not self.free_mask(job)[gpus].all():
-            raise SimulationError(f"start: job {job}: GPUs {gpus.tolist()} are not all free or allowed for it")
+            raise SimulationError(
+                f"start: job {job}: GPUs {gpus.tolist()} are not all free or allowed for it"
+            )
         self._integrate_to_now()
         now = self.now
         milli = self.job_milli[job]
@@ -359,7 +372,9 @@ class Simulator:
                 return False
             t_event = self._heap[0][0] if self._heap else math.inf
             t_arrival = (
-                self.workload.submit_time[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
+                self.workload.submit_time[self.next_arrival]
+                if self.next_arrival < self.num_jobs
+                else math.inf
             )
             t = min(t_event, t_arrival)
             if t == math.inf:
@@ -542,7 +557,9 @@ class Simulator:
                     sharers = [o for o in self.gpu_sharers.get(int(self.job_gpus[job][0]), ()) if o != job]
                     if sharers:
                         share = float(cat.space_sharing[m, self.job_model[sharers]].min())
-                it = tp.iteration_time_of_shape(self.cluster, m, self._shape[job], self.rack_crossing, slowdown, share)
+                it = tp.iteration_time_of_shape(
+                    self.cluster, m, self._shape[job], self.rack_crossing, slowdown, share
+                )
                 rate, comm = 1.0 / it.total, it.communication_fraction
             self.rate[job] = rate
             self.comm_fraction[job] = comm

@@ -70,7 +70,12 @@ def placement_shape(cluster: Cluster, model: int, gpus: np.ndarray) -> Placement
         compute = float(cluster.catalog.iteration_time[model, cluster.gpu_type[g]])
         racks = cluster.server_rack[s : s + 1]
         return PlacementShape(
-            1, compute, (s,), racks, float(cluster.server_intra_bandwidth[s]), float(cluster.server_intra_latency[s])
+            1,
+            compute,
+            (s,),
+            racks,
+            float(cluster.server_intra_bandwidth[s]),
+            float(cluster.server_intra_latency[s]),
         )
     compute = float(cluster.catalog.iteration_time[model, cluster.gpu_type[gpus]].max())
     servers = tuple(sorted(set(cluster.gpu_server[gpus].tolist())))
@@ -95,9 +100,13 @@ def communication_time(
         return 0.0
     bandwidth = shape.base_bandwidth
     if shape.crosses_racks:
-        sharers = np.ones(len(shape.racks)) if uplink_jobs is None else np.maximum(uplink_jobs[shape.racks], 1)
+        sharers = (
+            np.ones(len(shape.racks)) if uplink_jobs is None else np.maximum(uplink_jobs[shape.racks], 1)
+        )
         bandwidth = min(bandwidth, float((cluster.rack_uplink_bandwidth[shape.racks] / sharers).min()))
-    return all_reduce_time(shape.num_gpus, cluster.catalog.gradient_bytes[model], bandwidth, shape.hop_latency)
+    return all_reduce_time(
+        shape.num_gpus, cluster.catalog.gradient_bytes[model], bandwidth, shape.hop_latency
+    )
 
 
 def iteration_time_of_shape(
@@ -144,12 +153,18 @@ def predict_iteration_time(
         raise ValueError(f"GPU ids must be distinct, got {gpus.tolist()}")
     shape = placement_shape(cluster, m, gpus)
     uplink = np.full(cluster.num_racks, 1 + other_jobs_crossing_uplinks)
-    slowdown = max((catalog.colocation_slowdown[m, catalog.model_index(o)] for o in colocated_models), default=1.0)
-    share = 1.0 if gpu_sharing_model is None else catalog.space_sharing[m, catalog.model_index(gpu_sharing_model)]
+    slowdown = max(
+        (catalog.colocation_slowdown[m, catalog.model_index(o)] for o in colocated_models), default=1.0
+    )
+    share = (
+        1.0 if gpu_sharing_model is None else catalog.space_sharing[m, catalog.model_index(gpu_sharing_model)]
+    )
     return iteration_time_of_shape(cluster, m, shape, uplink, slowdown, share)
 
 
-def ideal_iteration_time(cluster: Cluster, model: int, num_gpus: int, allowed_types: np.ndarray | None = None) -> float:
+def ideal_iteration_time(
+    cluster: Cluster, model: int, num_gpus: int, allowed_types: np.ndarray | None = None
+) -> float:
     """Best case on this cluster: the fastest (allowed) GPU type, consolidated on the fastest intra-server link when
     the job fits one server, else across the fastest NICs; no congestion or interference. A job's ideal runtime is
     work × this, so average JCT ≥ mean ideal runtime holds on every run."""

@@ -150,7 +150,9 @@ def load_cluster(name_or_path: str | Path, catalog: Catalog | None = None) -> Cl
     else:
         path = Path(key)
         if not path.exists():
-            raise ClusterConfigError(f"unknown cluster {key!r}: not a preset ({', '.join(PRESETS)}) nor an existing file")
+            raise ClusterConfigError(
+                f"unknown cluster {key!r}: not a preset ({', '.join(PRESETS)}) nor an existing file"
+            )
         text = path.read_text()
         where = str(path)
     try:
@@ -191,10 +193,14 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
 
     def link(name, field_where):
         if name not in catalog.links:
-            raise ClusterConfigError(f"{field_where}: unknown link {name!r}; known: {', '.join(catalog.links)}")
+            raise ClusterConfigError(
+                f"{field_where}: unknown link {name!r}; known: {', '.join(catalog.links)}"
+            )
         return catalog.links[name]
 
-    server_rows: list[tuple] = []  # (rack, type, model label, gpus, intra bw, intra lat, nic bw, nic lat, pool)
+    server_rows: list[
+        tuple
+    ] = []  # (rack, type, model label, gpus, intra bw, intra lat, nic bw, nic lat, pool)
     uplinks: list[float] = []
     model_names: list[str] = []
     pool_names: list[str] = []
@@ -245,7 +251,9 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
         if "uplink_gbytes_per_s" in rack:
             uplink = _float_field(rack, "uplink_gbytes_per_s", rw) * GIGA
         else:
-            over = _float_field({"oversubscription": rack.get("oversubscription", 1.0)}, "oversubscription", rw)
+            over = _float_field(
+                {"oversubscription": rack.get("oversubscription", 1.0)}, "oversubscription", rw
+            )
             uplink = sum(r[5] for r in block) / over
         for _ in range(rack_count):
             rack_id = len(uplinks)

@@ -53,7 +53,9 @@ class Workload:
         n = len(self.submit_time)
         for key in ("duration", "num_gpus", "model", "vc", "gpu_milli", "gpu_type"):
             if len(getattr(self, key)) != n:
-                raise ValueError(f"workload {self.name!r}: field {key!r} has {len(getattr(self, key))} rows, expected {n}")
+                raise ValueError(
+                    f"workload {self.name!r}: field {key!r} has {len(getattr(self, key))} rows, expected {n}"
+                )
         if n and np.any(np.diff(self.submit_time) < 0):
             raise ValueError(f"workload {self.name!r}: submit times must be sorted")
 

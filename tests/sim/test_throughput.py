@@ -6,9 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpusched_envs.sim.throughput import all_reduce_time, ideal_iteration_time, overlap, predict_iteration_time
+from gpusched_envs.sim.throughput import (
+    all_reduce_time,
+    ideal_iteration_time,
+    overlap,
+    predict_iteration_time,
+)
 from gpusched_envs.sim.topology import build_cluster
-from tests.toy import TOY_CLUSTER
 
 
 def test_single_gpu_has_no_communication(toy_cluster):
@@ -68,7 +72,12 @@ def test_slowest_gpu_sets_compute(toy_catalog):
 
 
 def test_hop_latency_is_added_per_ring_step(toy_catalog):
-    doc = {"name": "lat", "racks": [{"servers": [{"count": 2, "gpus": 2, "gpu_type": "fast", "intra_link": "bus", "nic": "laggy"}]}]}
+    doc = {
+        "name": "lat",
+        "racks": [
+            {"servers": [{"count": 2, "gpus": 2, "gpu_type": "fast", "intra_link": "bus", "nic": "laggy"}]}
+        ],
+    }
     c = build_cluster(doc, toy_catalog)
     # 3 GPUs over 2 servers: 2*2/3 * 1e9/10e9 + 4 * 1 ms
     it = predict_iteration_time(c, "additive", [0, 1, 2])
