@@ -231,9 +231,7 @@ class PlanEvaluator:
         return PlanSchedule(float(ms[0]), st[0], fin[0], a[0].copy(), order[0])
 
 
-def evaluate_plans(
-    dag: DAGLike, speed, bandwidth, assignments, priorities, *, gpu_types=None
-) -> np.ndarray:
+def evaluate_plans(dag: DAGLike, speed, bandwidth, assignments, priorities, *, gpu_types=None) -> np.ndarray:
     """(P,) makespans for a population of plans (``assignments`` (P, N) int, ``priorities`` (P, N) float).
 
     Builds a :class:`PlanEvaluator` per call; in a loop over generations build one evaluator and reuse it.

@@ -1,0 +1,188 @@
+"""Plan evaluation by list scheduling (SPEC §3 DAG model) and the HEFT / CPOP / random DAG policies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpusched_envs.policies.dag import (
+    cpop_schedule,
+    heft,
+    heft_schedule,
+    random_plan,
+    random_plans,
+    upward_rank,
+)
+from gpusched_envs.sim.dag_eval import (
+    PlanEvaluator,
+    evaluate_plan,
+    evaluate_plans,
+    schedule_plan,
+    uniform_bandwidth,
+)
+from gpusched_envs.workloads.dag import DAG, random_layered_dag
+
+
+def tiny_dag() -> DAG:
+    # 0 -> 1 (100 B), 0 -> 2 (200 B), 1 -> 3 (50 B), 2 -> 3 (0 B); work 2, 3, 4, 1 reference seconds
+    return DAG(
+        work=np.array([2.0, 3.0, 4.0, 1.0]),
+        edges=np.array([[0, 1], [0, 2], [1, 3], [2, 3]]),
+        edge_bytes=np.array([100.0, 200.0, 50.0, 0.0]),
+        name="tiny",
+    )
+
+
+SPEED = np.array([1.0, 2.0])
+BW = uniform_bandwidth(2, 100.0)  # 100 B/s between the two GPUs
+
+
+def test_hand_computed_two_gpus():
+    # assignment [0, 0, 1, 1], priority gives order 0, 1, 2, 3:
+    # t0 gpu0: 0 -> 2
+    # t1 gpu0: parent on same GPU, arrives 2; gpu free 2 -> 2 .. 5
+    # t2 gpu1: 200 B / 100 B/s = 2 s after 2 -> arrives 4; runtime 4 / 2 = 2 -> 4 .. 6
+    # t3 gpu1: from t1 (gpu0) 5 + 50/100 = 5.5; from t2 (same GPU) 6 -> 6 .. 6.5   => makespan 6.5
+    s = schedule_plan(tiny_dag(), SPEED, BW, [0, 0, 1, 1], [4, 3, 2, 1])
+    assert s.makespan == pytest.approx(6.5)
+    np.testing.assert_allclose(s.start, [0, 2, 4, 6])
+    np.testing.assert_allclose(s.finish, [2, 5, 6, 6.5])
+    assert s.order.tolist() == [0, 1, 2, 3]
+
+
+def test_priority_sets_order_on_a_shared_gpu():
+    # all on gpu0, priority [4, 1, 3, 2]: order 0, 2, 1, 3 -> 0..2, 2..6, 6..9, 9..10 => 10
+    assert evaluate_plan(tiny_dag(), SPEED, BW, [0, 0, 0, 0], [4, 1, 3, 2]) == pytest.approx(10.0)
+    # non-topological priority: the sink has the highest priority but waits until it is ready;
+    # ties (t1, t2 at 5) go to the lowest index. All on gpu1 (speed 2): 0..1, 1..2.5, 2.5..4.5, 4.5..5 => 5
+    s = schedule_plan(tiny_dag(), SPEED, BW, [1, 1, 1, 1], [0, 5, 5, 9])
+    assert s.makespan == pytest.approx(5.0)
+    assert s.order.tolist() == [0, 1, 2, 3]
+
+
+def test_population_matches_single_and_times():
+    dag = tiny_dag()
+    a = np.array([[0, 0, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1]])
+    p = np.array([[4, 3, 2, 1], [4, 1, 3, 2], [0, 5, 5, 9]], dtype=float)
+    np.testing.assert_allclose(evaluate_plans(dag, SPEED, BW, a, p), [6.5, 10.0, 5.0])
+    ms, start, fin = PlanEvaluator(dag, SPEED, BW).evaluate_with_times(a, p)
+    np.testing.assert_allclose(fin.max(axis=1), ms)
+    np.testing.assert_allclose(start[0], [0, 2, 4, 6])
+
+
+def test_bad_inputs():
+    dag = tiny_dag()
+    with pytest.raises(ValueError, match="GPU indices"):
+        evaluate_plan(dag, SPEED, BW, [0, 0, 2, 0], [1, 1, 1, 1])
+    with pytest.raises(ValueError, match=r"\(P, N=4\)"):
+        evaluate_plan(dag, SPEED, BW, [0, 0, 0], [1, 1, 1])
+    with pytest.raises(ValueError, match="finite"):
+        evaluate_plan(dag, SPEED, BW, [0, 0, 0, 0], [1, np.nan, 1, 1])
+    with pytest.raises(ValueError, match="bandwidth"):
+        evaluate_plan(dag, SPEED, np.zeros((2, 2)), [0, 0, 0, 0], [1, 1, 1, 1])
+
+
+def test_affinity_forbidden_gpu_scores_inf():
+    dag = tiny_dag().replace(affinity=(None, "A100", None, None))
+    types = ["V100", "A100"]
+    assert evaluate_plan(dag, SPEED, BW, [0, 0, 0, 0], [4, 3, 2, 1], gpu_types=types) == np.inf
+    assert np.isfinite(evaluate_plan(dag, SPEED, BW, [0, 1, 0, 0], [4, 3, 2, 1], gpu_types=types))
+    a, _ = heft(dag, SPEED, BW, gpu_types=types)
+    assert a[1] == 1
+    a, _ = random_plans(dag, 2, 50, seed=1, gpu_types=types)
+    assert (a[:, 1] == 1).all()
+
+
+# ---------------------------------------------------------------- scalar reference implementation
+def reference_makespan(work, edges, eb, speed, bw, assign, prio):
+    n = len(work)
+    parents = {i: [] for i in range(n)}
+    for (s, d), b in zip(edges, eb, strict=True):
+        parents[d].append((s, b))
+    done, finish, free = set(), {}, {}
+    while len(done) < n:
+        ready = [i for i in range(n) if i not in done and all(p in done for p, _ in parents[i])]
+        i = max(ready, key=lambda k: (prio[k], -k))
+        g = assign[i]
+        t = free.get(g, 0.0)
+        for p, b in parents[i]:
+            comm = 0.0 if assign[p] == g else b / bw[assign[p]][g]
+            t = max(t, finish[p] + comm)
+        finish[i] = t + work[i] / speed[g]
+        free[g] = finish[i]
+        done.add(i)
+    return max(finish.values())
+
+
+@st.composite
+def instances(draw):
+    n = draw(st.integers(1, 12))
+    g = draw(st.integers(1, 4))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=20)) if pairs else []
+    work = draw(st.lists(st.floats(0, 10), min_size=n, max_size=n))
+    eb = draw(st.lists(st.floats(0, 1000), min_size=len(chosen), max_size=len(chosen)))
+    speed = draw(st.lists(st.floats(0.25, 4), min_size=g, max_size=g))
+    bw = draw(st.lists(st.floats(10, 1000), min_size=g * g, max_size=g * g))
+    p = draw(st.integers(1, 5))
+    assign = draw(st.lists(st.integers(0, g - 1), min_size=n * p, max_size=n * p))
+    prio = draw(st.lists(st.integers(0, 5), min_size=n * p, max_size=n * p))  # small range: many ties
+    return n, g, chosen, work, eb, speed, np.array(bw).reshape(g, g), p, assign, prio
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances())
+def test_vectorised_matches_scalar_reference(inst):
+    n, g, chosen, work, eb, speed, bw, p, assign, prio = inst
+    perm = np.random.default_rng(n).permutation(n)  # task indices not in topological order
+    edges = np.array([(perm[s], perm[d]) for s, d in chosen], dtype=np.int64).reshape(-1, 2)
+    dag = DAG(work=np.array(work), edges=edges, edge_bytes=np.array(eb))
+    a = np.array(assign).reshape(p, n)
+    pr = np.array(prio, dtype=float).reshape(p, n)
+    got = evaluate_plans(dag, np.array(speed), bw, a, pr)
+    want = [reference_makespan(work, edges.tolist(), eb, speed, bw, a[k], pr[k]) for k in range(p)]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+# ---------------------------------------------------------------- HEFT / CPOP
+def test_heft_hand_computed():
+    # mean costs: w̄ = 1.5, 2.25, 3, 0.75; c̄ = bytes / 100 -> 1, 2, 0.5, 0
+    # rank_u: t3 0.75; t1 2.25 + 0.5 + 0.75 = 3.5; t2 3 + 0 + 0.75 = 3.75; t0 1.5 + max(1 + 3.5, 2 + 3.75) = 7.25
+    # order 0, 2, 1, 3; EFT: t0 gpu1 [0,1]; t2 gpu1 [1,3] (gpu0: 1 + 2 + 4 = 7); t1 gpu1 [3,4.5] (gpu0: 2 + 3 = 5);
+    # t3 gpu1 [4.5,5] (gpu0: 4.5 + 0.5 + 1 = 6)  => makespan 5, everything on the fast GPU
+    dag = tiny_dag()
+    np.testing.assert_allclose(upward_rank(dag, SPEED, BW), [7.25, 3.5, 3.75, 0.75])
+    for insertion in (True, False):
+        s = heft_schedule(dag, SPEED, BW, insertion=insertion)
+        assert s.makespan == pytest.approx(5.0)
+        assert s.assignment.tolist() == [1, 1, 1, 1]
+        assert evaluate_plan(dag, SPEED, BW, *s.plan) == pytest.approx(s.makespan, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("insertion", [True, False])
+def test_heft_and_cpop_reproduced_by_evaluator(seed, insertion):
+    rng = np.random.default_rng(seed)
+    dag = random_layered_dag(int(rng.integers(5, 40)), ccr=[0.1, 1.0, 5.0][seed % 3], seed=seed)
+    g = int(rng.integers(1, 6))
+    speed = rng.uniform(0.5, 2.0, g)
+    bw = rng.uniform(1e9, 2e10, (g, g))
+    np.fill_diagonal(bw, np.inf)
+    for algo in (heft_schedule, cpop_schedule):
+        s = algo(dag, speed, bw, insertion=insertion)
+        assert evaluate_plan(dag, speed, bw, *s.plan) == pytest.approx(s.makespan, rel=1e-9)
+        np.testing.assert_allclose(schedule_plan(dag, speed, bw, *s.plan).finish, s.finish, rtol=1e-9)
+
+
+def test_heft_beats_random_on_average():
+    dag = random_layered_dag(40, seed=3)
+    speed = np.array([1.0, 1.0, 2.0, 0.5])
+    bw = uniform_bandwidth(4, 10e9)
+    h = evaluate_plan(dag, speed, bw, *heft(dag, speed, bw))
+    a, p = random_plans(dag, 4, 200, seed=0)
+    assert h < np.median(evaluate_plans(dag, speed, bw, a, p))
+    a1, p1 = random_plan(dag, 4, seed=5)
+    a2, p2 = random_plan(dag, 4, seed=5)
+    assert np.array_equal(a1, a2) and np.array_equal(p1, p2)
