@@ -219,6 +219,17 @@ def workloads(
             table.add_row(name, ", ".join(keys), description)
         console.print(table)
         return
+    if spec.startswith("dag:"):
+        from gpusched_envs.workloads.dag import load_dag
+
+        summary = load_dag(spec, seed=seed).summary()
+        table = Table(title=f"DAG workload {spec}")
+        table.add_column("field")
+        table.add_column("value")
+        for key, value in summary.items():
+            table.add_row(str(key), json.dumps(value) if isinstance(value, dict | list) else str(value))
+        console.print(table)
+        return
     w = _load_workload(spec, seed)
     num_gpus = None
     if cluster is not None:

@@ -80,3 +80,11 @@ def test_bench_quick(tmp_path):
     names = [b["name"] for b in doc["benchmarks"]]
     assert any(n.startswith("philly replay") for n in names)
     assert all(b["value"] > 0 for b in doc["benchmarks"])
+
+
+def test_malformed_trace_file_fails_with_file_row_and_field(tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,abc,1,1,vc1\n")
+    proc = gpusched("simulate", "--workload", f"philly:path={path}", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "jobs.csv" in proc.stderr and "row 1" in proc.stderr and "duration" in proc.stderr

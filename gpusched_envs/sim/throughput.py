@@ -117,8 +117,8 @@ def iteration_time_of_shape(
     slowdown: float = 1.0,
     share_fraction: float = 1.0,
 ) -> IterationTime:
-    m = communication_time(cluster, model, shape, uplink_jobs)
-    t = overlap(shape.compute, m, cluster.catalog.overlap_gamma[model]) * slowdown / share_fraction
+    m = float(communication_time(cluster, model, shape, uplink_jobs))
+    t = float(overlap(shape.compute, m, cluster.catalog.overlap_gamma[model]) * slowdown / share_fraction)
     return IterationTime(shape.compute, m, t)
 
 
