@@ -2,8 +2,8 @@
 
 compute time c = the slowest assigned GPU's single-GPU iteration time;
 communication m = 0 on one GPU, else ring all-reduce 2(n-1)/n · S / B + 2(n-1) · hop latency, where B is the
-bottleneck bandwidth of the placement: the intra-server link on one server, the NIC across servers of a rack, and across
-racks also each crossed rack uplink divided by the number of jobs crossing it (congestion);
+bottleneck bandwidth of the placement: the intra-server link on one server, the slower of NIC and intra-server link
+across servers of a rack, and across racks also each crossed rack uplink divided by the number of jobs crossing it (congestion);
 iteration time t = (c^γ + m^γ)^(1/γ) (Pollux's overlap model), times the co-location slowdown of jobs sharing a server,
 divided by the throughput fraction left when jobs share one GPU.
 """
@@ -85,7 +85,8 @@ def placement_shape(cluster: Cluster, model: int, gpus: np.ndarray) -> Placement
         bandwidth, latency = cluster.server_intra_bandwidth[s], cluster.server_intra_latency[s]
     else:
         idx = list(servers)
-        bandwidth = cluster.server_nic_bandwidth[idx].min()
+        # the ring crosses each server's NIC and its intra-server link: the slower of the two bounds it
+        bandwidth = min(cluster.server_nic_bandwidth[idx].min(), cluster.server_intra_bandwidth[idx].min())
         latency = cluster.server_nic_latency[idx].max()
         if len(racks) > 1:
             latency = max(latency, cluster.spine_latency)
@@ -178,7 +179,7 @@ def ideal_iteration_time(
         bandwidth = cluster.server_intra_bandwidth[fits_one].max()
         latency = cluster.server_intra_latency[fits_one].min()
     else:
-        bandwidth = cluster.server_nic_bandwidth.max()
+        bandwidth = np.minimum(cluster.server_nic_bandwidth, cluster.server_intra_bandwidth).max()
         latency = cluster.server_nic_latency.min()
     m = all_reduce_time(num_gpus, catalog.gradient_bytes[model], bandwidth, latency)
     return overlap(compute, m, catalog.overlap_gamma[model])

@@ -1,0 +1,239 @@
+"""Compare the simulator's predicted iteration times with the measured Sia/Pollux step times.
+
+For every Sia/Pollux model x profiled GPU cluster x placement (``placements-<cluster>.csv``; ``--scalability`` adds the
+``scalability-<cluster>.csv`` rows) at the catalogue's batch size, predict the iteration time from the bundled catalogue
+(single-GPU time of the GPU type, gradient bytes, links, overlap exponent) and report the absolute percentage error
+against the measured ``step_time``. In Pollux/adaptdl ``step_time`` is the whole optimiser step and already contains
+``sync_time`` (the exposed all-reduce wait): Pollux's simulator uses ``step_time`` as the iteration time and
+``step_time - sync_time`` as the compute part, so the measured total is ``step_time``.
+
+    .venv/bin/python scripts/fidelity.py [--out results/fidelity.txt] [--scalability] [--csv rows.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_catalog import SIA_CLUSTERS, TRACES, parse_placement, sia_placements  # noqa: E402
+
+from gpusched_envs.sim.catalog import Catalog, default_catalog, load_catalog  # noqa: E402
+
+SIA_MODELS = ("cifar10", "imagenet", "bert", "deepspeech2", "yolov3", "ncf")
+USE_REFERENCE = False  # --reference: use the standalone formula even when the package's predictor exists
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Prediction. Uses the package's public function when it exists; otherwise the reference formula below (SPEC §3).
+# ---------------------------------------------------------------------------------------------------------------------
+def reference_predict_iteration_time(
+    compute_s: float,
+    gradient_bytes: float,
+    n_gpus: np.ndarray,
+    bandwidth: np.ndarray,
+    latency: np.ndarray,
+    gamma: float,
+) -> np.ndarray:
+    """SPEC §3 throughput model, standalone: ring all-reduce 2(n-1)/n * S / B + 2(n-1) x per-hop latency over the
+    bottleneck link (intra-server link on one server, the NIC across servers), combined with the compute time as
+    (c^g + m^g)^(1/g). Kept here so the check runs before/without ``gpusched_envs.sim.throughput``."""
+    n = np.asarray(n_gpus, dtype=float)
+    steps = 2.0 * (n - 1.0)
+    comm = np.where(n > 1, steps / np.maximum(n, 1.0) * gradient_bytes / bandwidth + steps * latency, 0.0)
+    return (compute_s**gamma + comm**gamma) ** (1.0 / gamma)
+
+
+def _package_predictor():
+    try:
+        from gpusched_envs.sim.throughput import predict_iteration_time
+        from gpusched_envs.sim.topology import build_cluster
+    except ImportError:
+        return None
+    return predict_iteration_time, build_cluster
+
+
+def _testbed(build_cluster, catalog: Catalog, cluster: str, num_servers: int):
+    """A one-rack copy of a Sia testbed: ``num_servers`` servers of the cluster's GPU type, intra link and NIC."""
+    gpu, intra, nic, per_node = SIA_CLUSTERS[cluster]
+    server = {"count": num_servers, "gpus": per_node, "gpu_type": gpu, "intra_link": intra, "nic": nic}
+    doc = {"name": f"sia-{cluster}", "racks": [{"count": 1, "servers": [server]}]}
+    return build_cluster(doc, catalog, where=f"sia-{cluster}")
+
+
+def _gpu_ids(placement: tuple[int, ...], per_node: int) -> list[int]:
+    return [server * per_node + k for server, count in enumerate(placement) for k in range(count)]
+
+
+def predict(catalog: Catalog, model: str, cluster: str, rows: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """Predicted seconds per iteration for Sia rows of one (model, cluster)."""
+    gpu, intra, nic, per_node = SIA_CLUSTERS[cluster]
+    package = None if USE_REFERENCE else _package_predictor()
+    if package is not None:
+        predict_iteration_time, build_cluster = package
+        shapes = [_row_placement(r, per_node) for r in rows.itertuples()]
+        testbed = _testbed(build_cluster, catalog, cluster, max(len(p) for p in shapes))
+        out = [predict_iteration_time(testbed, model, _gpu_ids(p, per_node)).total for p in shapes]
+        return np.array(out), "gpusched_envs.sim.throughput.predict_iteration_time"
+    mi, gi = catalog.model_index(model), catalog.gpu_index(gpu)
+    multi = rows.num_nodes.to_numpy() > 1
+    link_intra, link_nic = catalog.link(intra), catalog.link(nic)
+    out = reference_predict_iteration_time(
+        float(catalog.iteration_time[mi, gi]),
+        float(catalog.gradient_bytes[mi]),
+        rows.num_gpus.to_numpy(),
+        np.where(multi, link_nic.bandwidth, link_intra.bandwidth),
+        np.where(multi, link_nic.latency, link_intra.latency),
+        float(catalog.overlap_gamma[mi]),
+    )
+    return out, "scripts/fidelity.py reference_predict_iteration_time"
+
+
+def _row_placement(row, per_node: int) -> tuple[int, ...]:
+    """GPUs per server of a row: the placement code, or for scalability rows an even spread over num_nodes."""
+    if row.placement > 0:
+        return parse_placement(row.placement)
+    base, extra = divmod(int(row.num_gpus), int(row.num_nodes))
+    shape = tuple(base + (1 if i < extra else 0) for i in range(int(row.num_nodes)))
+    if max(shape) > per_node:
+        raise ValueError(f"{row.num_gpus} GPUs do not fit {row.num_nodes} servers of {per_node}")
+    return shape
+
+
+def scalability_rows(sia_dir: Path, model: str, cluster: str) -> pd.DataFrame:
+    """Scalability rows: num_nodes x num_replicas (GPUs spread evenly over the nodes when predicting)."""
+    df = pd.read_csv(sia_dir / model / f"scalability-{cluster}.csv")
+    df = df.assign(num_gpus=df.num_replicas, placement=-1)
+    return df[["placement", "num_nodes", "num_gpus", "local_bsz", "step_time", "sync_time"]]
+
+
+def collect(catalog: Catalog, sia_dir: Path, scalability: bool) -> tuple[pd.DataFrame, set[str]]:
+    frames, used = [], set()
+    for model in SIA_MODELS:
+        if model not in catalog.model_names:
+            continue
+        batch = _catalog_batch(model)
+        for cluster, (gpu, *_rest) in SIA_CLUSTERS.items():
+            df = sia_placements(sia_dir, model, cluster).assign(source="placements")
+            if scalability:
+                sc = scalability_rows(sia_dir, model, cluster).assign(source="scalability")
+                keys = set(zip(df.num_nodes, df.num_gpus, df.local_bsz, strict=True))
+                sc = sc[[k not in keys for k in zip(sc.num_nodes, sc.num_gpus, sc.local_bsz, strict=True)]]
+                df = pd.concat([df, sc], ignore_index=True)
+            df = df[df.local_bsz == batch].copy()
+            if df.empty:
+                continue
+            pred, how = predict(catalog, model, cluster, df)
+            used.add(how)
+            df["model"], df["cluster"], df["gpu"] = model, cluster, gpu
+            df["predicted"] = pred
+            df["ape"] = np.abs(pred - df.step_time.to_numpy()) / df.step_time.to_numpy() * 100.0
+            df["kind"] = np.where(
+                df.num_gpus == 1, "1 GPU", np.where(df.num_nodes == 1, "1 server", "multi-server")
+            )
+            df["derived_compute"] = _is_derived(model, gpu)
+            frames.append(df)
+    return pd.concat(frames, ignore_index=True), used
+
+
+_DOC: dict = {}
+
+
+def _doc() -> dict:
+    """The catalogue YAML as a dict (for batch sizes and which cells are measured)."""
+    return _DOC
+
+
+def _load_doc(path: Path | None) -> None:
+    from importlib import resources
+
+    import yaml
+
+    text = (
+        path.read_text()
+        if path
+        else resources.files("gpusched_envs").joinpath("data/catalog.yaml").read_text()
+    )
+    _DOC.clear()
+    _DOC.update(yaml.safe_load(text))
+
+
+def _catalog_batch(model: str) -> int:
+    return int(_doc()["models"][model]["batch_size"])
+
+
+def _is_derived(model: str, gpu: str) -> bool:
+    return gpu not in _doc()["models"][model]["sources"].get("measured_on", [])
+
+
+def summarize(df: pd.DataFrame, by: str | list[str]) -> pd.DataFrame:
+    agg = {
+        "rows": ("ape", "size"),
+        "median_ape": ("ape", "median"),
+        "p90_ape": ("ape", lambda x: np.percentile(x, 90)),
+    }
+    return df.groupby(by).agg(**agg).round(1)
+
+
+def report(df: pd.DataFrame, used: set[str]) -> str:
+    lines = ["Simulator fidelity vs Sia/Pollux measured step_time (APE = |pred - meas| / meas, %)"]
+    lines.append(f"predictor: {', '.join(sorted(used))}")
+    lines.append("measured total = step_time (Pollux/adaptdl: step_time includes sync_time)")
+    lines.append("")
+
+    def block(title: str, part: pd.DataFrame) -> None:
+        lines.append(f"== {title}: {len(part)} rows")
+        lines.append(
+            f"overall  median {part.ape.median():6.1f}   p90 {np.percentile(part.ape, 90):6.1f}   "
+            f"(mean |log ratio| {np.mean(np.abs(np.log(part.predicted / part.step_time))):.3f})"
+        )
+        lines.append(summarize(part, "model").to_string())
+        lines.append("")
+
+    measured = df[~df.derived_compute]
+    block("all rows (every model x GPU type x placement)", df)
+    block(
+        "rows whose single-GPU time is measured (excludes catalogue cells derived after rejection)", measured
+    )
+    block("multi-GPU rows only, measured single-GPU time", measured[measured.num_gpus > 1])
+    block("clusters used by the link/overlap fit (aws, dgx-ext, rtx, quad)", df[df.cluster != "azure"])
+    block("Azure ND40rs_v2 rows (held out of the fit, see CATALOG_PROVENANCE.md)", df[df.cluster == "azure"])
+    lines.append("== by GPU cluster and placement kind (all rows)")
+    lines.append(summarize(df, ["cluster", "kind"]).to_string())
+    lines.append("")
+    lines.append("== by model and GPU cluster (all rows)")
+    lines.append(summarize(df, ["model", "cluster"]).to_string())
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sia-dir", type=Path, default=TRACES / "sia_pollux" / "throughput_profiles")
+    p.add_argument("--catalog", type=Path, default=None, help="catalogue YAML (default: the bundled one)")
+    p.add_argument("--scalability", action="store_true", help="also use scalability-<cluster>.csv rows")
+    p.add_argument("--out", type=Path, default=None, help="write the report here (default: stdout only)")
+    p.add_argument("--csv", type=Path, default=None, help="write every compared row here")
+    p.add_argument("--reference", action="store_true", help="use the standalone formula, not the package's")
+    args = p.parse_args(argv)
+    global USE_REFERENCE
+    USE_REFERENCE = args.reference
+    catalog = load_catalog(args.catalog) if args.catalog else default_catalog()
+    _load_doc(args.catalog)
+    df, used = collect(catalog, args.sia_dir, args.scalability)
+    text = report(df, used)
+    print(text, end="")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    assert parse_placement(1234) == (1, 2, 3, 4)
+    sys.exit(main())
