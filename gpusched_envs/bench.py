@@ -133,6 +133,36 @@ def bench_env_steps(quick: bool = False) -> list[dict]:
     return out
 
 
+def bench_multi_agent(quick: bool = False) -> list[dict]:
+    """multi_scheduler_v0 joint steps per second (all agents act) with random valid actions, 4 and 16 agents."""
+    from gpusched_envs.multi_agent import multi_scheduler_v0
+
+    out = []
+    for k in (4, 16):
+        env = multi_scheduler_v0.parallel_env(num_agents=k, cluster="hetero64", num_jobs=400)
+        obs, _ = env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        steps = 100 if quick else 1000
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            actions = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
+            obs, _, _, _, _ = env.step(actions)
+            if not env.agents:
+                obs, _ = env.reset()
+        rate = steps / (time.perf_counter() - t0)
+        out.append(
+            {
+                "name": f"multi_scheduler_v0 joint steps ({k} agents, graph, hetero64)",
+                "value": rate,
+                "unit": "steps/s",
+                "target": "",
+                "meets": None,
+                "detail": {"agent_steps_per_s": rate * k},
+            }
+        )
+    return out
+
+
 def run_benchmarks(quick: bool = False, console=None) -> dict:
     def say(msg: str) -> None:
         if console is not None:
@@ -147,6 +177,8 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
         results.append(dag)
     say("benchmark: env steps")
     results.extend(bench_env_steps(quick))
+    say("benchmark: multi-agent steps")
+    results.extend(bench_multi_agent(quick))
     return {
         "schema": "gpusched.bench/1",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
