@@ -1,0 +1,454 @@
+"""``gpusched/DAGSchedule-v0``: WORL-RTGS's setting, one DAG of training tasks on heterogeneous GPUs, scheduled by
+building a plan task by task (``construct``) or by improving a given plan one reassignment at a time (``improve``).
+Plans are scored by the list-scheduling evaluator of :mod:`gpusched_envs.sim.dag_eval` (SPEC §3, DAG model)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from gpusched_envs.envs.base import InvalidActionError, check_choice, resolve_cluster
+from gpusched_envs.envs.features import gpu_relative_speed
+from gpusched_envs.envs.render import _job_colours
+from gpusched_envs.sim.dag_eval import PlanEvaluator, inverse_bandwidth, runtime_matrix
+from gpusched_envs.sim.topology import Cluster
+
+TASK_FEATURES = ("work", "rank", "scheduled", "ready", "current", "start", "finish", "gpu_speed")
+GPU_FEATURES = ("speed", "free_at", "tasks", "makespan_if_here")
+EDGE_FEATURES = ("dependency", "assignment", "bytes")
+MODES = ("construct", "improve")
+
+
+def pick_gpus(cluster: Cluster, count: int | None) -> np.ndarray:
+    """``count`` GPU ids spread evenly over the cluster's GPU numbering (so over servers, racks and types)."""
+    if count is None or count >= cluster.num_gpus:
+        return np.arange(cluster.num_gpus)
+    return np.unique(np.linspace(0, cluster.num_gpus - 1, count).round().astype(np.int64))
+
+
+class DAGScheduleEnv(gym.Env):
+    """Schedule one DAG on a set of heterogeneous GPUs (WORL-RTGS, Du, Wu et al. 2025).
+
+    A task runs ``work / speed`` seconds on a GPU (times the DAG's heterogeneity factor); a GPU runs one task at a
+    time; a task starts when its GPU is free and every input has arrived (``bytes / bandwidth`` between the two
+    GPUs, 0 on the same GPU). GPU speeds are relative to the catalogue's reference GPU, bandwidths come from the
+    cluster (intra-server link, NIC, rack uplink).
+
+    ``mode="construct"``: tasks come in list-scheduling order (among the tasks whose parents are scheduled, the
+    highest HEFT upward rank first, ties to the lowest index); each action puts the current task on a GPU, where
+    it starts as early as the GPU and its inputs allow (appended after the GPU's previous task).
+    ``mode="improve"``: the episode starts from a plan (``initial_plan``: HEFT's, or a random one); the env visits
+    the tasks in the plan's priority order, and each action moves the current task to a GPU (its own GPU keeps the
+    plan); the priorities stay fixed.
+
+    ## Action Space
+    ``Discrete(GPUs)``: the GPU for the current task; GPUs its GPU-type affinity forbids are masked.
+
+    ## Observation Space
+    ``obs_mode="graph"`` (default): ``node_features (N + GPUs, 2 + 8 + 4)`` (kind one-hot task/GPU, then
+    :data:`TASK_FEATURES` on task nodes and :data:`GPU_FEATURES` on GPU nodes), ``node_mask``, ``edge_index (2, E)``
+    with the DAG's edges and one task→GPU edge per placed task, ``edge_features (E, 3)``, ``edge_mask``,
+    ``context (4,)``, ``action_mask (GPUs,)``. ``"flat"``: ``obs`` (task and GPU features and context in one
+    vector, without edges) and ``action_mask``. Times are ``log1p(seconds / time_scale)``; ``makespan_if_here`` is
+    (makespan if the current task goes there − current makespan) ÷ ``time_scale``. Padded to ``max_tasks`` /
+    ``max_edges``. Image observations are not offered.
+
+    ## Rewards
+    ``construct``: ``−(makespan increase) / time_scale`` per placement (the makespan of the partial schedule), so
+    the return is ``−makespan / time_scale``. ``improve``: ``(makespan before − after) / time_scale``, so the return
+    is the total improvement over the initial plan.
+
+    ## Episode End
+    ``construct``: terminates when every task is placed. ``improve``: truncates after ``improve_steps``
+    reassignments (default: one pass over the tasks). ``info["makespan"]``, ``info["plan"]`` = (assignment,
+    priority) as :func:`gpusched_envs.sim.dag_eval.evaluate_plan` takes them; at the end ``info["metrics"]``.
+
+    ## Arguments
+    - ``cluster`` (``"hetero64"``): preset, path or ``Cluster``; ``gpus`` (8): how many of its GPUs, spread evenly
+      (None: all).
+    - ``dag`` (``"dag:random:n=20"``): a DAG spec of :func:`gpusched_envs.workloads.dag.load_dag` (re-drawn every
+      reset from the reset seed) or a ``DAG``; ``max_tasks`` / ``max_edges``: padding (default: from the first DAG,
+      with room for denser DAGs of the same size).
+    - ``mode``: ``"construct"`` | ``"improve"``; ``initial_plan``: ``"heft"`` | ``"random"``; ``improve_steps``.
+    - ``obs_mode``: ``"graph"`` | ``"flat"``; ``time_scale``: seconds per reward unit (None: the DAG's total
+      work ÷ GPUs, the perfectly balanced makespan without transfers); ``invalid_action``, ``invalid_penalty``;
+      ``render_mode``: ``"ansi"`` | ``"rgb_array"`` (Gantt chart).
+
+    ## Version History
+    - v0: initial version.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    obs_modes_offered = ("graph", "flat")
+
+    def __init__(
+        self,
+        cluster: str | Cluster = "hetero64",
+        dag: Any = "dag:random:n=20",
+        *,
+        gpus: int | None = 8,
+        mode: str = "construct",
+        initial_plan: str = "heft",
+        improve_steps: int | None = None,
+        max_tasks: int | None = None,
+        max_edges: int | None = None,
+        obs_mode: str = "graph",
+        time_scale: float | None = None,
+        invalid_action: str = "penalize",
+        invalid_penalty: float = 1.0,
+        render_mode: str | None = None,
+    ):
+        check_choice("mode", mode, MODES)
+        check_choice("initial_plan", initial_plan, ("heft", "random"))
+        check_choice("invalid_action", invalid_action, ("penalize", "raise"))
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        if obs_mode not in self.obs_modes_offered:
+            raise ValueError(
+                f"DAGScheduleEnv offers obs_mode 'graph' or 'flat', got {obs_mode!r} ('image' observations are "
+                "offered by JobSelect-v0 and WorkerPlacement-v0)"
+            )
+        self.cluster = resolve_cluster(cluster)
+        self.gpu_ids = pick_gpus(self.cluster, gpus)
+        c = self.cluster
+        self.speed = gpu_relative_speed(c)[self.gpu_ids]  # (G,)
+        self.bandwidth = c.bandwidth_matrix()[np.ix_(self.gpu_ids, self.gpu_ids)]  # (G, G)
+        self.inv_bw = inverse_bandwidth(self.bandwidth)
+        self.gpu_types = [c.catalog.gpu_types[t] for t in c.gpu_type[self.gpu_ids]]
+        self.dag_arg = dag
+        self.mode, self.initial_plan, self.improve_steps = mode, initial_plan, improve_steps
+        self.obs_mode, self.time_scale_arg = obs_mode, time_scale
+        self.invalid_action, self.invalid_penalty = invalid_action, float(invalid_penalty)
+        self.render_mode = render_mode
+        first = self._load_dag(0)
+        n = first.num_tasks
+        self.max_tasks = int(max_tasks or n)
+        self.max_edges = int(max_edges or min(n * (n - 1) // 2, max(8 * n, 2 * first.num_edges)))
+        g = len(self.gpu_ids)
+        self.num_gpus = g
+        self.num_nodes = self.max_tasks + g
+        self.num_edge_slots = self.max_edges + self.max_tasks
+        f = 2 + len(TASK_FEATURES) + len(GPU_FEATURES)
+        self.action_space = spaces.Discrete(g)
+        inf = np.float32(np.inf)
+        box = {}
+        if obs_mode == "graph":
+            self._nodes = np.zeros((self.num_nodes, f), dtype=np.float32)  # (N + G, F)
+            self._node_mask = np.zeros(self.num_nodes, dtype=np.int8)
+            self._edge_index = np.zeros((2, self.num_edge_slots), dtype=np.int64)  # (2, E + N)
+            self._edge_features = np.zeros((self.num_edge_slots, len(EDGE_FEATURES)), dtype=np.float32)
+            self._edge_mask = np.zeros(self.num_edge_slots, dtype=np.int8)
+            self.task_view = self._nodes[: self.max_tasks, 2 : 2 + len(TASK_FEATURES)]
+            self.gpu_view = self._nodes[self.max_tasks :, 2 + len(TASK_FEATURES) :]
+            box = {
+                "node_features": spaces.Box(-inf, inf, self._nodes.shape, np.float32),
+                "node_mask": spaces.Box(0, 1, (self.num_nodes,), np.int8),
+                "edge_index": spaces.Box(0, self.num_nodes - 1, self._edge_index.shape, np.int64),
+                "edge_features": spaces.Box(-inf, inf, self._edge_features.shape, np.float32),
+                "edge_mask": spaces.Box(0, 1, (self.num_edge_slots,), np.int8),
+            }
+        else:
+            size = self.max_tasks * len(TASK_FEATURES) + g * len(GPU_FEATURES)
+            self._flat = np.zeros(size, dtype=np.float32)
+            cut = self.max_tasks * len(TASK_FEATURES)
+            self.task_view = self._flat[:cut].reshape(self.max_tasks, len(TASK_FEATURES))
+            self.gpu_view = self._flat[cut:].reshape(g, len(GPU_FEATURES))
+            box = {"obs": spaces.Box(-inf, inf, (size,), np.float32)}
+        self._context = np.zeros(4, dtype=np.float32)
+        self._action_mask = np.zeros(g, dtype=np.int8)
+        box["context"] = spaces.Box(-inf, inf, (4,), np.float32)
+        box["action_mask"] = spaces.Box(0, 1, (g,), np.int8)
+        self.observation_space = spaces.Dict(box)
+        self.dag = None
+
+    # ------------------------------------------------------------------ pickling: views are rebuilt
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("task_view", "gpu_view")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        nt = len(TASK_FEATURES)
+        if self.obs_mode == "graph":
+            self.task_view = self._nodes[: self.max_tasks, 2 : 2 + nt]
+            self.gpu_view = self._nodes[self.max_tasks :, 2 + nt :]
+        else:
+            cut = self.max_tasks * nt
+            self.task_view = self._flat[:cut].reshape(self.max_tasks, nt)
+            self.gpu_view = self._flat[cut:].reshape(self.num_gpus, len(GPU_FEATURES))
+
+    # ------------------------------------------------------------------ episode
+    def _load_dag(self, seed: int):
+        if isinstance(self.dag_arg, str):
+            from gpusched_envs.workloads.dag import load_dag
+
+            return load_dag(self.dag_arg, seed=seed)
+        return self.dag_arg
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        dag = self._load_dag(int(self.np_random.integers(2**31)))
+        n, e = dag.num_tasks, dag.num_edges
+        if n > self.max_tasks or e > self.max_edges:
+            raise ValueError(
+                f"DAG {dag.name!r} has {n} tasks / {e} edges, more than max_tasks={self.max_tasks} / "
+                f"max_edges={self.max_edges}; pass larger ones"
+            )
+        self.dag = dag
+        self.runtime = runtime_matrix(dag, self.speed, self.gpu_types)  # (N, G)
+        self.allowed = np.isfinite(self.runtime)
+        self.time_scale = float(self.time_scale_arg or max(dag.total_work / self.num_gpus, 1e-9))
+        from gpusched_envs.policies.dag import heft_schedule, random_plan, upward_rank
+
+        self.rank = upward_rank(dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
+        self.parent_edges = [dag.in_edges(i) for i in range(n)]
+        self.edges = np.asarray(dag.edges, dtype=np.int64)
+        self.edge_bytes = np.asarray(dag.edge_bytes, dtype=np.float64)
+        self.assignment = np.full(n, -1, dtype=np.int64)
+        self.start = np.zeros(n)
+        self.finish = np.zeros(n)
+        self.gpu_free = np.zeros(self.num_gpus)
+        self.order: list[int] = []
+        self.steps = 0
+        self.done = False
+        self._write_static()
+        if self.mode == "construct":
+            self.makespan = 0.0
+            self.remaining_parents = dag.in_degree.copy()
+            self.ready = set(np.flatnonzero(self.remaining_parents == 0).tolist())
+            self.current = self._next_ready()
+        else:
+            if self.initial_plan == "heft":
+                self.assignment, self.priority = heft_schedule(
+                    dag, self.speed, self.bandwidth, gpu_types=self.gpu_types, insertion=False
+                ).plan
+            else:
+                self.assignment, self.priority = random_plan(
+                    dag, self.num_gpus, seed=self.np_random, gpu_types=self.gpu_types
+                )
+            self.assignment = self.assignment.copy()
+            self.evaluator = PlanEvaluator(dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
+            self.visit = np.argsort(-self.priority, kind="stable")  # tasks in the plan's priority order
+            self.limit = self.improve_steps or n
+            self._score_plan()
+            self.initial_makespan = self.makespan
+            self.current = int(self.visit[0])
+            self._score_candidates()
+        return self._observe(), self._info()
+
+    def _next_ready(self) -> int:
+        if not self.ready:
+            return -1
+        return max(self.ready, key=lambda k: (self.rank[k], -k))
+
+    def _place(self, task: int, gpu: int) -> float:
+        """List-schedule ``task`` on ``gpu`` after everything placed so far; its finish time."""
+        arrive = self.gpu_free[gpu]
+        for e in self.parent_edges[task]:
+            p = self.edges[e, 0]
+            arrive = max(arrive, self.finish[p] + self.edge_bytes[e] * self.inv_bw[self.assignment[p], gpu])
+        return arrive
+
+    def _score_plan(self) -> None:
+        sched = self.evaluator.schedule(self.assignment, self.priority)
+        self.makespan = sched.makespan
+        self.start, self.finish = sched.start, sched.finish
+        self.gpu_free = np.zeros(self.num_gpus)
+        np.maximum.at(self.gpu_free, self.assignment, self.finish)
+
+    def _score_candidates(self) -> None:
+        """Makespan of the plan with the current task moved to each GPU (one vectorised population evaluation)."""
+        pop = np.repeat(self.assignment[None, :], self.num_gpus, axis=0)
+        pop[:, self.current] = np.arange(self.num_gpus)
+        prio = np.repeat(self.priority[None, :], self.num_gpus, axis=0)
+        self.candidates = self.evaluator.evaluate(pop, prio)
+
+    # ------------------------------------------------------------------ step
+    def step(self, action):
+        a = int(np.asarray(action).reshape(()))
+        if not 0 <= a < self.num_gpus:
+            raise InvalidActionError(f"action {a} outside 0..{self.num_gpus - 1}")
+        if self.done or not self._action_mask[a]:
+            why = "the episode has ended" if self.done else f"task {self.current} may not run on GPU {a}"
+            if self.invalid_action == "raise":
+                raise InvalidActionError(f"invalid action {a}: {why}")
+            self.steps += 1
+            return (
+                self._snapshot(),
+                -self.invalid_penalty,
+                False,
+                False,
+                {"invalid_action": True, "reason": why},
+            )
+        self.steps += 1
+        task = self.current
+        if self.mode == "construct":
+            start = self._place(task, a)
+            finish = start + self.runtime[task, a]
+            self.assignment[task], self.start[task], self.finish[task] = a, start, finish
+            self.gpu_free[a] = finish
+            self.order.append(task)
+            before = self.makespan
+            self.makespan = max(self.makespan, finish)
+            reward = -(self.makespan - before) / self.time_scale
+            self.ready.discard(task)
+            for e in self.dag.out_edges(task).tolist():
+                child = int(self.edges[e, 1])
+                self.remaining_parents[child] -= 1
+                if self.remaining_parents[child] == 0:
+                    self.ready.add(child)
+            self.current = self._next_ready()
+            terminated, truncated = self.current < 0, False
+        else:
+            before = self.makespan
+            if a != self.assignment[task]:
+                self.assignment[task] = a
+                self._score_plan()
+            reward = (before - self.makespan) / self.time_scale
+            terminated, truncated = False, self.steps >= self.limit
+            self.current = int(self.visit[self.steps % len(self.visit)])
+            if not truncated:
+                self._score_candidates()
+        self.done = terminated or truncated
+        return self._observe(), reward, terminated, truncated, self._info()
+
+    def plan(self) -> tuple[np.ndarray, np.ndarray]:
+        """The plan so far as ``(assignment, priority)`` for :func:`~gpusched_envs.sim.dag_eval.evaluate_plan`
+        (construct: the placement order is the priority; unplaced tasks keep -1)."""
+        if self.mode == "improve":
+            return self.assignment.copy(), self.priority.copy()
+        n = len(self.assignment)
+        priority = np.zeros(n)
+        priority[self.order] = n - np.arange(len(self.order))
+        return self.assignment.copy(), priority
+
+    def _info(self) -> dict:
+        info: dict[str, Any] = {"makespan": float(self.makespan), "plan": self.plan()}
+        if self.done:
+            info["metrics"] = {
+                "makespan": float(self.makespan),
+                "tasks": self.dag.num_tasks,
+                "gpus": self.num_gpus,
+                **({"initial_makespan": self.initial_makespan} if self.mode == "improve" else {}),
+            }
+        return info
+
+    def action_masks(self) -> np.ndarray:
+        return self._action_mask.astype(bool)
+
+    # ------------------------------------------------------------------ observation
+    def _write_static(self) -> None:
+        dag, n = self.dag, self.dag.num_tasks
+        self.task_view[...] = 0.0
+        self.gpu_view[...] = 0.0
+        self.task_view[:n, 0] = np.log1p(dag.work / self.time_scale)
+        self.task_view[:n, 1] = self.rank / self.time_scale
+        self.gpu_view[:, 0] = self.speed
+        if self.obs_mode != "graph":
+            return
+        mt = self.max_tasks
+        self._nodes[:, :2] = 0.0
+        self._nodes[:n, 0] = 1.0
+        self._nodes[mt:, 1] = 1.0
+        self._node_mask[:] = 0
+        self._node_mask[:n] = 1
+        self._node_mask[mt:] = 1
+        e = dag.num_edges
+        self._edge_index[:] = 0
+        self._edge_features[:] = 0.0
+        self._edge_mask[:] = 0
+        self._edge_index[:, :e] = self.edges.T
+        self._edge_features[:e, 0] = 1.0
+        self._edge_features[:e, 2] = np.log1p(self.edge_bytes / 1e6)
+        self._edge_mask[:e] = 1
+        slots = self.max_edges + np.arange(n)
+        self._edge_index[0, slots] = np.arange(n)
+        self._edge_features[slots, 1] = 1.0
+
+    def _observe(self) -> dict:
+        n, ts = self.dag.num_tasks, self.time_scale
+        tv, gv = self.task_view, self.gpu_view
+        placed = self.assignment >= 0
+        cur = self.current
+        tv[:n, 2] = placed if self.mode == "construct" else 1.0
+        tv[:n, 3] = 0.0
+        if self.mode == "construct" and self.ready:
+            tv[list(self.ready), 3] = 1.0
+        tv[:n, 4] = 0.0
+        if cur >= 0:
+            tv[cur, 4] = 1.0
+        tv[:n, 5] = np.where(placed, np.log1p(self.start / ts), 0.0)
+        tv[:n, 6] = np.where(placed, np.log1p(self.finish / ts), 0.0)
+        tv[:n, 7] = np.where(placed, self.speed[np.maximum(self.assignment, 0)], 0.0)
+        gv[:, 1] = np.log1p(self.gpu_free / ts)
+        gv[:, 2] = np.bincount(self.assignment[placed], minlength=self.num_gpus) / max(n, 1)
+        mask = self._action_mask
+        if cur >= 0 and not self.done:
+            mask[:] = self.allowed[cur]
+            if self.mode == "improve":
+                gv[:, 3] = (self.candidates - self.makespan) / ts
+            else:
+                finish = np.array([self._place(cur, q) for q in range(self.num_gpus)]) + self.runtime[cur]
+                gv[:, 3] = np.where(
+                    self.allowed[cur], (np.maximum(finish, self.makespan) - self.makespan) / ts, 0.0
+                )
+        else:
+            mask[:] = 1  # episode over: any action is a no-op
+            gv[:, 3] = 0.0
+        gv[:, 3] = np.nan_to_num(gv[:, 3], posinf=1e6)
+        ctx = self._context
+        ctx[:] = (
+            placed.mean(),
+            np.log1p(self.makespan / ts),
+            self.steps / max(n, 1),
+            float(self.mode == "improve"),
+        )
+        if self.obs_mode == "graph":
+            slots = self.max_edges + np.arange(n)
+            self._edge_index[1, slots] = self.max_tasks + np.maximum(self.assignment, 0)
+            self._edge_mask[slots] = placed
+        return self._snapshot()
+
+    def _snapshot(self) -> dict:
+        if self.obs_mode == "graph":
+            out = {
+                "node_features": self._nodes,
+                "node_mask": self._node_mask,
+                "edge_index": self._edge_index,
+                "edge_features": self._edge_features,
+                "edge_mask": self._edge_mask,
+            }
+        else:
+            out = {"obs": self._flat}
+        out["context"] = self._context
+        out["action_mask"] = self._action_mask
+        return {k: v.copy() for k, v in out.items()}
+
+    # ------------------------------------------------------------------ rendering
+    def render(self):
+        if self.render_mode is None or self.dag is None:
+            return None
+        placed = np.flatnonzero(self.assignment >= 0)
+        if self.render_mode == "ansi":
+            lines = [
+                f"DAGSchedule ({self.mode}) makespan={self.makespan:.3f}s placed={len(placed)}/{self.dag.num_tasks}"
+            ]
+            for q in range(self.num_gpus):
+                tasks = sorted((t for t in placed if self.assignment[t] == q), key=lambda t: self.start[t])
+                cells = " ".join(f"{t}[{self.start[t]:.1f}-{self.finish[t]:.1f}]" for t in tasks)
+                lines.append(f"gpu {q:2d} ({self.gpu_types[q]:>5}, x{self.speed[q]:.2f}): {cells}")
+            return "\n".join(lines) + "\n"
+        width, row = 320, 10
+        img = np.zeros((self.num_gpus * row, width, 3), dtype=np.uint8)
+        img[...] = 30
+        scale = (width - 1) / max(self.makespan, 1e-9)
+        colours = _job_colours(np.arange(self.dag.num_tasks))
+        for t in placed.tolist():
+            q = int(self.assignment[t])
+            x0, x1 = (
+                int(self.start[t] * scale),
+                max(int(self.finish[t] * scale), int(self.start[t] * scale) + 1),
+            )
+            img[q * row : q * row + row - 2, x0:x1] = colours[t]
+        return img

@@ -1,0 +1,174 @@
+"""``gpusched/DelayTuning-v0``: NetSens's setting, an auto-tuner of delay-scheduling timers per network-sensitivity
+class, with delay scheduling and network-sensitive preemption running inside the env."""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from gpusched_envs.envs.base import ClusterEnv, WorkloadArg
+from gpusched_envs.envs.netsens import DelaySchedulingPolicy
+from gpusched_envs.sim.topology import Cluster
+
+DEFAULT_TIMER_LEVELS = (0.0, 60.0, 300.0, 900.0, 1800.0)  # seconds
+DEFAULT_SENSITIVITY_THRESHOLDS = (1.5, 4.0)  # spread ÷ consolidated iteration time: 3 classes
+
+
+class DelayTuningEnv(ClusterEnv):
+    """Every ``interval`` seconds of simulated time, set the delay timer of each network-sensitivity class; a
+    :class:`~gpusched_envs.envs.netsens.DelaySchedulingPolicy` schedules with them until the next interval
+    (NetSens, Sharma, Bhasi et al. 2024).
+
+    A job's class is the number of ``sensitivity_thresholds`` its network sensitivity (iteration time spread
+    across racks ÷ consolidated, SPEC §3) reaches: class 0 hardly cares where it runs, the last class the most.
+    A job that cannot be consolidated waits up to its class's timer for consolidation before it is spread; waiting
+    jobs of the last class may preempt running class-0 jobs to be consolidated.
+
+    ## Action Space
+    ``Discrete(L ** K)`` for ``K`` classes and ``L = len(timer_levels)``: action ``a`` sets class ``k``'s timer
+    to ``timer_levels[(a // L**k) % L]`` (:meth:`timers_of` / :meth:`action_of` convert). One flat index keeps the
+    action usable by DQN-style agents and by action masks (all actions are always valid).
+
+    ## Observation Space
+    ``obs_mode="graph"`` (default) or ``"flat"``, as :class:`~gpusched_envs.envs.job_select.JobSelectEnv`; image
+    observations are not offered. ``context (3K,)``: the current timers ÷ the largest level, log1p of the waiting
+    jobs per class, log1p of their mean wait ÷ ``time_scale`` per class.
+
+    ## Rewards
+    ``−(jobs in system × elapsed time) / time_scale`` over the interval, exact over every event, so the return of a
+    full episode is ``−Σ JCT / time_scale``.
+
+    ## Episode End
+    Terminates when every job has finished; truncates after ``max_steps`` intervals. ``info["metrics"]`` at the end.
+
+    ## Arguments
+    ``cluster`` (``"topdrl"``), ``workload``, ``num_jobs`` (200), ``load`` (0.9) as JobSelect-v0; ``interval``
+    (900 s); ``timer_levels``; ``sensitivity_thresholds``; ``preemption`` (True); ``min_run`` (600 s: a job runs at
+    least this long before it may be preempted); ``window`` (16); ``obs_mode``; ``max_steps``; ``time_scale``
+    (3600 s); ``interference`` (True); ``workload_seed``; ``render_mode``. ``invalid_action`` /
+    ``invalid_penalty`` apply to out-of-range actions only.
+
+    ## Version History
+    - v0: initial version.
+    """
+
+    obs_modes_offered = ("graph", "flat")
+
+    def __init__(
+        self,
+        cluster: str | Cluster = "topdrl",
+        workload: WorkloadArg = None,
+        *,
+        num_jobs: int = 200,
+        load: float = 0.9,
+        interval: float = 900.0,
+        timer_levels: tuple[float, ...] = DEFAULT_TIMER_LEVELS,
+        sensitivity_thresholds: tuple[float, ...] = DEFAULT_SENSITIVITY_THRESHOLDS,
+        preemption: bool = True,
+        min_run: float = 600.0,
+        window: int = 16,
+        obs_mode: str = "graph",
+        max_steps: int | None = None,
+        time_scale: float = 3600.0,
+        invalid_action: str = "penalize",
+        invalid_penalty: float = 1.0,
+        interference: bool = True,
+        workload_seed: int | None = None,
+        render_mode: str | None = None,
+    ):
+        if interval <= 0:
+            raise ValueError(f"interval must be > 0 seconds, got {interval}")
+        levels = np.asarray(timer_levels, dtype=np.float64)
+        if levels.ndim != 1 or len(levels) < 1 or np.any(levels < 0):
+            raise ValueError("timer_levels must be a non-empty list of seconds >= 0")
+        self.timer_levels = levels
+        self.thresholds = np.asarray(sorted(sensitivity_thresholds), dtype=np.float64)
+        self.num_classes = len(self.thresholds) + 1
+        num_actions = len(levels) ** self.num_classes
+        super().__init__(
+            cluster=cluster,
+            workload=workload,
+            num_jobs=num_jobs,
+            load=load,
+            window=window,
+            obs_mode=obs_mode,
+            reward="jct",
+            max_steps=max_steps,
+            time_scale=time_scale,
+            invalid_action=invalid_action,
+            invalid_penalty=invalid_penalty,
+            interference=interference,
+            speed_model="throughput",
+            workload_seed=workload_seed,
+            render_mode=render_mode,
+            context_size=3 * self.num_classes,
+            num_actions=num_actions,
+        )
+        self.interval = float(interval)
+        self.preemption, self.min_run = bool(preemption), float(min_run)
+        self.action_space = spaces.Discrete(num_actions)
+        self.timers = np.zeros(self.num_classes)
+
+    # ------------------------------------------------------------------ actions
+    def timers_of(self, action: int) -> np.ndarray:
+        """(K,) seconds per class that ``action`` sets."""
+        L = len(self.timer_levels)
+        digits = (int(action) // L ** np.arange(self.num_classes)) % L
+        return self.timer_levels[digits]
+
+    def action_of(self, level_indices) -> int:
+        """The action setting class ``k`` to ``timer_levels[level_indices[k]]``."""
+        L = len(self.timer_levels)
+        return int(np.dot(np.asarray(level_indices, dtype=np.int64), L ** np.arange(self.num_classes)))
+
+    # ------------------------------------------------------------------ episode
+    def _new_episode(self) -> None:
+        super()._new_episode()
+        self.job_class = np.searchsorted(self.thresholds, self.sensitivity, side="right")
+        self.policy = DelaySchedulingPolicy(
+            self.job_class, self.timers, preemption=self.preemption, min_run=self.min_run
+        )
+        self.policy.reset(self.sim)
+
+    def _observe(self) -> dict:
+        enc, sim = self.encoder, self.sim
+        enc.action_mask[:] = 1
+        jobs = self._window_jobs()
+        k = self.num_classes
+        top = self.timer_levels.max()
+        enc.context[:k] = self.timers / top if top > 0 else 0.0
+        q = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
+        counts = np.bincount(self.job_class[q], minlength=k)
+        waits = np.bincount(self.job_class[q], weights=sim.now - sim.workload.submit_time[q], minlength=k)
+        enc.context[k : 2 * k] = np.log1p(counts)
+        enc.context[2 * k :] = np.log1p(waits / np.maximum(counts, 1) / self.time_scale)
+        return self._encode(jobs, self._count_fits(jobs))
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.timers = np.zeros(self.num_classes)
+        self._new_episode()
+        self._advance()  # the first decision point is left pending for the first action's timers
+        return self._observe(), self._info(False, False)
+
+    def step(self, action):
+        a = self._check_action(action)
+        if self.drained:
+            return self._invalid(a, "the episode has ended; call reset()")
+        mark = self._mark()
+        sim, policy = self.sim, self.policy
+        self.timers = self.timers_of(a)
+        policy.timers = self.timers
+        end = sim.now + self.interval
+        policy.horizon = end
+        policy.schedule(sim)
+        while self._advance() and sim.now < end:
+            policy.schedule(sim)
+        reward = self._reward_since(mark)
+        self.steps += 1
+        terminated = self.drained
+        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
+        return self._observe(), reward, terminated, truncated, self._info(terminated, truncated)
+
+    def _render_extra(self) -> str:
+        return "timers per class: " + ", ".join(f"{t:.0f}s" for t in self.timers)

@@ -1,0 +1,106 @@
+"""NetSens-style scheduling (Sharma, Bhasi et al., arXiv 2401.16492) with delay timers set from outside: the policy
+that DelayTuning-v0 runs inside the env, usable on its own with fixed timers.
+
+- FIFO order with backfill. A job that can be consolidated (``consolidate`` placement: one server, or whole servers of
+  one rack) starts at once. One that cannot waits for consolidation up to the delay timer of its network-sensitivity
+  class, counted from when it (re-)entered the queue; after that it takes the ``closest`` placement (spread).
+- Network-sensitive preemption: a waiting job of the most sensitive class that cannot be consolidated may preempt
+  running jobs of the least sensitive class that have run at least ``min_run`` seconds, on the one server where the
+  fewest such preemptions free enough GPUs for it; it then starts there.
+
+Heuristics belong in :mod:`gpusched_envs.policies`; this one lives here until it moves there (see docs/envs.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpusched_envs.policies.base import Policy
+from gpusched_envs.policies.placement import closest, consolidate
+from gpusched_envs.sim.engine import FULL_GPU, RUNNING
+
+
+class DelaySchedulingPolicy(Policy):
+    """Delay scheduling for consolidation + network-sensitive preemption.
+
+    ``job_class`` (J,) sensitivity class of each job (0 = least sensitive); ``timers`` (K,) seconds per class;
+    ``horizon``: the policy also asks for a decision point at this time (the env's interval end).
+    """
+
+    name = "netsens"
+
+    def __init__(self, job_class: np.ndarray, timers, *, preemption: bool = True, min_run: float = 600.0):
+        self.job_class = np.asarray(job_class, dtype=np.int64)
+        self.timers = np.asarray(timers, dtype=np.float64)
+        self.preemption = preemption
+        self.min_run = float(min_run)
+        self.horizon = math.inf
+        self.enqueued: dict[int, float] = {}
+        self.top_class = len(self.timers) - 1
+
+    def reset(self, sim) -> None:
+        self.enqueued = {}
+
+    def schedule(self, sim) -> None:
+        now = sim.now
+        soonest = math.inf
+        for job in list(sim.queue):
+            since = self.enqueued.setdefault(job, now)
+            gpus = consolidate(sim, job)
+            cls = int(self.job_class[job])
+            if gpus is None and self.preemption and cls == self.top_class and self.top_class > 0:
+                gpus = self._preempt_for(sim, job)
+            if gpus is None:
+                deadline = since + self.timers[cls]
+                if now >= deadline:
+                    gpus = closest(sim, job)
+                else:
+                    soonest = min(soonest, deadline)
+            if gpus is not None:
+                sim.start(job, gpus)
+                del self.enqueued[job]
+        at = min(soonest, self.horizon)
+        if sim.queue and math.isfinite(at) and at > now:
+            sim.set_timer(at)
+
+    def _preempt_for(self, sim, job: int):
+        """Preempt least-sensitive jobs on one server so that ``job`` fits there; its GPUs, or None."""
+        c = sim.cluster
+        n = 1 if sim.job_milli[job] < FULL_GPU else int(sim.job_gpus_n[job])
+        if n > c.max_server_gpus or sim.job_milli[job] < FULL_GPU:
+            return None
+        free = sim.free_mask(job)
+        best: tuple[int, int, list[int]] | None = None
+        for s in np.flatnonzero(c.server_num_gpus >= n).tolist():
+            lo = int(c.server_first_gpu[s])
+            have = int(np.count_nonzero(free[lo : lo + c.server_num_gpus[s]]))
+            victims = sorted(
+                (
+                    v
+                    for v in sim.server_jobs[s]
+                    if self.job_class[v] == 0
+                    and sim.status[v] == RUNNING
+                    and sim.job_milli[v] >= FULL_GPU
+                    and sim.now - sim.run_start[v] >= self.min_run
+                ),
+                key=lambda v: -int(np.count_nonzero(c.gpu_server[sim.job_gpus[v]] == s)),
+            )
+            chosen = []
+            for v in victims:
+                if have >= n:
+                    break
+                chosen.append(v)
+                have += int(np.count_nonzero(c.gpu_server[sim.job_gpus[v]] == s))
+            if have >= n and chosen and (best is None or len(chosen) < best[0]):
+                best = (len(chosen), s, chosen)
+        if best is None:
+            return None
+        for v in best[2]:
+            sim.preempt(v)
+            self.enqueued[v] = sim.now
+        s = best[1]
+        lo = int(c.server_first_gpu[s])
+        idx = lo + np.flatnonzero(sim.free_mask(job)[lo : lo + c.server_num_gpus[s]])
+        return idx[:n]

@@ -1,0 +1,292 @@
+"""``gpusched/WorkerPlacement-v0``: MetaPlace's setting, workers of the head job placed one server at a time, with
+co-location interference, over a family of tasks (workload, arrival rate, cluster, interference) for meta-RL."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, resolve_cluster
+from gpusched_envs.sim.engine import FULL_GPU
+from gpusched_envs.sim.topology import Cluster, load_cluster
+
+
+@dataclass(frozen=True)
+class PlacementTask:
+    """One variation of the setting (a meta-RL task)."""
+
+    cluster: str = "topdrl"  # preset name or YAML path
+    load: float = 0.9  # offered load of the synthetic workload
+    num_jobs: int = 100
+    arrival: str = "poisson"  # poisson | diurnal
+    interference: float = 1.0  # multiplies the catalogue's co-location slowdown factors
+    models: str | None = None  # model mix, e.g. "resnet50+bert@2" (None: the engine's seeded rule)
+
+    def workload_spec(self, num_gpus: int) -> str:
+        spec = (
+            f"synthetic:jobs={self.num_jobs},load={self.load},gpus={num_gpus},max_gpus={num_gpus},"
+            f"arrival={self.arrival}"
+        )
+        return spec + (f",models={self.models}" if self.models else "")
+
+
+def scaled_interference_cluster(name: str, factor: float) -> Cluster:
+    """A preset whose catalogue's co-location slowdowns are multiplied by ``factor`` (never below 1)."""
+    base = load_cluster(name)
+    if factor == 1.0:
+        return base
+    cat = base.catalog
+    slow = np.maximum(1.0, cat.colocation_slowdown * factor)
+    return load_cluster(name, catalog=dataclasses.replace(cat, colocation_slowdown=slow))
+
+
+class WorkerPlacementEnv(ClusterEnv):
+    """Place the workers of the head job one at a time on servers, or defer the job (MetaPlace, Yang et al. 2023).
+
+    At a decision point the head is the oldest waiting job that is not deferred and for which enough GPUs are free.
+    Each action puts its next worker on a server (the server's lowest-numbered free GPU not already taken by this
+    job; a fractional-GPU job goes to the server GPU with the least room that still fits); when every worker is
+    placed the job starts. Deferring drops the partial placement and moves on to the next candidate; when no
+    candidate is left, the simulator runs to the next decision point (the deferrals then expire). Co-location
+    interference is on: a job slows the jobs sharing its servers by the catalogue's pairwise factors.
+
+    ## Action Space
+    ``Discrete(servers + 1)``: ``s < servers`` puts the next worker on server ``s``; ``servers`` defers the head.
+    ``servers`` is the largest server count over ``task_clusters`` (smaller clusters mask the padding). Valid:
+    servers with a free GPU for the head not yet taken by it; deferring unless it would deadlock.
+
+    ## Observation Space
+    As :class:`~gpusched_envs.envs.job_select.JobSelectEnv` (``graph`` / ``image`` / ``flat``), with the GPUs taken
+    by the partial placement in the ``in_placement`` columns / image channel; the window's first job is the head.
+    ``context (4,)`` = (workers left ÷ workers, workers placed ÷ workers, workers ÷ GPUs, log1p(deferred jobs)).
+
+    ## Rewards
+    ``−(jobs in system × elapsed time) / time_scale`` between decisions, exact over every event, so the
+    undiscounted return of a full episode is ``−Σ JCT / time_scale``. Placing a worker takes no time (reward 0)
+    unless it starts the job and the simulator then advances. Invalid actions (``"penalize"``): ``−invalid_penalty``.
+
+    ## Episode End
+    Terminates when every job has finished; truncates after ``max_steps`` actions. ``info["metrics"]`` at the end.
+
+    ## Meta-RL
+    ``sample_tasks(n)`` draws :class:`PlacementTask` variations (cluster from ``task_clusters``, offered load in
+    ``task_loads``, interference factor in ``task_interference``, arrival process from ``task_arrivals``) from
+    the env's seeded generator; ``set_task(task)`` switches to one from the next ``reset`` on. Spaces never change.
+
+    ## Arguments
+    ``cluster`` (``"topdrl"``), ``workload`` (None: the current task's synthetic workload; or a spec string,
+    ``Workload`` or callable, as JobSelect-v0), ``num_jobs`` (100), ``load`` (0.9), ``window`` (8),
+    ``obs_mode``, ``max_steps``, ``time_scale`` (3600 s), ``invalid_action``, ``invalid_penalty``,
+    ``interference_scale`` (1.0), ``workload_seed``, ``render_mode``, ``task_clusters``, ``task_loads``,
+    ``task_interference``, ``task_arrivals``.
+
+    ## Version History
+    - v0: initial version.
+    """
+
+    def __init__(
+        self,
+        cluster: str = "topdrl",
+        workload: WorkloadArg = None,
+        *,
+        num_jobs: int = 100,
+        load: float = 0.9,
+        window: int = 8,
+        obs_mode: str = "graph",
+        max_steps: int | None = None,
+        time_scale: float = 3600.0,
+        invalid_action: str = "penalize",
+        invalid_penalty: float = 1.0,
+        interference_scale: float = 1.0,
+        workload_seed: int | None = None,
+        render_mode: str | None = None,
+        task_clusters: tuple[str, ...] | None = None,
+        task_loads: tuple[float, float] = (0.6, 1.2),
+        task_interference: tuple[float, float] = (1.0, 1.5),
+        task_arrivals: tuple[str, ...] = ("poisson", "diurnal"),
+    ):
+        self.task_clusters = (
+            tuple(task_clusters) if task_clusters else (cluster if isinstance(cluster, str) else "",)
+        )
+        layout = tuple(resolve_cluster(c) for c in self.task_clusters if c)
+        num_servers = max([c.num_servers for c in layout] + [resolve_cluster(cluster).num_servers])
+        if isinstance(cluster, str) and interference_scale != 1.0:
+            cluster = scaled_interference_cluster(cluster, interference_scale)
+        super().__init__(
+            cluster=cluster,
+            workload=workload,
+            num_jobs=num_jobs,
+            load=load,
+            window=window,
+            obs_mode=obs_mode,
+            reward="jct",
+            max_steps=max_steps,
+            time_scale=time_scale,
+            invalid_action=invalid_action,
+            invalid_penalty=invalid_penalty,
+            interference=True,
+            speed_model="throughput",
+            workload_seed=workload_seed,
+            render_mode=render_mode,
+            context_size=4,
+            num_actions=num_servers + 1,
+            layout_clusters=layout,
+        )
+        self.task_loads, self.task_interference = tuple(task_loads), tuple(task_interference)
+        self.task_arrivals = tuple(task_arrivals)
+        self.task: PlacementTask | None = None
+        self.defer_action = num_servers
+        self.action_space = spaces.Discrete(num_servers + 1)
+
+    # ------------------------------------------------------------------ meta-RL tasks
+    def sample_tasks(self, n: int) -> list[PlacementTask]:
+        """``n`` task variations drawn from the env's seeded generator (call ``reset(seed=...)`` first to seed it)."""
+        rng = self.np_random
+        names = [c for c in self.task_clusters if c] or ["topdrl"]
+        out = []
+        for _ in range(n):
+            out.append(
+                PlacementTask(
+                    cluster=str(names[int(rng.integers(len(names)))]),
+                    load=round(float(rng.uniform(*self.task_loads)), 3),
+                    num_jobs=self.num_jobs,
+                    arrival=str(self.task_arrivals[int(rng.integers(len(self.task_arrivals)))]),
+                    interference=round(float(rng.uniform(*self.task_interference)), 3),
+                )
+            )
+        return out
+
+    def set_task(self, task: PlacementTask) -> None:
+        """Run ``task`` from the next ``reset`` on (the cluster must fit this env's layout)."""
+        cluster = scaled_interference_cluster(task.cluster, task.interference)
+        lo = self.layout
+        if (
+            cluster.num_gpus > lo.num_gpus
+            or cluster.num_servers > lo.num_servers
+            or cluster.num_racks > lo.num_racks
+        ):
+            raise ValueError(
+                f"task cluster {task.cluster!r} is larger than this env's layout; list it in task_clusters"
+            )
+        self.task = task
+        self.cluster = cluster
+        self.workload_arg = task.workload_spec(cluster.num_gpus)
+
+    def get_task(self) -> PlacementTask | None:
+        return self.task
+
+    # ------------------------------------------------------------------ decisions
+    def _new_episode(self) -> None:
+        super()._new_episode()
+        self._head = -1
+        self._chosen: list[int] = []
+        self._taken = np.zeros(self.cluster.num_gpus)
+        self._deferred: set[int] = set()
+
+    def _first_candidate(self, exclude: int = -1) -> int:
+        """Oldest waiting job, not deferred (nor ``exclude``), for which enough GPUs are free; -1 if none."""
+        q = self.sim.queue
+        jobs = np.fromiter(q, dtype=np.int64, count=len(q))
+        for j in jobs[self._count_fits(jobs)].tolist():
+            if j != exclude and j not in self._deferred:
+                return j
+        return -1
+
+    def _settle(self) -> None:
+        while not self.drained:
+            if self.sim.queue:
+                head = self._first_candidate()
+                if head >= 0:
+                    self._head = head
+                    return
+            self._deferred.clear()
+            self._advance()
+        self._head = -1
+
+    def _server_mask(self) -> np.ndarray:
+        sim, head = self.sim, self._head
+        free = sim.free_mask(head) & (self._taken == 0)
+        return np.bincount(self.cluster.gpu_server[free], minlength=self.cluster.num_servers) > 0
+
+    def _observe(self) -> dict:
+        enc, sim = self.encoder, self.sim
+        mask = enc.action_mask
+        mask[:] = 0
+        head = self._head
+        if head >= 0:
+            mask[: self.cluster.num_servers] = self._server_mask()
+            mask[self.defer_action] = self._can_wait() or self._first_candidate(exclude=head) >= 0
+            rest = [j for j in itertools.islice(sim.queue, self.window) if j != head][: self.window - 1]
+            jobs = np.array([head, *rest], dtype=np.int64)
+            need = 1 if sim.job_milli[head] < FULL_GPU else int(sim.job_gpus_n[head])
+            placed = len(self._chosen)
+            enc.context[:] = ((need - placed) / need, placed / need, need / self.cluster.num_gpus, 0.0)
+        else:
+            mask[self.defer_action] = 1
+            jobs = np.zeros(0, dtype=np.int64)
+            enc.context[:3] = 0.0
+        enc.context[3] = np.log1p(len(self._deferred))
+        return self._encode(jobs, self._count_fits(jobs), self._taken)
+
+    def _worker_gpu(self, server: int) -> int:
+        sim, c, head = self.sim, self.cluster, self._head
+        lo, hi = int(c.server_first_gpu[server]), int(c.server_first_gpu[server] + c.server_num_gpus[server])
+        ok = np.flatnonzero(sim.free_mask(head)[lo:hi] & (self._taken[lo:hi] == 0)) + lo
+        if sim.job_milli[head] < FULL_GPU:
+            return int(
+                ok[np.argmin(sim.gpu_free_milli[ok])]
+            )  # best fit; argmin keeps the lowest index on ties
+        return int(ok[0])
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._new_episode()
+        self._settle()
+        return self._observe(), self._info(False, False)
+
+    def step(self, action):
+        a = self._check_action(action)
+        if self.drained:
+            return self._invalid(a, "the episode has ended; call reset()")
+        if not self.encoder.action_mask[a]:
+            why = (
+                "deferring now would deadlock"
+                if a == self.defer_action
+                else f"server {a} has no free GPU for the job"
+            )
+            return self._invalid(a, why)
+        mark = self._mark()
+        sim, head = self.sim, self._head
+        if a == self.defer_action:
+            self._deferred.add(head)
+            self._release_partial()
+            self._settle()
+        else:
+            g = self._worker_gpu(a)
+            self._chosen.append(g)
+            self._taken[g] = 1.0
+            need = 1 if sim.job_milli[head] < FULL_GPU else int(sim.job_gpus_n[head])
+            if len(self._chosen) == need:
+                sim.start(head, np.sort(np.array(self._chosen, dtype=np.int64)))
+                self._release_partial()
+                self._settle()
+        reward = self._reward_since(mark)
+        self.steps += 1
+        terminated = self.drained
+        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
+        return self._observe(), reward, terminated, truncated, self._info(terminated, truncated)
+
+    def _release_partial(self) -> None:
+        self._head = -1
+        self._chosen.clear()
+        self._taken[:] = 0.0
+
+    def _render_extra(self) -> str:
+        if self._head < 0:
+            return ""
+        return f"placing job #{self._head}: workers on GPUs {self._chosen}"

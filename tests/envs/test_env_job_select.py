@@ -1,0 +1,147 @@
+"""JobSelect-v0 on a hand-built instance: exact masks, observations and rewards; FIFO through the env equals the
+simulator's own FIFO run."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gpusched_envs.envs.adapters import HeuristicAgent
+from gpusched_envs.envs.encoding import GPU_FEATURES, JOB_FEATURES, KINDS
+from gpusched_envs.envs.job_select import JobSelectEnv
+from gpusched_envs.policies import make_policy
+from gpusched_envs.sim import SimConfig, Simulator
+from tests.toy import make_workload, toy_cluster
+
+# toy cluster: 2 racks x 2 servers x 4 "fast" GPUs (0.1 s/iteration, 1 GB gradients), bus 100 GB/s in a server,
+# NIC 10 GB/s, rack uplinks 5 GB/s, no latency; model "additive": iteration = compute + all-reduce.
+# A: t=0, 100 s, 2 GPUs   B: t=0, 200 s, 4 GPUs   C: t=10, 50 s, 12 GPUs
+ROWS = [(0, 100, 2), (0, 200, 4), (10, 50, 12)]
+# C cannot be consolidated: ideal = NIC 10 GB/s; closest spreads it over both racks: the 5 GB/s uplink
+C_IDEAL = 0.1 + 2 * 11 / 12 * 1e9 / 10e9
+C_ACTUAL = 0.1 + 2 * 11 / 12 * 1e9 / 5e9
+C_RUNTIME = 50 * C_ACTUAL / C_IDEAL
+
+
+def toy_env(**kw):
+    kw = {"window": 2, "time_scale": 1.0, "interference": False, "reward": "jct", **kw}
+    return JobSelectEnv(toy_cluster(), make_workload(ROWS), **kw)
+
+
+def gpu_col(name):
+    return KINDS + 2 + GPU_FEATURES.index(name)  # toy catalogue: 2 GPU types
+
+
+def test_exact_masks_observations_and_jct_rewards():
+    env = toy_env()
+    obs, _ = env.reset(seed=0)
+    assert env.sim.now == 0.0
+    assert obs["action_mask"].tolist() == [1, 1, 1]  # A, B fit; waiting is fine (C still to arrive)
+    jf = obs["job_features"]
+    sens_a = (0.1 + 1e9 / 5e9) / (0.1 + 1e9 / 100e9)  # 2 GPUs: one server (bus) vs two racks (uplink)
+    assert jf[0].tolist() == pytest.approx(
+        [2 / 16, 1, 0, math.log1p(100), math.log1p(100), math.log(sens_a), 0, 1]
+    )
+    # B's sensitivity: 4 GPUs on one server (bus) vs dealt over both racks (5 GB/s uplink)
+    sens_b = (0.1 + 1.5 * 1e9 / 5e9) / (0.1 + 1.5 * 1e9 / 100e9)
+    assert jf[1, JOB_FEATURES.index("sensitivity")] == pytest.approx(math.log(sens_b), rel=1e-6)
+    assert obs["job_mask"].tolist() == [1, 1]
+    assert obs["node_features"][:16, gpu_col("busy")].sum() == 0
+
+    obs, reward, terminated, truncated, _ = env.step(0)  # A -> best-fit server 0, GPUs 0, 1
+    assert (reward, terminated, truncated, env.sim.now) == (0.0, False, False, 0.0)
+    assert env.sim.job_gpus[0].tolist() == [0, 1]
+    assert obs["action_mask"].tolist() == [1, 0, 1]  # window is now [B]
+    busy = obs["node_features"][:16, gpu_col("busy")]
+    assert busy.tolist() == [1, 1] + [0] * 14
+    assert obs["node_features"][:2, gpu_col("remaining_time")] == pytest.approx([math.log1p(100)] * 2)
+
+    obs, reward, terminated, _, _ = env.step(
+        0
+    )  # B -> server 1; C arrives at 10 but fits only when A ends at 100
+    assert env.sim.job_gpus[1].tolist() == [4, 5, 6, 7]
+    assert env.sim.now == 100.0
+    assert reward == pytest.approx(-(2 * 10 + 3 * 90))
+    assert obs["action_mask"].tolist() == [1, 0, 1]
+    assert obs["job_features"][0, JOB_FEATURES.index("age")] == pytest.approx(math.log1p(90))
+
+    obs, reward, terminated, _, info = env.step(0)  # C spreads over both racks and runs slower than ideal
+    assert terminated
+    assert env.sim.finish_time[2] == pytest.approx(100 + C_RUNTIME)
+    assert reward == pytest.approx(-(2 * C_RUNTIME + (200 - 100 - C_RUNTIME)))
+    assert info["metrics"]["avg_jct"] == pytest.approx((100 + 200 + 90 + C_RUNTIME) / 3)
+    assert obs["action_mask"].tolist() == [0, 0, 1]
+
+
+def test_return_is_minus_total_jct_and_throughput_return_closed_form():
+    for reward_kind in ("jct", "throughput", "slowdown"):
+        env = toy_env(reward=reward_kind)
+        env.reset(seed=0)
+        total = sum(env.step(0)[1] for _ in range(3))
+        m = env.sim.metrics()
+        if reward_kind == "jct":
+            assert total == pytest.approx(-3 * m["avg_jct"])
+        elif reward_kind == "slowdown":
+            assert total == pytest.approx(-3 * m["avg_slowdown"])
+        else:  # (ideal GPU-work − GPUs × elapsed) / GPUs
+            assert total == pytest.approx((100 * 2 + 200 * 4 + 50 * 12 - 16 * 200) / 16)
+
+
+def test_wait_then_invalid_and_deadlock_guard():
+    env = toy_env()
+    env.reset(seed=0)
+    obs, reward, *_ = env.step(2)  # wait: next decision is C's arrival at t=10? C does not fit -> skipped
+    # nothing runs and nothing changes until... the agent waited with A, B startable: next event is C's arrival
+    assert env.sim.now == 10.0 and reward == pytest.approx(-20.0)
+    assert obs["action_mask"].tolist() == [
+        1,
+        1,
+        0,
+    ]  # nothing runs and nothing is to arrive: waiting would deadlock
+    obs2, reward, *_ = env.step(2)
+    assert reward == -1.0 and np.array_equal(obs2["action_mask"], obs["action_mask"])
+
+
+@pytest.mark.parametrize("placement", ["closest", "consolidate"])
+def test_fifo_through_the_env_equals_simulator_fifo(placement):
+    env = gym.make(
+        "gpusched/JobSelect-v0",
+        cluster="topdrl",
+        workload="synthetic:jobs=80,load=1.2,gpus=32,max_gpus=16",
+        placement=placement,
+        workload_seed=4,
+    )
+    agent = HeuristicAgent(make_policy("fifo", placement))
+    env.reset(seed=2)
+    steps = 0
+    while True:
+        _, _, terminated, truncated, info = env.step(agent(env))
+        steps += 1
+        if terminated or truncated:
+            break
+    u = env.unwrapped
+    reference = Simulator(u.cluster, u.sim.workload, SimConfig(seed=u.sim.config.seed))
+    expected = reference.run(make_policy("fifo", placement))
+    assert info["metrics"] == expected
+    assert u.sim.decisions == reference.decisions
+    assert steps >= 80  # one start per job, plus the waits where the head blocks
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ValueError, match="obs_mode"):
+        JobSelectEnv("tiny", obs_mode="pixels")
+    with pytest.raises(ValueError, match="reward"):
+        JobSelectEnv("tiny", reward="makespan")
+    with pytest.raises(ValueError, match="placement"):
+        JobSelectEnv("tiny", placement="nearest")
+
+
+def test_truncation_and_metrics_in_info():
+    env = gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=30, max_steps=5)
+    obs, _ = env.reset(seed=0)
+    for _ in range(5):
+        obs, _, terminated, truncated, info = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
+    assert truncated and not terminated and "metrics" in info

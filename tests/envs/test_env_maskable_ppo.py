@@ -1,0 +1,37 @@
+"""sb3-contrib MaskablePPO runs on every env: a fast smoke run each, and the full 2048-step run as @slow."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import gpusched_envs.envs  # noqa: F401
+from gpusched_envs.envs import ENTRY_POINTS
+
+SMALL = {
+    "gpusched/JobSelect-v0": {"cluster": "tiny", "num_jobs": 20},
+    "gpusched/WorkerPlacement-v0": {"cluster": "tiny", "num_jobs": 20},
+    "gpusched/DelayTuning-v0": {"cluster": "tiny", "num_jobs": 20, "interval": 300.0},
+    "gpusched/DAGSchedule-v0": {"cluster": "tiny", "dag": "dag:random:n=10"},
+}
+
+
+def learn(env_id, steps, n_steps, batch_size, obs_mode="flat"):
+    from sb3_contrib import MaskablePPO
+
+    env = gym.make(env_id, obs_mode=obs_mode, **SMALL[env_id])
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=n_steps, batch_size=batch_size, seed=0, device="cpu")
+    model.learn(steps)
+    return model
+
+
+@pytest.mark.parametrize("env_id", list(ENTRY_POINTS))
+def test_maskable_ppo_smoke(env_id):
+    learn(env_id, 64, n_steps=32, batch_size=16)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", list(ENTRY_POINTS))
+@pytest.mark.parametrize("obs_mode", ["graph", "flat"])
+def test_maskable_ppo_2048_steps(env_id, obs_mode):
+    learn(env_id, 2048, n_steps=256, batch_size=64, obs_mode=obs_mode)

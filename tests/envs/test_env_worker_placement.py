@@ -1,0 +1,83 @@
+"""WorkerPlacement-v0 on a hand-built instance (exact masks, placement features, interference and rewards) and its
+meta-RL task interface."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusched_envs.envs.encoding import GPU_FEATURES, IMAGE_CHANNELS, KINDS
+from gpusched_envs.envs.worker_placement import PlacementTask, WorkerPlacementEnv
+from tests.toy import make_workload, toy_cluster
+
+# toy cluster (see tests/toy.py): 4 servers x 4 GPUs, co-location slowdown 1.5 for every pair of jobs
+# A: t=0, 100 s, 2 GPUs (ideal: one server, 0.1 + 1e9/100e9 = 0.11 s/iteration)   B: t=0, 10 s, 1 GPU
+ROWS = [(0, 100, 2), (0, 10, 1)]
+
+
+def toy_env(**kw):
+    return WorkerPlacementEnv(toy_cluster(), make_workload(ROWS), time_scale=1.0, window=2, **kw)
+
+
+def test_workers_one_server_at_a_time_with_interference():
+    env = toy_env(obs_mode="graph")
+    obs, _ = env.reset(seed=0)
+    assert obs["action_mask"].tolist() == [1, 1, 1, 1, 1]  # 4 servers + defer (B is another candidate)
+    assert obs["context"].tolist() == [1.0, 0.0, 2 / 16, 0.0]
+    col = KINDS + 2 + GPU_FEATURES.index("in_placement")
+
+    obs, reward, terminated, *_ = env.step(2)  # first worker: server 2's first GPU (8)
+    assert (reward, terminated) == (0.0, False)
+    assert obs["node_features"][:16, col].tolist() == [0] * 8 + [1] + [0] * 7
+    assert obs["context"].tolist() == [0.5, 0.5, 2 / 16, 0.0]
+
+    obs, reward, *_ = env.step(3)  # second worker on server 3: A starts on GPUs 8, 12 (NIC: 0.2 s/iteration)
+    assert env.sim.job_gpus[0].tolist() == [8, 12]
+    assert reward == 0.0 and env.sim.now == 0.0
+    assert obs["node_features"][:16, col].sum() == 0  # B is the head now, nothing placed yet
+    assert obs["context"].tolist() == [1.0, 0.0, 1 / 16, 0.0]
+
+    obs, reward, terminated, _, info = env.step(2)  # B next to A on server 2: both slowed by 1.5 until B ends
+    b_end = 10 * 1.5
+    a_work = 100 / 0.11
+    a_end = b_end + (a_work - b_end / (0.2 * 1.5)) * 0.2
+    assert terminated
+    assert env.sim.finish_time.tolist() == pytest.approx([a_end, b_end])
+    assert reward == pytest.approx(-(a_end + b_end))
+    assert info["metrics"]["avg_jct"] == pytest.approx((a_end + b_end) / 2)
+
+
+def test_defer_moves_to_the_next_candidate_and_masks():
+    env = toy_env(obs_mode="image")
+    obs, _ = env.reset(seed=0)
+    obs, reward, *_ = env.step(0)
+    channel = obs["cluster_image"][IMAGE_CHANNELS.index("in_placement")]
+    assert channel[0].tolist() == [1, 0, 0, 0] and channel[1:].sum() == 0
+    obs, reward, *_ = env.step(4)  # defer A: its partial placement is dropped, B becomes the head
+    assert reward == 0.0 and env._head == 1 and obs["cluster_image"][4].sum() == 0
+    assert obs["context"][3] == pytest.approx(np.log1p(1))
+    # B is the last candidate, nothing runs, nothing is to arrive: deferring it would deadlock
+    assert obs["action_mask"].tolist() == [1, 1, 1, 1, 0]
+    obs, reward, *_ = env.step(
+        1
+    )  # B starts alone on server 1; A, deferred, waits for the next decision: B's end
+    assert env.sim.finish_time[1] == 10.0 and env.sim.now == 10.0
+    assert reward == pytest.approx(-(10 + 10)) and env._head == 0 and obs["context"][3] == 0.0
+
+
+def test_sample_and_set_task_keep_spaces():
+    env = WorkerPlacementEnv("tiny", task_clusters=("tiny", "topdrl"), num_jobs=10, obs_mode="flat")
+    env.reset(seed=0)
+    space = env.observation_space
+    tasks = env.sample_tasks(4)
+    assert len(tasks) == 4 and all(isinstance(t, PlacementTask) for t in tasks)
+    assert env.action_space.n == 9  # topdrl has 8 servers
+    env.set_task(PlacementTask(cluster="topdrl", load=1.1, num_jobs=10, interference=1.3))
+    obs, _ = env.reset(seed=1)
+    assert space.contains(obs) and env.cluster.num_servers == 8
+    assert env.cluster.catalog.colocation_slowdown.min() >= 1.3 * 1.0
+    env.set_task(PlacementTask(cluster="tiny", num_jobs=10))
+    obs, _ = env.reset(seed=1)
+    assert obs["action_mask"][4:8].sum() == 0  # tiny has 4 servers: padded servers are masked
+    with pytest.raises(ValueError, match="larger"):
+        env.set_task(PlacementTask(cluster="hetero64"))
