@@ -248,22 +248,18 @@ def workloads(
 @app.command()
 def envs() -> None:
     """List the registered environments with their spaces."""
-    try:
-        import gymnasium as gym
+    from gpusched_envs.envs import list_env_specs
+    from gpusched_envs.multi_agent import multi_scheduler_v0
 
-        import gpusched_envs.envs  # noqa: F401  (registers the ids)
-    except ImportError as exc:  # pragma: no cover
-        fail(f"cannot import the environments: {exc}")
-    ids = sorted(k for k in gym.registry if k.startswith("gpusched/"))
-    if not ids:
-        console.print("no environments registered yet")
-        return
-    for env_id in ids:
-        env = gym.make(env_id)
-        console.print(
-            f"[bold]{env_id}[/]\n  action: {env.action_space}\n  observation: {env.observation_space}"
-        )
-        env.close()
+    for env_id, action_space, observation_space in list_env_specs():
+        console.print(f"[bold]{env_id}[/]\n  action: {action_space}\n  observation: {observation_space}")
+    ma = multi_scheduler_v0.parallel_env(num_agents=4, cluster="tiny", num_jobs=10)
+    agent = ma.possible_agents[0]
+    console.print(
+        "[bold]gpusched_envs.multi_agent.multi_scheduler_v0[/] (PettingZoo ParallelEnv, 4 agents on 'tiny')\n"
+        f"  action (per agent): {ma.action_space(agent)}\n  observation (per agent): {ma.observation_space(agent)}\n"
+        f"  state: {ma.state_space}"
+    )
 
 
 @app.command()

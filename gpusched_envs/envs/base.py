@@ -11,10 +11,11 @@ import gymnasium as gym
 import numpy as np
 
 from gpusched_envs.envs.encoding import OBS_MODES, ClusterEncoder, Layout, gpu_remaining_time
-from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed, job_sensitivities
+from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
 from gpusched_envs.envs.render import render_ansi, render_rgb
 from gpusched_envs.sim import SimConfig, Simulator
 from gpusched_envs.sim.engine import FULL_GPU
+from gpusched_envs.sim.sensitivity import job_sensitivities
 from gpusched_envs.sim.topology import Cluster, load_cluster
 from gpusched_envs.sim.workload import Workload
 

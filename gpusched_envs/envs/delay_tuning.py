@@ -7,7 +7,7 @@ import numpy as np
 from gymnasium import spaces
 
 from gpusched_envs.envs.base import ClusterEnv, WorkloadArg
-from gpusched_envs.envs.netsens import DelaySchedulingPolicy
+from gpusched_envs.policies.netsens import DelaySchedulingPolicy
 from gpusched_envs.sim.topology import Cluster
 
 DEFAULT_TIMER_LEVELS = (0.0, 60.0, 300.0, 900.0, 1800.0)  # seconds
@@ -16,7 +16,7 @@ DEFAULT_SENSITIVITY_THRESHOLDS = (1.5, 4.0)  # spread ÷ consolidated iteration 
 
 class DelayTuningEnv(ClusterEnv):
     """Every ``interval`` seconds of simulated time, set the delay timer of each network-sensitivity class; a
-    :class:`~gpusched_envs.envs.netsens.DelaySchedulingPolicy` schedules with them until the next interval
+    :class:`~gpusched_envs.policies.netsens.DelaySchedulingPolicy` schedules with them until the next interval
     (NetSens, Sharma, Bhasi et al. 2024).
 
     A job's class is the number of ``sensitivity_thresholds`` its network sensitivity (iteration time spread

@@ -53,11 +53,12 @@ from pettingzoo import ParallelEnv
 
 from gpusched_envs.envs.base import check_choice, make_workload, resolve_cluster
 from gpusched_envs.envs.encoding import ClusterEncoder, Layout, gpu_remaining_time
-from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed, job_sensitivities
+from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
 from gpusched_envs.policies.placement import get_placement
 from gpusched_envs.sim import SimConfig, Simulator
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.engine import FULL_GPU
+from gpusched_envs.sim.sensitivity import job_sensitivities
 from gpusched_envs.sim.workload import Workload
 
 BASE_CANDIDATES = ("closest", "consolidate", "first-fit", "pack", "spread")

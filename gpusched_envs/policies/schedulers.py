@@ -166,11 +166,25 @@ class Tiresias(PreemptivePolicy):
             sim.set_timer(soonest)
 
 
-POLICIES = {"fifo": FIFO, "sjf": SJF, "srtf": SRTF, "tiresias": Tiresias, "gandiva": Gandiva}
+def _netsens(**kwargs):
+    from gpusched_envs.policies.netsens import DelaySchedulingPolicy
+
+    return DelaySchedulingPolicy(**kwargs)
+
+
+POLICIES = {
+    "fifo": FIFO,
+    "sjf": SJF,
+    "srtf": SRTF,
+    "tiresias": Tiresias,
+    "gandiva": Gandiva,
+    "netsens": _netsens,
+}
 
 
 def make_policy(name: str, placement: str | None = None, **kwargs) -> Policy:
-    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``) with a placement rule."""
+    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``netsens``) with a placement
+    rule (NetSens picks its own: consolidate, then closest after the delay)."""
     try:
         cls = POLICIES[name]
     except KeyError:

@@ -8,7 +8,8 @@ that DelayTuning-v0 runs inside the env, usable on its own with fixed timers.
   running jobs of the least sensitive class that have run at least ``min_run`` seconds, on the one server where the
   fewest such preemptions free enough GPUs for it; it then starts there.
 
-Heuristics belong in :mod:`gpusched_envs.policies`; this one lives here until it moves there (see docs/envs.md).
+Used standalone (``make_policy("netsens")``), the job classes come from the jobs' network sensitivities and the
+thresholds and fixed timers in ``data/sim_defaults.yaml``; ``DelayTuning-v0`` passes its own and retunes the timers.
 """
 
 from __future__ import annotations
@@ -19,21 +20,41 @@ import numpy as np
 
 from gpusched_envs.policies.base import Policy
 from gpusched_envs.policies.placement import closest, consolidate
+from gpusched_envs.policies.schedulers import policy_defaults
 from gpusched_envs.sim.engine import FULL_GPU, RUNNING
+from gpusched_envs.sim.sensitivity import job_sensitivities, sensitivity_classes
 
 
 class DelaySchedulingPolicy(Policy):
     """Delay scheduling for consolidation + network-sensitive preemption.
 
-    ``job_class`` (J,) sensitivity class of each job (0 = least sensitive); ``timers`` (K,) seconds per class;
-    ``horizon``: the policy also asks for a decision point at this time (the env's interval end).
+    ``job_class`` (J,) sensitivity class of each job (0 = least sensitive; None: computed at :meth:`reset` from the
+    thresholds in ``data/sim_defaults.yaml``); ``timers`` (K,) seconds per class (None: the fixed defaults there);
+    ``horizon``: the policy also asks for a decision point at this time (the env's interval end). ``placement`` is
+    accepted for a uniform ``make_policy`` signature: the policy always consolidates, then spreads with ``closest``.
     """
 
     name = "netsens"
 
-    def __init__(self, job_class: np.ndarray, timers, *, preemption: bool = True, min_run: float = 600.0):
-        self.job_class = np.asarray(job_class, dtype=np.int64)
-        self.timers = np.asarray(timers, dtype=np.float64)
+    def __init__(
+        self,
+        job_class: np.ndarray | None = None,
+        timers=None,
+        *,
+        preemption: bool = True,
+        min_run: float | None = None,
+        placement: str = "consolidate",
+    ):
+        defaults = policy_defaults()["netsens"]
+        self._given_class = job_class
+        self.job_class = (
+            np.zeros(0, dtype=np.int64) if job_class is None else np.asarray(job_class, dtype=np.int64)
+        )
+        self.thresholds = defaults["sensitivity_thresholds"]["value"]
+        self.timers = np.asarray(
+            defaults["delay_timers_s"]["value"] if timers is None else timers, dtype=np.float64
+        )
+        min_run = defaults["min_run_s"]["value"] if min_run is None else min_run
         self.preemption = preemption
         self.min_run = float(min_run)
         self.horizon = math.inf
@@ -42,6 +63,13 @@ class DelaySchedulingPolicy(Policy):
 
     def reset(self, sim) -> None:
         self.enqueued = {}
+        if self._given_class is None:
+            sensitivity = job_sensitivities(sim.cluster, sim.job_model, sim.job_gpus_n)
+            self.job_class = sensitivity_classes(sensitivity, self.thresholds)
+            if len(self.timers) != len(self.thresholds) + 1:
+                raise ValueError(
+                    f"netsens: {len(self.thresholds) + 1} classes need as many timers, got {self.timers}"
+                )
 
     def schedule(self, sim) -> None:
         now = sim.now
