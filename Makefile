@@ -11,13 +11,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install torch==$(TORCH_VERSION)
-	$(BIN)/pip install -e '.[dev,solver]'
+	$(BIN)/pip install -e '.[dev,solver,ray]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/gpusched simulate --cluster topdrl --workload synthetic:jobs=400,load=0.9 --policy tiresias --placement closest --seed 0
+	$(BIN)/gpusched leaderboard --suite quick --out results/leaderboard/quick
 
 test: $(STAMP)
 	$(BIN)/ruff check .

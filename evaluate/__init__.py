@@ -1,1 +1,40 @@
+"""Scenario suites, agent registry and the leaderboard (grid runner with a resumable cache, tables, plots).
 
+    from evaluate import run_leaderboard
+    doc = run_leaderboard("quick", agents="heuristics,my_module:make_agent", out="results/lb")
+
+See ``docs/leaderboard.md`` for adding a scheduler and ``evaluate/SCHEMA.md`` for the output files.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EvalAgent",
+    "Scenario",
+    "Suite",
+    "list_suites",
+    "load_suite",
+    "resolve_agent",
+    "run_grid",
+    "run_leaderboard",
+]
+
+_WHERE = {
+    "EvalAgent": "evaluate.agents",
+    "resolve_agent": "evaluate.agents",
+    "Scenario": "evaluate.scenarios",
+    "Suite": "evaluate.scenarios",
+    "list_suites": "evaluate.scenarios",
+    "load_suite": "evaluate.scenarios",
+    "run_grid": "evaluate.runner",
+    "run_leaderboard": "evaluate.leaderboard",
+}
+
+
+def __getattr__(name: str):
+    # imported on use, so `import evaluate` (and each pool worker) stays light
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'evaluate' has no attribute {name!r}")

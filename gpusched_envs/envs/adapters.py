@@ -12,16 +12,20 @@ at the same instants, hence the same metrics): the env asks again after every st
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class _Started(Exception):
     """Raised by the recording view at the heuristic's first start, to stop it there."""
 
 
 class _RecordingSim:
-    """Reads go to the real simulator; ``start`` is recorded (and stops the heuristic), preemption is refused."""
+    """Reads go to the real simulator, except ``queue``, which holds only the env's window (the jobs an action can
+    pick); ``start`` is recorded (and stops the heuristic), preemption is refused."""
 
-    def __init__(self, sim):
+    def __init__(self, sim, window):
         self._sim = sim
+        self.queue = dict.fromkeys(int(j) for j in window)
         self.started: tuple[int, object] | None = None
 
     def __getattr__(self, name):
@@ -43,8 +47,10 @@ class _RecordingSim:
 class HeuristicAgent:
     """Turns a :class:`~gpusched_envs.policies.base.Policy` into ``JobSelect-v0`` actions.
 
-    The action is the window slot of the job the heuristic would start first, or "wait" when it would start
-    nothing (or a job outside the window). The env's placer chooses the GPUs, so use the same placement for both.
+    The heuristic sees the queue window only (the jobs an action can start); the action is the slot of the job it
+    would start first, or "wait" when it would start nothing. If waiting is not allowed then (nothing runs and
+    nothing is still to arrive), the first valid slot is taken. The env's placer chooses the GPUs, so use the same
+    placement for both.
     """
 
     def __init__(self, policy):
@@ -58,12 +64,13 @@ class HeuristicAgent:
             self._sim = sim
             if hasattr(self.policy, "reset"):
                 self.policy.reset(sim)
-        view = _RecordingSim(sim)
+        view = _RecordingSim(sim, u._window_jobs())
         try:
             self.policy.schedule(view)
         except _Started:
             pass
-        if view.started is None:
-            return u.wait_action
-        slot = u.slot_of(view.started[0])
-        return u.wait_action if slot < 0 else slot
+        mask = u.action_masks()
+        action = u.wait_action if view.started is None else u.slot_of(view.started[0])
+        if action < 0 or not mask[action]:
+            action = int(np.flatnonzero(mask)[0])
+        return action

@@ -145,3 +145,25 @@ def test_truncation_and_metrics_in_info():
     for _ in range(5):
         obs, _, terminated, truncated, info = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
     assert truncated and not terminated and "metrics" in info
+
+
+def test_heuristic_agent_sees_only_the_window_and_always_ends():
+    """SJF's shortest job can sit beyond the window; the adapter must still pick a valid action every step."""
+    import gymnasium as gym
+    import numpy as np
+
+    from gpusched_envs.envs.adapters import HeuristicAgent
+    from gpusched_envs.policies import make_policy
+
+    env = gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=80, load=2.0, window=2)
+    agent = HeuristicAgent(make_policy("sjf", "closest"))
+    obs, _ = env.reset(seed=0)
+    for _ in range(5000):
+        action = agent(env)
+        assert obs["action_mask"][action], "the adapter chose a masked action"
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    else:
+        raise AssertionError("episode did not end")
+    assert info["metrics"]["jobs"] == 80 and not np.isnan(info["metrics"]["avg_jct"])

@@ -1,0 +1,439 @@
+"""Every kind of agent the leaderboard ranks, behind one interface (:class:`EvalAgent`): the classical heuristics,
+shipped or user checkpoints, and user agents given as ``module:callable``.
+
+Agent specs (:func:`resolve_agent`):
+
+- ``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva`` (their default placement, :data:`HEURISTICS`), or
+  ``POLICY+PLACEMENT`` (``sjf+consolidate``): a heuristic of :mod:`gpusched_envs.policies`;
+- a checkpoint folder (``model.pt`` + ``meta.json``) or its ``model.pt``: loaded with ``agents.load``, evaluated
+  only on scenarios with its env id and observation layout;
+- ``module:callable`` or ``path/to/file.py:callable``: ``callable()`` returns either an agent with
+  ``act(obs) -> action`` (optional ``reset()`` before each episode; optional attributes ``env_ids`` — the env ids
+  it runs on — and ``obs_mode``) or a scheduler with ``schedule(sim)`` (the :class:`~gpusched_envs.policies.Policy`
+  interface). It is called once per episode, so an episode never sees another's state.
+
+How an episode runs: a scheduler (heuristic or user) runs on a fresh :class:`~gpusched_envs.sim.Simulator` built
+from the scenario env's workload and simulator settings after ``env.reset(seed=seed)`` — the same workload and
+simulator seed an ``act`` agent meets in the env, so metrics are comparable (for FIFO with the env's placer the two
+paths give identical metrics, tested). The scheduler sees the whole queue, as in the papers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from abc import ABC, abstractmethod
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from evaluate.scenarios import Scenario, canonical_json, file_digest, sha256_hex
+
+HEURISTICS: dict[str, str] = {
+    "fifo": "closest",
+    "sjf": "closest",
+    "srtf": "closest",
+    "tiresias": "closest",
+    "gandiva": "pack",  # Gandiva's own affinity/packing placement
+}
+"""Default heuristics of the leaderboard: policy → placement."""
+
+# env kwargs that fix a learned policy's observation layout or the meaning of its actions: taken from the checkpoint
+LAYOUT_KWARGS = ("obs_mode", "window", "placement", "task_clusters")
+# consecutive invalid actions after which an episode is abandoned (the env would otherwise never end)
+MAX_CONSECUTIVE_INVALID = 10_000
+JCT_QUANTILES = np.linspace(0.0, 100.0, 101)
+EVAL_TORCH_THREADS = 1
+
+
+class AgentSpecError(ValueError):
+    """An agent spec that names nothing usable; the message says what was tried."""
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def default_checkpoint_dir() -> Path:
+    return repo_root() / "checkpoints"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Version + digest of the code that determines a cell's result (the library and this module): a cached cell
+    computed by other code is recomputed."""
+    import gpusched_envs
+
+    h = hashlib.sha256()
+    base = Path(gpusched_envs.__file__).resolve().parent
+    files = [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    for p in sorted(files) + [Path(__file__).resolve()]:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("gpusched-envs")
+    except PackageNotFoundError:
+        v = "0"
+    return f"{v}+{h.hexdigest()[:12]}"
+
+
+# ---------------------------------------------------------------------------------------------- episode helpers
+def jct_quantiles(sim) -> list[float]:
+    """JCT percentiles 0, 1, ..., 100 of the finished jobs (for the CDF plots)."""
+    done = np.isfinite(sim.finish_time)
+    jct = (sim.finish_time - sim.workload.submit_time)[done]
+    if not len(jct):
+        return []
+    return [float(x) for x in np.percentile(jct, JCT_QUANTILES)]
+
+
+def _finish(metrics: dict, sim) -> dict:
+    out = {k: (float(v) if isinstance(v, float | np.floating) else v) for k, v in metrics.items()}
+    if sim is not None and hasattr(sim, "finish_time"):
+        out["jct_quantiles"] = jct_quantiles(sim)
+    return out
+
+
+def scenario_simulator(scenario: Scenario, seed: int):
+    """A fresh simulator with the workload and settings the scenario's env uses after ``reset(seed=seed)``.
+
+    Fresh, because the env's own simulator has already been advanced to its first decision point by ``reset``;
+    running a policy on it from there would skip that decision.
+    """
+    from gpusched_envs.sim import Simulator
+
+    env = scenario.make_env()
+    try:
+        env.reset(seed=int(seed))
+        sim = env.unwrapped.sim
+        if sim is None or not hasattr(sim, "workload"):
+            raise AgentSpecError(f"scenario {scenario.name}: {scenario.env_id} has no cluster simulator")
+        return Simulator(sim.cluster, sim.workload, sim.config)
+    finally:
+        env.close()
+
+
+def run_scheduler_episode(scheduler, scenario: Scenario, seed: int) -> dict:
+    sim = scenario_simulator(scenario, seed)
+    return _finish(sim.run(scheduler), sim)
+
+
+def run_act_episode(act, env, seed: int, reset=None) -> dict:
+    """One episode of ``act(obs) -> action``; adds ``episode_return``, ``steps`` and ``invalid_actions``."""
+    obs, info = env.reset(seed=int(seed))
+    if reset is not None:
+        reset()
+    total, steps, invalid, streak = 0.0, 0, 0, 0
+    while True:
+        obs, reward, terminated, truncated, info = env.step(act(obs))
+        total += float(reward)
+        steps += 1
+        if info.get("invalid_action"):
+            invalid += 1
+            streak += 1
+            if streak >= MAX_CONSECUTIVE_INVALID:
+                raise RuntimeError(f"{streak} invalid actions in a row (last: {info.get('reason', '?')})")
+        else:
+            streak = 0
+        if terminated or truncated:
+            break
+    metrics = dict(info.get("metrics") or {})
+    metrics.update(episode_return=total, steps=steps, invalid_actions=invalid)
+    return _finish(metrics, getattr(env.unwrapped, "sim", None))
+
+
+# ---------------------------------------------------------------------------------------------- agents
+class EvalAgent(ABC):
+    """An agent the leaderboard can run: ``run_episode(scenario, seed) -> metrics``."""
+
+    kind: str = "agent"
+
+    def __init__(self, spec: str, name: str):
+        self.spec = spec
+        self.name = name
+
+    @abstractmethod
+    def identity(self) -> dict:
+        """What the agent's results depend on (hashed into the cache key)."""
+
+    def identity_hash(self) -> str:
+        return sha256_hex(canonical_json(self.identity()))[:16]
+
+    def applies_to(self, scenario: Scenario) -> str | None:
+        """``None`` if the agent runs on the scenario, else the reason it does not."""
+        return None
+
+    @abstractmethod
+    def run_episode(self, scenario: Scenario, seed: int) -> dict:
+        """Metrics of one episode (keys of :mod:`gpusched_envs.sim.metrics`, plus ``jct_quantiles``)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class HeuristicEvalAgent(EvalAgent):
+    kind = "heuristic"
+
+    def __init__(self, policy: str, placement: str, spec: str | None = None):
+        from gpusched_envs.policies import PLACEMENTS, POLICIES
+
+        if policy not in POLICIES:
+            raise AgentSpecError(f"unknown heuristic {policy!r}; valid: {', '.join(POLICIES)}")
+        if placement not in PLACEMENTS:
+            raise AgentSpecError(f"unknown placement {placement!r}; valid: {', '.join(PLACEMENTS)}")
+        super().__init__(spec or f"{policy}+{placement}", f"{policy}+{placement}")
+        self.policy, self.placement = policy, placement
+
+    def identity(self) -> dict:
+        return {"kind": self.kind, "policy": self.policy, "placement": self.placement}
+
+    def run_episode(self, scenario: Scenario, seed: int) -> dict:
+        from gpusched_envs.policies import make_policy
+
+        return run_scheduler_episode(make_policy(self.policy, self.placement), scenario, seed)
+
+
+def _env_id_of(env) -> str | None:
+    spec = getattr(env, "spec", None)
+    return spec.id if spec is not None else None
+
+
+def _shapes(space) -> dict:
+    return {k: tuple(s.shape) for k, s in getattr(space, "spaces", {}).items()}
+
+
+_LOADED: dict[str, object] = {}
+
+
+class CheckpointEvalAgent(EvalAgent):
+    """A trained policy folder; runs on scenarios with its env id and observation layout (its ``obs_mode``,
+    ``window`` and ``placement`` replace the scenario's)."""
+
+    kind = "checkpoint"
+
+    def __init__(self, path: str | Path, spec: str | None = None):
+        path = Path(path)
+        folder = path if path.is_dir() else path.parent
+        meta_path = folder / "meta.json"
+        if not meta_path.is_file() or not (folder / "model.pt").is_file():
+            raise AgentSpecError(f"{folder}: not a checkpoint (expected model.pt + meta.json)")
+        try:
+            self.meta = json.loads(meta_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise AgentSpecError(f"{meta_path}: invalid JSON ({exc})") from None
+        for key in ("env_id", "obs_mode"):
+            if key not in self.meta:
+                raise AgentSpecError(f"{meta_path}: missing field {key!r}")
+        self.folder = folder.resolve()
+        super().__init__(spec or str(path), f"ckpt:{folder.name}")
+        self._applies: dict[str, str | None] = {}
+
+    def env_overrides(self) -> dict:
+        kwargs = self.meta.get("env_kwargs") or {}
+        out = {k: kwargs[k] for k in LAYOUT_KWARGS if k in kwargs}
+        out["obs_mode"] = self.meta["obs_mode"]
+        return out
+
+    def identity(self) -> dict:
+        return {"kind": self.kind, "files": file_digest(self.folder), "agents_code": _agents_code_digest()}
+
+    def applies_to(self, scenario: Scenario) -> str | None:
+        key = scenario.content_hash()
+        if key not in self._applies:
+            self._applies[key] = self._check(scenario)
+        return self._applies[key]
+
+    def _check(self, scenario: Scenario) -> str | None:
+        if scenario.env_id != self.meta["env_id"]:
+            return f"trained on {self.meta['env_id']}"
+        import gymnasium as gym
+
+        import gpusched_envs.envs  # noqa: F401
+
+        env = scenario.make_env(**self.env_overrides())
+        trained = gym.make(
+            self.meta["env_id"], **{**(self.meta.get("env_kwargs") or {}), **self.env_overrides()}
+        )
+        try:
+            mine, theirs = _shapes(trained.observation_space), _shapes(env.observation_space)
+            if mine != theirs or trained.action_space != env.action_space:
+                return "observation layout differs (another cluster size or window)"
+        finally:
+            env.close()
+            trained.close()
+        return None
+
+    def policy(self):
+        key = str(self.folder)
+        if key not in _LOADED:
+            import torch
+
+            import agents
+
+            # one small forward pass per decision: a single thread is several times faster than two threads
+            # fighting on a busy CPU, and the grid parallelises across processes instead
+            torch.set_num_threads(EVAL_TORCH_THREADS)
+            _LOADED[key] = agents.load(self.folder)
+        return _LOADED[key]
+
+    def run_episode(self, scenario: Scenario, seed: int) -> dict:
+        reason = self.applies_to(scenario)
+        if reason is not None:
+            raise AgentSpecError(f"{self.name} does not run on {scenario.name}: {reason}")
+        policy = self.policy()
+        env = scenario.make_env(**self.env_overrides())
+        try:
+            return run_act_episode(policy.act, env, seed)
+        finally:
+            env.close()
+
+
+@lru_cache(maxsize=1)
+def _agents_code_digest() -> str:
+    folder = repo_root() / "agents"
+    h = hashlib.sha256()
+    for p in sorted(folder.glob("*.py")) if folder.is_dir() else []:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def import_callable(spec: str):
+    """``package.module:attr.attr`` or ``path/to/file.py:attr``; the current directory is importable."""
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise AgentSpecError(f"{spec!r}: expected module:callable")
+    if target.endswith(".py") or os.sep in target:
+        path = Path(target).resolve()
+        if not path.is_file():
+            raise AgentSpecError(f"{spec!r}: no file {path}")
+        mod_name = f"_gpusched_user_{path.stem}_{sha256_hex(str(path))[:8]}"
+        module = sys.modules.get(mod_name)
+        if module is None:
+            mod_spec = importlib.util.spec_from_file_location(mod_name, path)
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[mod_name] = module
+            mod_spec.loader.exec_module(module)
+    else:
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise AgentSpecError(f"{spec!r}: cannot import {target!r} ({exc})") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise AgentSpecError(f"{spec!r}: {target} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise AgentSpecError(f"{spec!r}: {attr} is not callable")
+    return obj, module
+
+
+class UserEvalAgent(EvalAgent):
+    """``module:callable`` whose result has ``act(obs)`` (run in the env) or ``schedule(sim)`` (run on the
+    simulator)."""
+
+    kind = "user"
+
+    def __init__(self, spec: str):
+        self.factory, module = import_callable(spec)
+        super().__init__(spec, spec)
+        sample = self.factory()
+        if hasattr(sample, "act"):
+            self.mode = "act"
+        elif hasattr(sample, "schedule"):
+            self.mode = "schedule"
+        else:
+            raise AgentSpecError(f"{spec!r}: {type(sample).__name__} has neither act(obs) nor schedule(sim)")
+        env_ids = getattr(sample, "env_ids", None)
+        self.env_ids = (env_ids,) if isinstance(env_ids, str) else (tuple(env_ids) if env_ids else None)
+        self.obs_mode = getattr(sample, "obs_mode", None)
+        name = getattr(sample, "name", None)
+        if isinstance(name, str) and name and name not in ("policy", "queue", "preemptive"):
+            self.name = name
+        source = getattr(module, "__file__", None)
+        self._source = file_digest(Path(source)) if source and Path(source).is_file() else ""
+
+    def identity(self) -> dict:
+        return {"kind": self.kind, "spec": self.spec, "source": self._source}
+
+    def applies_to(self, scenario: Scenario) -> str | None:
+        if self.env_ids is not None and scenario.env_id not in self.env_ids:
+            return f"runs on {', '.join(self.env_ids)}"
+        return None
+
+    def run_episode(self, scenario: Scenario, seed: int) -> dict:
+        agent = self.factory()
+        if self.mode == "schedule":
+            return run_scheduler_episode(agent, scenario, seed)
+        env = scenario.make_env(**({"obs_mode": self.obs_mode} if self.obs_mode else {}))
+        try:
+            return run_act_episode(agent.act, env, seed, getattr(agent, "reset", None))
+        finally:
+            env.close()
+
+
+# ---------------------------------------------------------------------------------------------- resolution
+def shipped_checkpoints(folder: str | Path | None = None) -> list[str]:
+    """Checkpoint folders under ``folder`` (default: the repository's ``checkpoints/``), sorted."""
+    folder = Path(folder) if folder is not None else default_checkpoint_dir()
+    if not folder.is_dir():
+        return []
+    return [str(p.parent) for p in sorted(folder.glob("*/meta.json")) if (p.parent / "model.pt").is_file()]
+
+
+def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | None = None) -> list[str]:
+    """Comma lists and the groups ``all`` (default), ``heuristics`` and ``checkpoints`` → agent specs."""
+    if specs is None:
+        specs = ["all"]
+    if isinstance(specs, str):
+        specs = [specs]
+    out: list[str] = []
+    for item in specs:
+        for spec in (s.strip() for s in item.split(",")):
+            if not spec:
+                continue
+            if spec in ("all", "heuristics"):
+                out.extend(HEURISTICS)
+            if spec in ("all", "checkpoints"):
+                out.extend(shipped_checkpoints(checkpoints))
+            if spec not in ("all", "heuristics", "checkpoints"):
+                out.append(spec)
+    return list(dict.fromkeys(out))
+
+
+_RESOLVED: dict[str, EvalAgent] = {}
+
+
+def resolve_agent(spec: str) -> EvalAgent:
+    """An :class:`EvalAgent` from a spec (see the module docstring); cached per process."""
+    spec = spec.strip()
+    if spec in _RESOLVED:
+        return _RESOLVED[spec]
+    policy, plus, placement = spec.partition("+")
+    from gpusched_envs.policies import POLICIES
+
+    if policy in POLICIES and ":" not in spec:
+        agent: EvalAgent = HeuristicEvalAgent(
+            policy, placement if plus else HEURISTICS.get(policy, "closest"), spec
+        )
+    elif Path(spec).exists():
+        agent = CheckpointEvalAgent(spec)
+    elif ":" in spec:
+        agent = UserEvalAgent(spec)
+    else:
+        raise AgentSpecError(
+            f"unknown agent {spec!r}: not a heuristic ({', '.join(POLICIES)}, or POLICY+PLACEMENT), an existing "
+            "checkpoint path, nor module:callable"
+        )
+    _RESOLVED[spec] = agent
+    return agent

@@ -1,0 +1,271 @@
+"""``gpusched evaluate`` (one agent on one scenario over seeds) and ``gpusched leaderboard`` (the whole grid).
+Plain functions, found by the library's command through the ``gpusched.commands`` entry points; ``python -m
+evaluate`` runs the same two commands."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+app = typer.Typer(
+    name="evaluate",
+    help="Evaluate agents on scenarios and rank them on a leaderboard.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from evaluate.agents import AgentSpecError
+    from evaluate.scenarios import SuiteError
+
+    errors: list[type[Exception]] = [AgentSpecError, SuiteError]
+    try:
+        from gpusched_envs.errors import USER_ERRORS
+
+        errors.extend(USER_ERRORS)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
+
+
+def _print_warnings(caught) -> None:
+    for w in caught:
+        err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False, soft_wrap=True)
+
+
+def leaderboard(
+    suite: Annotated[
+        str, typer.Option(help="Bundled suite (quick | standard | full) or a suite YAML path.")
+    ] = "quick",
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma list: heuristic names (fifo, sjf+consolidate, ...), checkpoint paths, module:callable, "
+            "and the groups all (default), heuristics, checkpoints."
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default results/leaderboard/SUITE).")
+    ] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Processes (local) or CPUs of a local Ray instance.")
+    ] = 1,
+    backend: Annotated[str, typer.Option(help="local | ray")] = "local",
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (ray backend); default: local.")
+    ] = None,
+    scenarios: Annotated[str | None, typer.Option(help="Comma list of the suite's scenarios to run.")] = None,
+    checkpoints: Annotated[
+        Path | None, typer.Option(help="Folder of shipped checkpoints (default: the repository's).")
+    ] = None,
+    plots: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Run every agent on every scenario and seed of a suite (resuming from cached cells) and rank them."""
+    from evaluate.agents import expand_agent_specs
+    from evaluate.report import write_outputs
+    from evaluate.runner import run_grid
+    from evaluate.scenarios import load_suite
+
+    try:
+        s = load_suite(suite)
+        chosen = list(s.scenarios)
+        if scenarios:
+            chosen = [s.scenario(n.strip()) for n in scenarios.split(",") if n.strip()]
+        specs = expand_agent_specs(agents, checkpoints)
+        if not specs:
+            _fail("no agents to evaluate")
+        out = out or Path("results") / "leaderboard" / s.name
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = run_grid(
+                chosen, specs, out, workers=workers, backend=backend, address=address, progress=progress
+            )
+            doc = write_outputs(result, out, s.name, s.description, make_plots=plots)
+        _print_warnings(caught)
+    except _user_errors() as exc:
+        _fail(str(exc))
+    except (ValueError, RuntimeError) as exc:
+        _fail(str(exc))
+    print_summary(doc)
+    total = len(result.cells) + len(result.failed)
+    console.print(
+        f"{total} cells: {result.computed} computed, {result.cached} cached, {result.recomputed} recomputed "
+        f"(corrupt or stale cache), {len(result.failed)} failed, {len(doc['skipped'])} agent-scenario pairs not "
+        f"applicable; {result.wall_s:.1f} s. Wrote {out}/leaderboard.md, leaderboard.json, *.csv"
+        + (", plots/*.png" if plots else ""),
+        highlight=False,
+    )
+    if result.failed:
+        raise typer.Exit(code=1)
+
+
+def print_summary(doc: dict) -> None:
+    """Overall ranking and per-scenario average JCT (means; the intervals are in leaderboard.md)."""
+    from rich.table import Table
+
+    from evaluate.report import _cell_text
+
+    n = len(doc["scenarios"])
+    table = Table(
+        title=f"leaderboard {doc['suite']['name']}: overall (score = lower-bound avg JCT ÷ avg JCT)"
+    )
+    for col in ("rank", "agent", "scenarios", "IQM score (95% CI)", "mean rank"):
+        table.add_column(col)
+    for r in doc["aggregate"]:
+        table.add_row(
+            str(r["rank"] or "—"),
+            r["agent"],
+            f"{r['scenarios']}/{n}",
+            _cell_text(r["iqm_score"], "score"),
+            f"{r['mean_rank']:.1f}",
+        )
+    console.print(table)
+    table = Table(title="average JCT (h), mean over seeds")
+    table.add_column("agent")
+    for sc in doc["scenarios"]:
+        load = sc["measured_offered_load"]["mean"]
+        table.add_column(
+            f"{sc['name']}\n(load {load:.2f})" if load is not None else sc["name"], justify="right"
+        )
+    for a in doc["agents"]:
+        cells = []
+        for sc in doc["scenarios"]:
+            row = next(
+                (r for r in doc["summary"] if r["scenario"] == sc["name"] and r["agent"] == a["name"]), None
+            )
+            cells.append("n/a" if row is None else f"{row['avg_jct']['mean'] / 3600:,.2f} (#{row['rank']})")
+        table.add_row(a["name"], *cells)
+    table.add_row(
+        "lower bound", *[f"{sc['lower_bound_avg_jct']['mean'] / 3600:,.2f}" for sc in doc["scenarios"]]
+    )
+    console.print(table)
+
+
+EVALUATE_SCHEMA = "gpusched.evaluate/1"
+
+
+def evaluate(
+    agent: Annotated[str, typer.Option(help="Heuristic name, checkpoint path or module:callable.")],
+    scenario: Annotated[str | None, typer.Option(help="Bundled scenario name, or SUITE/NAME.")] = None,
+    env: Annotated[str | None, typer.Option(help="Env id (instead of --scenario).")] = None,
+    env_kwargs: Annotated[str | None, typer.Option(help="Env kwargs as a JSON object (with --env).")] = None,
+    seeds: Annotated[str, typer.Option(help="Seeds: 0-9, 0,3,5 or 0-2,7.")] = "0-9",
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write per-seed and mean metrics here.")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
+) -> None:
+    """Evaluate one agent on one scenario: metrics per seed, mean and 95% interval over seeds."""
+    from evaluate.scenarios import Scenario, find_scenario, parse_seeds
+
+    try:
+        if (scenario is None) == (env is None):
+            _fail("give either --scenario NAME or --env ID [--env-kwargs JSON]")
+        if scenario is not None:
+            sc = find_scenario(scenario)
+            if env_kwargs:
+                _fail("--env-kwargs goes with --env")
+        else:
+            try:
+                kwargs = json.loads(env_kwargs) if env_kwargs else {}
+            except json.JSONDecodeError as exc:
+                _fail(f"--env-kwargs is not valid JSON: {exc}")
+            if not isinstance(kwargs, dict):
+                _fail("--env-kwargs must be a JSON object")
+            sc = Scenario(name=env, env_id=env, env_kwargs=kwargs)
+        seed_list = parse_seeds(seeds)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            doc = evaluate_agent(agent, sc, seed_list, workers=workers)
+        _print_warnings(caught)
+    except _user_errors() as exc:
+        _fail(str(exc))
+    from rich.table import Table
+
+    table = Table(title=f"{doc['agent']['name']} on {sc.name} ({len(doc['per_seed'])} seeds)")
+    for col in ("metric", "mean", "95% interval"):
+        table.add_column(col, justify="right" if col != "metric" else "left")
+    for key, mean in doc["mean"].items():
+        lo, hi = doc["ci95"][key]
+        table.add_row(key, _fmt(mean), f"[{_fmt(lo)}, {_fmt(hi)}]")
+    console.print(table)
+    for f in doc["failed"]:
+        err_console.print(f"[red]seed {f['seed']} failed:[/] {f['error']}", highlight=False)
+    if json_out is not None:
+        from gpusched_envs.io import atomic_write_text
+
+        atomic_write_text(json_out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        console.print(f"wrote {json_out}")
+    if doc["failed"]:
+        raise typer.Exit(code=1)
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return f"{x:,.4g}" if isinstance(x, float) else f"{x:,}"
+
+
+def evaluate_agent(agent_spec: str, scenario, seeds, workers: int = 1) -> dict:
+    """The ``--json`` document of ``gpusched evaluate`` (schema in ``evaluate/SCHEMA.md``)."""
+    from evaluate.agents import AgentSpecError, resolve_agent
+    from evaluate.report import _clean
+    from evaluate.runner import Cell, _local_stream
+    from evaluate.stats import mean_ci, normalised_score
+
+    agent = resolve_agent(agent_spec)
+    reason = agent.applies_to(scenario)
+    if reason is not None:
+        raise AgentSpecError(f"{agent.name} does not run on {scenario.name}: {reason}")
+    cells = [Cell(scenario, agent, int(s), "", Path()) for s in seeds]
+    per_seed, failed = {}, []
+    for cell, res in _local_stream(cells, workers):
+        if "error" in res:
+            failed.append({"seed": cell.seed, "error": res["error"]})
+        else:
+            metrics = {**res["metrics"], "score": normalised_score(res["metrics"])}
+            per_seed[cell.seed] = metrics
+    rows = [{"seed": s, "metrics": per_seed[s]} for s in seeds if s in per_seed]
+    keys = [k for k in (rows[0]["metrics"] if rows else {}) if isinstance(rows[0]["metrics"][k], int | float)]
+    mean, ci = {}, {}
+    for k in keys:
+        m, lo, hi = mean_ci([r["metrics"][k] for r in rows])
+        mean[k], ci[k] = m, [lo, hi]
+    return _clean(
+        {
+            "schema": EVALUATE_SCHEMA,
+            "agent": {"name": agent.name, "spec": agent.spec, "kind": agent.kind},
+            "scenario": scenario.to_dict(),
+            "seeds": [int(s) for s in seeds],
+            "per_seed": rows,
+            "mean": mean,
+            "ci95": ci,
+            "failed": sorted(failed, key=lambda f: f["seed"]),
+        }
+    )
+
+
+app.command(name="leaderboard")(leaderboard)
+app.command(name="evaluate")(evaluate)
+
+
+def main(argv: list[str] | None = None) -> None:
+    app(args=argv if argv is not None else sys.argv[1:], standalone_mode=True)

@@ -1,0 +1,250 @@
+"""The leaderboard grid (scenario × agent × seed): plan it against the cache, compute the missing cells on a
+backend (in process, a process pool, or Ray tasks), and write each finished cell at once — so an interrupted run
+resumes where it stopped.
+
+Workers receive only plain data (the scenario as a dict, the agent spec, the seed) and resolve the agent
+themselves; the driver alone writes cache files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluate.agents import EvalAgent, code_version, resolve_agent
+from evaluate.cache import cell_key, cell_path, read_cell, write_cell
+from evaluate.scenarios import Scenario
+
+BACKENDS = ("local", "ray")
+
+
+class CacheWarning(UserWarning):
+    """A cached cell that could not be used (corrupt, partial or stale); it is recomputed."""
+
+
+@dataclass
+class Cell:
+    scenario: Scenario
+    agent: EvalAgent
+    seed: int
+    key: str
+    path: Path
+
+
+@dataclass
+class GridResult:
+    """What a grid run produced: valid cell payloads in grid order, and what was skipped or failed."""
+
+    scenarios: list[Scenario]
+    agents: list[EvalAgent]
+    cells: list[dict] = field(default_factory=list)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (scenario, agent, reason)
+    failed: list[tuple[str, str, int, str]] = field(default_factory=list)  # (scenario, agent, seed, error)
+    computed: int = 0
+    cached: int = 0
+    recomputed: int = 0  # cached files found unusable (corrupt, partial or stale) and recomputed
+    wall_s: float = 0.0
+
+
+def run_cell(scenario_doc: dict, agent_spec: str, seed: int) -> dict:
+    """Worker side: one episode; ``{"metrics", "jct_quantiles", "wall_s"}`` or ``{"error"}`` (never raises)."""
+    try:
+        scenario = Scenario.from_dict(scenario_doc)
+        agent = resolve_agent(agent_spec)
+        start = time.perf_counter()
+        metrics = agent.run_episode(scenario, int(seed))
+        wall = time.perf_counter() - start
+        quantiles = metrics.pop("jct_quantiles", [])
+        return {"metrics": metrics, "jct_quantiles": quantiles, "wall_s": wall, "pid": os.getpid()}
+    except Exception as exc:  # a failing agent must not stop the other cells
+        tail = traceback.format_exc(limit=-3).strip().splitlines()[-1]
+        return {"error": f"{type(exc).__name__}: {exc}", "trace": tail}
+
+
+def _worker_init() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def plan(
+    scenarios: list[Scenario], agent_specs: list[str], out: str | Path
+) -> tuple[list[EvalAgent], list[Cell], list[tuple[str, str, str]]]:
+    """Agents, every applicable cell, and the (scenario, agent, reason) pairs skipped as not applicable."""
+    agents = [resolve_agent(s) for s in agent_specs]
+    names = [a.name for a in agents]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"two agents share the name(s) {', '.join(sorted(dup))}")
+    version = code_version()
+    cells, skipped = [], []
+    for scenario in scenarios:
+        s_hash = scenario.content_hash()
+        for agent in agents:
+            reason = agent.applies_to(scenario)
+            if reason is not None:
+                skipped.append((scenario.name, agent.name, reason))
+                continue
+            a_hash = agent.identity_hash()
+            for seed in scenario.seeds:
+                key = cell_key(s_hash, a_hash, seed, version)
+                cells.append(
+                    Cell(scenario, agent, int(seed), key, cell_path(out, scenario.name, agent.name, seed))
+                )
+    return agents, cells, skipped
+
+
+def _payload(cell: Cell, result: dict, backend: str) -> dict:
+    return {
+        "key": cell.key,
+        "scenario": cell.scenario.name,
+        "scenario_hash": cell.scenario.content_hash(),
+        "agent": cell.agent.name,
+        "agent_spec": cell.agent.spec,
+        "agent_kind": cell.agent.kind,
+        "agent_hash": cell.agent.identity_hash(),
+        "seed": cell.seed,
+        "code_version": code_version(),
+        "metrics": result["metrics"],
+        "jct_quantiles": result["jct_quantiles"],
+        "wall_s": result["wall_s"],
+        "backend": backend,
+    }
+
+
+def _local_stream(todo: list[Cell], workers: int):
+    """Yield ``(cell, result)`` as cells finish, in process or on a pool of ``workers`` processes."""
+    if workers <= 1:
+        for cell in todo:
+            yield cell, run_cell(cell.scenario.to_dict(), cell.agent.spec, cell.seed)
+        return
+    import multiprocessing as mp
+
+    # spawn: workers import a clean interpreter (no forked torch threads); the grid's code is import-safe
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
+        pending = {pool.submit(run_cell, c.scenario.to_dict(), c.agent.spec, c.seed): c for c in todo}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield pending.pop(fut), fut.result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+
+
+def _ray_stream(todo: list[Cell], workers: int, address: str | None):
+    """Yield ``(cell, result)`` as Ray tasks finish; starts a local Ray instance unless one is running or
+    ``address`` names a cluster (which must have this package installed)."""
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError('the ray backend needs ray: pip install "gpusched-envs[ray]"') from None
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict = {"include_dashboard": False, "ignore_reinit_error": True, "log_to_driver": False}
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = max(1, workers)
+        ray.init(**kwargs)
+        started = True
+    try:
+        task = ray.remote(num_cpus=1)(run_cell)
+        refs = {task.remote(c.scenario.to_dict(), c.agent.spec, c.seed): c for c in todo}
+        try:
+            while refs:
+                done, _ = ray.wait(list(refs), num_returns=1)
+                for ref in done:
+                    yield refs.pop(ref), ray.get(ref)
+        finally:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_grid(
+    scenarios: list[Scenario],
+    agent_specs: list[str],
+    out: str | Path,
+    *,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    progress: bool = True,
+    on_cell: Callable[[Cell, dict], None] | None = None,
+) -> GridResult:
+    """Run every missing cell and return all valid cells. ``on_cell(cell, payload)`` is called after each computed
+    cell is written (an exception there stops the run; finished cells stay cached)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    start = time.perf_counter()
+    agents, cells, skipped = plan(scenarios, agent_specs, out)
+    result = GridResult(list(scenarios), agents, skipped=skipped)
+    have: dict[str, dict] = {}
+    todo: list[Cell] = []
+    for cell in cells:
+        payload, reason = read_cell(cell.path, cell.key)
+        if payload is not None:
+            have[cell.key] = payload
+            continue
+        if reason is not None:
+            result.recomputed += 1
+            warnings.warn(f"{cell.path}: {reason}; recomputing", CacheWarning, stacklevel=2)
+        todo.append(cell)
+    result.cached = len(have)
+
+    stream = _ray_stream(todo, workers, address) if backend == "ray" else _local_stream(todo, workers)
+    bar = None
+    if progress and todo:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        bar = Progress(
+            TextColumn("[bold]leaderboard[/] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        bar.start()
+        task = bar.add_task(f"({result.cached} cached)", total=len(todo))
+    try:
+        for cell, res in stream:
+            if "error" in res:
+                result.failed.append((cell.scenario.name, cell.agent.name, cell.seed, res["error"]))
+            else:
+                payload = write_cell(cell.path, _payload(cell, res, backend))
+                have[cell.key] = payload
+                result.computed += 1
+                if on_cell is not None:
+                    on_cell(cell, payload)
+            if bar is not None:
+                bar.update(task, advance=1, description=f"{cell.scenario.name} · {cell.agent.name}")
+    finally:
+        stream.close()
+        if bar is not None:
+            bar.stop()
+    result.cells = [have[c.key] for c in cells if c.key in have]
+    seen: set[tuple[str, str, str]] = set()
+    for scenario, agent, _, error in result.failed:
+        if (scenario, agent, error) not in seen:
+            seen.add((scenario, agent, error))
+            warnings.warn(f"{agent} on {scenario} failed: {error}", RuntimeWarning, stacklevel=2)
+    result.wall_s = time.perf_counter() - start
+    return result
