@@ -101,43 +101,38 @@ def _multi_rack(sim, free: np.ndarray, counts: np.ndarray, n: int, whole_servers
     return gpus if len(gpus) == n else None
 
 
-def consolidate(sim, job: int) -> np.ndarray | None:
+def _topology_aware(sim, job: int, *, spread: bool, affinity: bool) -> np.ndarray | None:
+    """Best-fit server when one holds the job; else several servers (whole free ones unless ``spread``), one rack
+    if possible. ``affinity`` prefers servers already running jobs of the same size (Gandiva)."""
     if sim.job_milli[job] < FULL_GPU:
         return _fractional(sim, job, prefer_used=True)
     free = sim.free_mask(job)
     n = int(sim.job_gpus_n[job])
     counts = _server_free_counts(sim, free)
-    if n <= sim.cluster.max_server_gpus:
-        s = _best_fit_server(counts, n)
-        return None if s < 0 else _take_from_servers(sim, free, [s], n)
-    return _multi_rack(sim, free, counts, n, whole_servers=True)
+    if spread or n <= sim.cluster.max_server_gpus:
+        prefer = None
+        if affinity:
+            prefer = np.zeros(sim.cluster.num_servers, dtype=bool)
+            for s in np.flatnonzero(counts >= n):
+                prefer[s] = any(sim.job_gpus_n[o] == n for o in sim.server_jobs[s])
+        s = _best_fit_server(counts, n, prefer=prefer)
+        if s >= 0:
+            return _take_from_servers(sim, free, [s], n)
+        if not spread:
+            return None
+    return _multi_rack(sim, free, counts, n, whole_servers=not spread)
+
+
+def consolidate(sim, job: int) -> np.ndarray | None:
+    return _topology_aware(sim, job, spread=False, affinity=False)
 
 
 def closest(sim, job: int) -> np.ndarray | None:
-    if sim.job_milli[job] < FULL_GPU:
-        return _fractional(sim, job, prefer_used=True)
-    free = sim.free_mask(job)
-    n = int(sim.job_gpus_n[job])
-    counts = _server_free_counts(sim, free)
-    s = _best_fit_server(counts, n)
-    if s >= 0:
-        return _take_from_servers(sim, free, [s], n)
-    return _multi_rack(sim, free, counts, n, whole_servers=False)
+    return _topology_aware(sim, job, spread=True, affinity=False)
 
 
 def pack(sim, job: int) -> np.ndarray | None:
-    if sim.job_milli[job] < FULL_GPU:
-        return _fractional(sim, job, prefer_used=True)
-    free = sim.free_mask(job)
-    n = int(sim.job_gpus_n[job])
-    counts = _server_free_counts(sim, free)
-    same_size = np.zeros(sim.cluster.num_servers, dtype=bool)
-    for s in np.flatnonzero(counts >= n):
-        same_size[s] = any(sim.job_gpus_n[o] == n for o in sim.server_jobs[s])
-    s = _best_fit_server(counts, n, prefer=same_size)
-    if s >= 0:
-        return _take_from_servers(sim, free, [s], n)
-    return _multi_rack(sim, free, counts, n, whole_servers=False)
+    return _topology_aware(sim, job, spread=True, affinity=True)
 
 
 PLACEMENTS: dict[str, Placer] = {
