@@ -1,7 +1,8 @@
 """``gpusched bench``: the SPEC §8 speed figures, measured on this machine.
 
 Each benchmark returns ``{"name", "value", "unit", "target", "meets", "detail"}``. Benchmarks of parts that are not
-installed are skipped with a note, never faked.
+installed are skipped, never faked. Other packages add benchmarks through the ``gpusched.benchmarks`` entry-point
+group (``agents`` adds training samples per second), so the library never imports them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import platform
 import time
 from datetime import UTC, datetime
+from importlib.metadata import entry_points
 
 import numpy as np
 
@@ -179,6 +181,9 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
     results.extend(bench_env_steps(quick))
     say("benchmark: multi-agent steps")
     results.extend(bench_multi_agent(quick))
+    for ep in entry_points(group="gpusched.benchmarks"):  # e.g. training speed, from the agents package
+        say(f"benchmark: {ep.name}")
+        results.extend(ep.load()(quick=quick))
     return {
         "schema": "gpusched.bench/1",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),

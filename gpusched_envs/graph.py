@@ -12,8 +12,11 @@ from typing import Any
 GRAPH_KEYS = ("node_features", "node_mask", "edge_index", "edge_features", "edge_mask")
 
 
-def to_pyg(obs: Mapping[str, Any], device=None):
+def to_pyg(obs: Mapping[str, Any], device=None, keep_padding: bool = False):
     """A ``torch_geometric.data.Batch`` from a graph observation (``obs_mode="graph"``).
+
+    With ``keep_padding=True`` the padded nodes stay (isolated, edges still filtered by ``edge_mask``), so node ``i``
+    of sample ``s`` is row ``s · N + i``: models that look nodes up by their padded slot use plain index arithmetic.
 
     ``obs`` holds numpy arrays or torch tensors, either one observation (``node_features`` (N, F)) or a batch
     with a leading dimension (``(B, N, F)``, as vector envs and SB3 give them). The result has ``x`` (nodes, F),
@@ -50,6 +53,9 @@ def to_pyg(obs: Mapping[str, Any], device=None):
     edge_attr = tensor(obs["edge_features"], torch.float32).reshape(b * e, -1)
 
     flat_mask = node_mask.reshape(-1)
+    if keep_padding:
+        flat_mask = torch.ones_like(flat_mask)
+        node_mask = flat_mask.reshape(b, n)
     new_id = torch.cumsum(flat_mask.long(), 0) - 1  # padded position -> compact node id
     offsets = (torch.arange(b, device=x.device) * n)[:, None]  # (B, 1)
     src = (edge_index[:, 0] + offsets).reshape(-1)

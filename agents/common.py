@@ -1,0 +1,83 @@
+"""What every learning agent shares: device choice, seeding in one place, env construction and episode rollouts."""
+
+from __future__ import annotations
+
+import random
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"``: CUDA when available, else CPU. ``"cuda"`` (or ``"cuda:N"``) without CUDA falls back to CPU with a
+    warning, so a config written for a GPU box still runs on a laptop."""
+    name = str(device)
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        warnings.warn(
+            f"device {name!r} requested but CUDA is not available; using the CPU",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return torch.device("cpu")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy's global generator and torch (the only place the agents seed them)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 - libraries (SB3, gymnasium spaces) may draw from it
+    torch.manual_seed(seed)
+
+
+def set_torch_threads(threads: int) -> None:
+    """Small networks on a shared CPU run fastest single-threaded (threads fight otherwise); 0 keeps the default."""
+    if threads > 0 and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def make_env(env_id: str, env_kwargs: dict | None = None, obs_mode: str | None = None):
+    """``gym.make`` with the project's envs registered; ``obs_mode`` overrides the kwargs' one."""
+    import gymnasium as gym
+
+    import gpusched_envs.envs  # noqa: F401 - registers the ids
+
+    kwargs = dict(env_kwargs or {})
+    if obs_mode is not None:
+        kwargs["obs_mode"] = obs_mode
+    return gym.make(env_id, **kwargs)
+
+
+def env_obs_mode(env) -> str:
+    return getattr(env.unwrapped, "obs_mode", "flat")
+
+
+def run_episode(act: Callable[[dict], int], env, seed: int) -> dict:
+    """One episode with ``act(obs) -> action``; returns the return, the step count and ``info["metrics"]``."""
+    obs, info = env.reset(seed=seed)
+    total, steps = 0.0, 0
+    while True:
+        obs, reward, terminated, truncated, info = env.step(act(obs))
+        total += float(reward)
+        steps += 1
+        if terminated or truncated:
+            return {"seed": seed, "return": total, "steps": steps, "metrics": info.get("metrics", {})}
+
+
+def evaluate(act: Callable[[dict], int], env, seeds) -> list[dict]:
+    """:func:`run_episode` on each seed (held-out seeds: evaluate on seeds never used in training)."""
+    return [run_episode(act, env, int(s)) for s in seeds]
+
+
+def bootstrap_ci(
+    values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap confidence interval of the mean."""
+    x = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    a = (1.0 - confidence) / 2.0
+    return float(x.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1.0 - a))

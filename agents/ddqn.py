@@ -1,0 +1,364 @@
+"""Double DQN (van Hasselt et al. 2016) for the masked, Dict-observation envs, written to read top to bottom.
+
+The online network picks the next action (masked argmax over the next state's valid actions), the target network
+evaluates it; invalid actions are never chosen, neither when acting nor inside the target. Replay is a numpy buffer
+allocated once for the Dict observation and written in place; optional n-step returns; Huber loss; hard target
+sync or Polyak averaging; linear ε schedule. Works with the GNN, CNN or MLP network of :mod:`agents.networks`.
+
+    algo = DDQN(DDQNArgs(encoder="gnn", seed=0), [make_env(...) for _ in range(2)])
+    algo.learn(10_000)
+
+Everything that changes while learning (networks, optimiser, buffer, RNG states, the envs themselves, partial
+n-step windows) is in :meth:`DDQN.training_state`, so a run restored with :meth:`DDQN.load_training_state`
+continues bit-for-bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from agents.common import resolve_device, seed_everything, set_torch_threads
+from agents.networks import ActionScorer, build_network, config_for_env, masked, obs_to_tensors
+
+
+@dataclass
+class DDQNArgs:
+    encoder: str = "gnn"
+    """network: gnn (obs_mode graph) | cnn (image) | mlp (flat)"""
+    hidden: int = 64
+    """width of the network's layers"""
+    layers: int = 1
+    """GNN: up/down sweeps over the tree; CNN/MLP: hidden layers"""
+    learning_rate: float = 5e-4
+    """Adam step size"""
+    buffer_size: int = 20_000
+    """replay capacity in transitions"""
+    batch_size: int = 64
+    """transitions per gradient step"""
+    gamma: float = 0.99
+    """discount"""
+    n_step: int = 1
+    """n-step returns (1: one-step TD)"""
+    tau: float = 1.0
+    """target update: 1.0 = hard copy every target_update_interval steps; < 1 = Polyak averaging at that interval"""
+    target_update_interval: int = 500
+    """env steps between target updates"""
+    start_epsilon: float = 1.0
+    """ε at step 0"""
+    end_epsilon: float = 0.05
+    """ε after exploration_fraction of the run"""
+    exploration_fraction: float = 0.3
+    """share of total steps over which ε decays linearly"""
+    learning_starts: int = 500
+    """env steps collected before learning"""
+    train_frequency: int = 4
+    """env steps between gradient steps"""
+    gradient_steps: int = 1
+    """gradient steps each time"""
+    max_grad_norm: float = 10.0
+    """gradient clipping"""
+    reward_scale: float = 1.0
+    """rewards are multiplied by this before learning (the env's units can be large)"""
+    seed: int = 0
+    """seeds python, numpy, torch, the envs and the exploration generator"""
+    device: str = "auto"
+    """auto | cpu | cuda[:N] (cuda without CUDA falls back to cpu with a warning)"""
+    torch_threads: int = 1
+    """CPU threads for torch (1 is fastest for these small networks on a shared machine; 0 leaves torch's default)"""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ReplayBatch(NamedTuple):
+    obs: dict[str, torch.Tensor]
+    actions: torch.Tensor  # (B,) int64
+    returns: torch.Tensor  # (B,) n-step discounted reward sum
+    discounts: torch.Tensor  # (B,) γ^m for a bootstrap after m steps, 0 after termination
+    next_obs: dict[str, torch.Tensor]
+
+
+class DictReplayBuffer:
+    """Ring buffer of n-step transitions for Dict observations; arrays allocated once and written in place."""
+
+    def __init__(self, obs_space, capacity: int):
+        self.capacity = int(capacity)
+        self.obs = {k: np.zeros((capacity, *s.shape), dtype=s.dtype) for k, s in obs_space.spaces.items()}
+        self.next_obs = {
+            k: np.zeros((capacity, *s.shape), dtype=s.dtype) for k, s in obs_space.spaces.items()
+        }
+        self.actions = np.zeros(capacity, dtype=np.int64)
+        self.returns = np.zeros(capacity, dtype=np.float32)
+        self.discounts = np.zeros(capacity, dtype=np.float32)
+        self.pos = 0
+        self.size = 0
+
+    def add(self, obs: dict, action: int, ret: float, discount: float, next_obs: dict) -> None:
+        i = self.pos
+        for k, buf in self.obs.items():
+            buf[i] = obs[k]
+            self.next_obs[k][i] = next_obs[k]
+        self.actions[i], self.returns[i], self.discounts[i] = action, ret, discount
+        self.pos = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, batch_size: int, rng: np.random.Generator, device) -> ReplayBatch:
+        idx = rng.integers(0, self.size, size=batch_size)
+        return ReplayBatch(
+            obs_to_tensors({k: v[idx] for k, v in self.obs.items()}, device, batched=True),
+            torch.as_tensor(self.actions[idx], device=device),
+            torch.as_tensor(self.returns[idx], device=device),
+            torch.as_tensor(self.discounts[idx], device=device),
+            obs_to_tensors({k: v[idx] for k, v in self.next_obs.items()}, device, batched=True),
+        )
+
+    def state(self) -> dict:
+        n = self.size
+        return {
+            "obs": {k: v[:n].copy() for k, v in self.obs.items()} if n < self.capacity else self.obs,
+            "next_obs": {k: v[:n].copy() for k, v in self.next_obs.items()}
+            if n < self.capacity
+            else self.next_obs,
+            "actions": self.actions[:n],
+            "returns": self.returns[:n],
+            "discounts": self.discounts[:n],
+            "pos": self.pos,
+            "size": n,
+        }
+
+    def load_state(self, s: dict) -> None:
+        n = s["size"]
+        for k in self.obs:
+            self.obs[k][:n] = s["obs"][k]
+            self.next_obs[k][:n] = s["next_obs"][k]
+        self.actions[:n], self.returns[:n], self.discounts[:n] = s["actions"], s["returns"], s["discounts"]
+        self.pos, self.size = s["pos"], n
+
+
+def double_q_targets(
+    q_online_next: torch.Tensor,  # (B, A) online network on s'
+    q_target_next: torch.Tensor,  # (B, A) target network on s'
+    next_action_mask: torch.Tensor,  # (B, A) valid actions in s'
+    returns: torch.Tensor,  # (B,) n-step reward sums
+    discounts: torch.Tensor,  # (B,) γ^m, 0 when the episode terminated
+) -> torch.Tensor:
+    """``y = R + γ^m · Q_target(s', argmax_{a valid in s'} Q_online(s', a))``."""
+    best = masked(q_online_next, next_action_mask).argmax(dim=-1, keepdim=True)  # (B, 1)
+    value = q_target_next.gather(-1, best).squeeze(-1)
+    return returns + discounts * torch.where(discounts > 0, value, torch.zeros_like(value))
+
+
+def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
+    if duration <= 0:
+        return end
+    return start + min(t / duration, 1.0) * (end - start)
+
+
+class DDQN:
+    """Double DQN over a list of envs stepped in lock-step (in-process, so their state can be checkpointed)."""
+
+    algorithm = "ddqn"
+
+    def __init__(self, args: DDQNArgs, envs: list, total_steps: int | None = None):
+        self.args = args
+        self.envs = envs
+        self.total_steps = total_steps
+        seed_everything(args.seed)
+        set_torch_threads(args.torch_threads)
+        self.device = resolve_device(args.device)
+        env0 = envs[0]
+        self.obs_space = env0.observation_space
+        self.net_config = config_for_env(env0, args.encoder, args.hidden, args.layers)
+        self.q: ActionScorer = build_network(self.net_config, self.obs_space).to(self.device)
+        self.q_target = copy.deepcopy(self.q)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=args.learning_rate)
+        self.buffer = DictReplayBuffer(self.obs_space, args.buffer_size)
+        self.rng = np.random.default_rng(args.seed)  # exploration and replay sampling
+        self.global_step = 0  # env steps summed over envs
+        self.updates = 0
+        self.last_loss = float("nan")
+        self.epsilon = args.start_epsilon
+        self.finished_episodes: list[dict] = []  # drained by the caller (logging)
+        self._obs: list[dict] | None = None
+        self._windows = [deque() for _ in envs]  # pending (obs, action, reward) for n-step returns
+        self._ep_return = [0.0] * len(envs)
+        self._ep_length = [0] * len(envs)
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def greedy(self, obs_batch: dict) -> np.ndarray:
+        """Masked argmax of the online network for a batch of observations."""
+        t = obs_to_tensors(obs_batch, self.device, batched=True)
+        return masked(self.q(t), t["action_mask"]).argmax(dim=-1).cpu().numpy()
+
+    def _select(self, obs: list[dict]) -> list[int]:
+        batch = {k: np.stack([o[k] for o in obs]) for k in obs[0]}
+        greedy = self.greedy(batch)
+        actions = []
+        for i, o in enumerate(obs):
+            if self.rng.random() < self.epsilon:
+                valid = np.flatnonzero(o["action_mask"])
+                actions.append(int(self.rng.choice(valid)) if len(valid) else int(greedy[i]))
+            else:
+                actions.append(int(greedy[i]))
+        return actions
+
+    # ------------------------------------------------------------------ n-step transitions
+    def _push(
+        self, i: int, obs: dict, action: int, reward: float, next_obs: dict, terminated: bool, ended: bool
+    ):
+        """Queue a step of env ``i``; write n-step transitions once n steps are pending or the episode ended."""
+        a = self.args
+        window = self._windows[i]
+        window.append((obs, action, reward))
+        if len(window) < a.n_step and not ended:
+            return
+        while window:
+            ret = sum(r * a.gamma**k for k, (_, _, r) in enumerate(window))
+            discount = 0.0 if terminated else a.gamma ** len(window)
+            o, act, _ = window[0]
+            self.buffer.add(o, act, ret, discount, next_obs)
+            window.popleft()
+            if not ended:
+                break
+
+    # ------------------------------------------------------------------ learning
+    def _reset_all(self) -> None:
+        self._obs = [env.reset(seed=self.args.seed + i)[0] for i, env in enumerate(self.envs)]
+
+    def train_step(self) -> None:
+        """One step of every env, then the gradient steps and target updates that fall due."""
+        a = self.args
+        if self._obs is None:
+            self._reset_all()
+        if self.total_steps:
+            self.epsilon = linear_schedule(
+                a.start_epsilon, a.end_epsilon, a.exploration_fraction * self.total_steps, self.global_step
+            )
+        actions = self._select(self._obs)
+        for i, env in enumerate(self.envs):
+            obs = self._obs[i]
+            next_obs, reward, terminated, truncated, info = env.step(actions[i])
+            reward = float(reward) * a.reward_scale
+            self._ep_return[i] += float(reward)
+            self._ep_length[i] += 1
+            ended = terminated or truncated
+            self._push(i, obs, actions[i], reward, next_obs, terminated, ended)
+            if ended:
+                self.finished_episodes.append(
+                    {
+                        "return": self._ep_return[i],
+                        "length": self._ep_length[i],
+                        "metrics": info.get("metrics", {}),
+                    }
+                )
+                self._ep_return[i], self._ep_length[i] = 0.0, 0
+                next_obs, _ = env.reset()  # the env's own generator continues: the next episode is seeded too
+            self._obs[i] = next_obs
+            before = self.global_step
+            self.global_step += 1
+            if self.global_step > a.learning_starts and self.buffer.size >= a.batch_size:
+                if self.global_step // a.train_frequency > before // a.train_frequency:
+                    for _ in range(a.gradient_steps):
+                        self.last_loss = self._gradient_step()
+            if self.global_step // a.target_update_interval > before // a.target_update_interval:
+                self._update_target()
+
+    def _gradient_step(self) -> float:
+        a = self.args
+        batch = self.buffer.sample(a.batch_size, self.rng, self.device)
+        with torch.no_grad():
+            target = double_q_targets(
+                self.q(batch.next_obs),
+                self.q_target(batch.next_obs),
+                batch.next_obs["action_mask"],
+                batch.returns,
+                batch.discounts,
+            )
+        q = self.q(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
+        loss = F.smooth_l1_loss(q, target)
+        self.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.q.parameters(), a.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        return float(loss.detach())
+
+    @torch.no_grad()
+    def _update_target(self) -> None:
+        tau = self.args.tau
+        if tau >= 1.0:
+            self.q_target.load_state_dict(self.q.state_dict())
+            return
+        for p_t, p in zip(self.q_target.parameters(), self.q.parameters(), strict=True):
+            p_t.mul_(1.0 - tau).add_(p, alpha=tau)
+
+    def learn(self, total_steps: int, callback: Callable[[DDQN], bool | None] | None = None) -> DDQN:
+        """Step until ``global_step >= total_steps``; ``callback(self)`` after each step may return False to stop.
+        The ε schedule spans the run's planned length (the constructor's ``total_steps``; else this one)."""
+        if self.total_steps is None:
+            self.total_steps = total_steps
+        while self.global_step < total_steps:
+            self.train_step()
+            if callback is not None and callback(self) is False:
+                break
+        return self
+
+    # ------------------------------------------------------------------ checkpoints
+    def training_state(self) -> dict:
+        """Everything needed to continue bit-for-bit (pickled envs included)."""
+        return {
+            "global_step": self.global_step,
+            "updates": self.updates,
+            "last_loss": self.last_loss,
+            "epsilon": self.epsilon,
+            "q": self.q.state_dict(),
+            "q_target": self.q_target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "buffer": self.buffer.state(),
+            "rng": self.rng.bit_generator.state,
+            "python_rng": random.getstate(),
+            "numpy_rng": np.random.get_state(),  # noqa: NPY002 - the global generator seeded in seed_everything
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "envs": pickle.dumps(self.envs),
+            "obs": self._obs,
+            "windows": [list(w) for w in self._windows],
+            "ep_return": list(self._ep_return),
+            "ep_length": list(self._ep_length),
+            "time": time.time(),
+        }
+
+    def load_training_state(self, s: dict) -> None:
+        self.global_step, self.updates, self.last_loss = s["global_step"], s["updates"], s["last_loss"]
+        self.epsilon = s["epsilon"]
+        self.q.load_state_dict(s["q"])
+        self.q_target.load_state_dict(s["q_target"])
+        self.optimizer.load_state_dict(s["optimizer"])
+        self.buffer.load_state(s["buffer"])
+        self.rng.bit_generator.state = s["rng"]
+        random.setstate(s["python_rng"])
+        np.random.set_state(s["numpy_rng"])  # noqa: NPY002
+        torch.set_rng_state(s["torch_rng"])
+        if s["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(s["cuda_rng"])
+        for env in self.envs:
+            env.close()
+        self.envs = pickle.loads(s["envs"])
+        self._obs = s["obs"]
+        self._windows = [deque(w) for w in s["windows"]]
+        self._ep_return, self._ep_length = list(s["ep_return"]), list(s["ep_length"])
+
+    def policy_network(self) -> ActionScorer:
+        return self.q

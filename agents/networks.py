@@ -1,0 +1,307 @@
+"""Policy / Q-networks over the envs' padded Dict observations: a hierarchical GNN (torch_geometric) for ``graph``,
+TopDRL's multi-branch CNN for ``image`` and an MLP for ``flat``.
+
+Every network takes a batch of observations (a dict of tensors with a leading batch dimension, exactly the env's
+keys) and returns one score per action, ``(B, A)`` with ``A = action_mask.shape[-1]``. Slot-indexed actions are
+scored by one shared head from the slot's embedding ⊕ the cluster embedding (so a job's score does not depend on
+the slot it sits in), the last action (wait / defer) by its own head:
+
+- ``slots="jobs"`` (``JobSelect-v0``: action ``i < W`` starts window job ``i``): slot embeddings from job features;
+- ``slots="servers"`` (``WorkerPlacement-v0``: action ``s`` puts a worker on server ``s``): slot embeddings from the
+  server nodes (GNN) or the server rows of the image (CNN);
+- ``slots="none"``: a generic linear head on the pooled embedding (any other discrete action space).
+
+Masking is left to the caller (:func:`masked`), so the same network serves Q-learning and policy gradients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+from torch_geometric.nn import MessagePassing
+
+from gpusched_envs.envs.encoding import KINDS
+from gpusched_envs.graph import to_pyg
+
+ENCODERS = ("gnn", "cnn", "mlp")
+OBS_MODE_OF_ENCODER = {"gnn": "graph", "cnn": "image", "mlp": "flat"}
+SLOT_KINDS = ("jobs", "servers", "none")
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Everything needed to rebuild a network (stored in a checkpoint's ``meta.json``)."""
+
+    encoder: str  # gnn | cnn | mlp
+    num_actions: int  # A = action_mask length
+    slots: str  # jobs | servers | none
+    num_gpus: int  # padded layout sizes of the env
+    num_servers: int
+    num_racks: int
+    max_server_gpus: int
+    window: int
+    hidden: int = 64
+    layers: int = 2  # GNN: up/down sweeps; CNN/MLP: hidden layers
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def config_for_env(
+    env, encoder: str, hidden: int = 64, layers: int = 2, slots: str | None = None
+) -> NetworkConfig:
+    """The network config matching an env's layout and action space (``slots`` detected when not given)."""
+    if encoder not in ENCODERS:
+        raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {encoder!r}")
+    u = env.unwrapped
+    lo = u.layout
+    a = int(env.observation_space["action_mask"].shape[-1])
+    if slots is None:
+        if encoder == "mlp":
+            slots = "none"
+        elif a == lo.window + 1 and hasattr(u, "wait_action"):
+            slots = "jobs"
+        elif a == lo.num_servers + 1 and hasattr(u, "defer_action"):
+            slots = "servers"
+        else:
+            slots = "none"
+    if slots not in SLOT_KINDS:
+        raise ValueError(f"slots must be one of {', '.join(SLOT_KINDS)}, got {slots!r}")
+    return NetworkConfig(
+        encoder=encoder,
+        num_actions=a,
+        slots=slots,
+        num_gpus=lo.num_gpus,
+        num_servers=lo.num_servers,
+        num_racks=lo.num_racks,
+        max_server_gpus=lo.max_server_gpus,
+        window=lo.window,
+        hidden=hidden,
+        layers=layers,
+    )
+
+
+def mlp(sizes: list[int], last_activation: bool = False) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        mods.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2 or last_activation:
+            mods.append(nn.ReLU())
+    return nn.Sequential(*mods)
+
+
+def masked(scores: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+    """Scores with invalid actions set to −inf (a row with no valid action is left unmasked)."""
+    valid = action_mask > 0
+    valid = valid | ~valid.any(dim=-1, keepdim=True)
+    return scores.masked_fill(~valid, float("-inf"))
+
+
+# ---------------------------------------------------------------------------------------------------------- GNN
+class LevelConv(MessagePassing):
+    """One hop of the hierarchy: ``h_dst ← h_dst + MLP([h_dst, mean_src MLP([h_src, edge])])``."""
+
+    def __init__(self, hidden: int, edge_dim: int):
+        super().__init__(aggr="mean")
+        self.message_mlp = mlp([hidden + edge_dim, hidden, hidden], last_activation=True)
+        self.update_mlp = mlp([2 * hidden, hidden, hidden])
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(
+        self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor, dst: torch.Tensor
+    ) -> torch.Tensor:
+        """``dst``: the nodes with an incoming edge (only they are updated; one level is a small share of them)."""
+        agg = self.propagate(edge_index, h=h, edge_attr=edge_attr)
+        delta = torch.zeros_like(h).index_copy(0, dst, self.update_mlp(torch.cat([h[dst], agg[dst]], dim=-1)))
+        return self.norm(h + delta)
+
+    def message(self, h_j: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
+        return self.message_mlp(torch.cat([h_j, edge_attr], dim=-1))
+
+
+class GraphEncoder(nn.Module):
+    """Hierarchical message passing over the GPU–server–rack–cluster tree.
+
+    The edge level one-hot (``edge_features[:, 1:4]``) and the node kinds route messages: a sweep goes up
+    (GPU → server, server → rack, rack → cluster, one :class:`LevelConv` per level) and back down (cluster → rack →
+    server → GPU), so after one sweep every GPU has seen the whole cluster through its ancestors. The cluster
+    embedding is the cluster node ⊕ the masked mean of GPU nodes ⊕ the context.
+    """
+
+    def __init__(self, cfg: NetworkConfig, node_dim: int, edge_dim: int, job_dim: int, context_dim: int):
+        super().__init__()
+        h = cfg.hidden
+        self.cfg = cfg
+        self.node_in = mlp([node_dim, h, h], last_activation=True)
+        self.up = nn.ModuleList(LevelConv(h, edge_dim) for _ in range(3 * cfg.layers))
+        self.down = nn.ModuleList(LevelConv(h, edge_dim) for _ in range(3 * cfg.layers))
+        self.job_in = mlp([job_dim, h, h], last_activation=True)
+        self.context_dim = context_dim
+        self.out_dim = h
+        self.cluster_out = mlp([2 * h + context_dim, h, h], last_activation=True)
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        cfg = self.cfg
+        nf = obs["node_features"]
+        b, n, _ = nf.shape
+        graph = to_pyg(obs, keep_padding=True)  # node i of sample s is row s·N + i
+        x, edge_index, edge_attr = graph.x, graph.edge_index, graph.edge_attr
+        kind = x[:, :KINDS].argmax(dim=-1)  # 0 gpu, 1 server, 2 rack, 3 cluster (padding: 0, isolated)
+        level = edge_attr[:, 1:4].argmax(dim=-1)  # 0 gpu–server, 1 server–rack, 2 rack–cluster
+        upward = kind[edge_index[0]] < kind[edge_index[1]]
+        routes = []  # up levels 0, 1, 2 then down levels 0, 1, 2: (edge_index, edge_attr, destination nodes)
+        for d in (upward, ~upward):
+            for lv in range(3):
+                sel = (level == lv) & d
+                routes.append((edge_index[:, sel], edge_attr[sel], torch.unique(edge_index[1, sel])))
+        h = self.node_in(x)
+        for sweep in range(cfg.layers):
+            for lv in range(3):
+                h = self.up[3 * sweep + lv](h, *routes[lv])
+            for lv in (2, 1, 0):
+                h = self.down[3 * sweep + lv](h, *routes[3 + lv])
+        h = h.view(b, n, -1)
+        node_mask = obs["node_mask"].float()
+        cluster_node = h[:, cfg.num_gpus + cfg.num_servers + cfg.num_racks]
+        gpu_mask = node_mask[:, : cfg.num_gpus].unsqueeze(-1)
+        gpu_mean = (h[:, : cfg.num_gpus] * gpu_mask).sum(1) / gpu_mask.sum(1).clamp(min=1.0)
+        jobs = self.job_in(obs["job_features"])  # (B, W, h)
+        cluster = self.cluster_out(torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
+        servers = h[:, cfg.num_gpus : cfg.num_gpus + cfg.num_servers]
+        return cluster, jobs, servers
+
+
+# ---------------------------------------------------------------------------------------------------------- CNN
+class MultiBranchCNN(nn.Module):
+    """TopDRL's multi-branch CNN over ``cluster_image (C, servers, GPUs per server)`` and the queue.
+
+    Branches: (1) a per-machine convolution (kernel spanning one server's GPU slots) giving one embedding per
+    server row; (2) a whole-cluster convolution (3×3 over the server × slot grid, capturing neighbouring machines
+    of a rack); (3) a per-job 1-D convolution over the queue window (kernel 1, i.e. shared weights per job);
+    (4) the flat cluster features ⊕ context. Branches (1) pooled, (2), (4) form the cluster embedding.
+    """
+
+    def __init__(self, cfg: NetworkConfig, channels: int, job_dim: int, cluster_dim: int, context_dim: int):
+        super().__init__()
+        h = cfg.hidden
+        self.cfg = cfg
+        m = cfg.max_server_gpus
+        self.machine = nn.Sequential(nn.Conv2d(channels, h, kernel_size=(1, m)), nn.ReLU())  # (B, h, S, 1)
+        self.grid = nn.Sequential(
+            nn.Conv2d(channels, h // 2, kernel_size=3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(h // 2, h // 2, kernel_size=3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveMaxPool2d(1),
+        )
+        self.queue = nn.Sequential(nn.Conv1d(job_dim, h, 1), nn.ReLU(), nn.Conv1d(h, h, 1), nn.ReLU())
+        self.flat = mlp([cluster_dim + context_dim, h, h], last_activation=True)
+        self.cluster_out = mlp([h + h // 2 + h + h, h, h], last_activation=True)
+        self.out_dim = h
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        img = obs["cluster_image"]
+        servers = self.machine(img).squeeze(-1).transpose(1, 2)  # (B, S, h)
+        grid = self.grid(img).flatten(1)  # (B, h/2)
+        jobs = self.queue(obs["queue"].transpose(1, 2)).transpose(1, 2)  # (B, W, h)
+        jm = obs["job_mask"].float().unsqueeze(-1)
+        job_mean = (jobs * jm).sum(1) / jm.sum(1).clamp(min=1.0)
+        flat = self.flat(torch.cat([obs["cluster_features"], obs["context"]], dim=-1))
+        cluster = self.cluster_out(torch.cat([servers.max(dim=1).values, grid, job_mean, flat], dim=-1))
+        return cluster, jobs, servers
+
+
+# ---------------------------------------------------------------------------------------------------------- MLP
+class FlatMLP(nn.Module):
+    """An MLP over the ``flat`` observation ⊕ context."""
+
+    def __init__(self, cfg: NetworkConfig, obs_dim: int, context_dim: int):
+        super().__init__()
+        self.net = mlp([obs_dim + context_dim] + [cfg.hidden] * (cfg.layers + 1), last_activation=True)
+        self.out_dim = cfg.hidden
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, None, None]:
+        return self.net(torch.cat([obs["obs"], obs["context"]], dim=-1)), None, None
+
+
+# ---------------------------------------------------------------------------------------------------------- heads
+class ActionScorer(nn.Module):
+    """Encoder + head: observations → ``(B, A)`` scores (Q-values or logits), unmasked."""
+
+    def __init__(self, cfg: NetworkConfig, obs_space):
+        super().__init__()
+        self.cfg = cfg
+        sh = {k: tuple(s.shape) for k, s in obs_space.spaces.items()}
+        ctx = sh["context"][0]
+        if sh["action_mask"][0] != cfg.num_actions:
+            raise ValueError(
+                f"network expects {cfg.num_actions} actions, observation space has {sh['action_mask'][0]}"
+            )
+        if cfg.encoder == "gnn":
+            self.encoder = GraphEncoder(
+                cfg, sh["node_features"][1], sh["edge_features"][1], sh["job_features"][1], ctx
+            )
+        elif cfg.encoder == "cnn":
+            self.encoder = MultiBranchCNN(
+                cfg, sh["cluster_image"][0], sh["queue"][1], sh["cluster_features"][0], ctx
+            )
+        elif cfg.encoder == "mlp":
+            self.encoder = FlatMLP(cfg, sh["obs"][0], ctx)
+        else:
+            raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {cfg.encoder!r}")
+        h = self.encoder.out_dim
+        self.num_slots = cfg.num_actions - 1
+        if cfg.slots == "none":
+            self.generic = nn.Linear(h, cfg.num_actions)
+        else:
+            n = cfg.window if cfg.slots == "jobs" else cfg.num_servers
+            if n != self.num_slots:
+                raise ValueError(
+                    f"slots={cfg.slots!r} gives {n} slots but the env has {self.num_slots} + 1 actions"
+                )
+            self.slot_head = mlp([2 * h, h, 1])
+            self.last_head = mlp([2 * h, h, 1])
+            self.head_job = cfg.slots == "servers" and cfg.encoder != "mlp"
+
+    def embed(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, h)`` pooled embedding (the PPO value branch reads it)."""
+        return self.encoder(obs)[0]
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.scores_and_embedding(obs)[0]
+
+    def scores_and_embedding(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        cluster, jobs, servers = self.encoder(obs)
+        if self.cfg.slots == "none":
+            return self.generic(cluster), cluster
+        if self.cfg.slots == "jobs":
+            slots = jobs
+            jm = obs.get("job_mask", obs["action_mask"][:, :-1]).float().unsqueeze(-1)
+            summary = (jobs * jm).sum(1) / jm.sum(1).clamp(min=1.0)
+        else:
+            slots = servers + jobs[:, :1]  # the head job (window slot 0) joins every server's embedding
+            summary = jobs[:, 0]
+        ctx = cluster.unsqueeze(1).expand(-1, slots.shape[1], -1)
+        slot_scores = self.slot_head(torch.cat([slots, ctx], dim=-1)).squeeze(-1)  # (B, K)
+        last = self.last_head(torch.cat([cluster, summary], dim=-1))  # (B, 1)
+        return torch.cat([slot_scores, last], dim=-1), cluster
+
+
+def build_network(cfg: NetworkConfig, obs_space) -> ActionScorer:
+    return ActionScorer(cfg, obs_space)
+
+
+def obs_to_tensors(obs: dict, device: torch.device | str = "cpu", batched: bool | None = None) -> dict:
+    """numpy observations (one or a batch) → float tensors with a batch dimension (``edge_index`` stays int64)."""
+    out = {}
+    for k, v in obs.items():
+        t = torch.as_tensor(v, device=device)
+        t = t.long() if k == "edge_index" else t.float()
+        out[k] = t
+    if batched is None:
+        batched = out["action_mask"].dim() == 2
+    if not batched:
+        out = {k: v.unsqueeze(0) for k, v in out.items()}
+    return out

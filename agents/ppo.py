@@ -1,0 +1,143 @@
+"""PPO through ``sb3_contrib.MaskablePPO`` with the project's encoders as SB3 features extractors.
+
+    model = make_ppo(env, encoder="gnn", seed=0)    # MaskablePPO("MultiInputPolicy", env, policy_kwargs=...)
+    model.learn(10_000)
+
+The extractor returns ``[per-action scores (A) ⊕ pooled embedding (h)]``: the scores come from the slot-scoring head
+of :class:`agents.networks.ActionScorer` (a job's score is computed from its own embedding ⊕ the cluster
+embedding), and SB3's action net is initialised to read them through (identity on the first A features), so the
+policy starts out permutation-equivariant over window slots; the value net reads the pooled embedding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+from agents.common import resolve_device, seed_everything, set_torch_threads
+from agents.networks import ActionScorer, NetworkConfig, build_network
+
+
+class ScorerExtractor(BaseFeaturesExtractor):
+    """A :class:`~agents.networks.ActionScorer` (GNN, CNN or MLP) as a features extractor."""
+
+    def __init__(self, observation_space, network_config: dict):
+        cfg = NetworkConfig(**network_config)
+        super().__init__(observation_space, features_dim=cfg.num_actions + cfg.hidden)
+        self.scorer: ActionScorer = build_network(cfg, observation_space)
+        self.num_actions = cfg.num_actions
+
+    def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        scores, embedding = self.scorer.scores_and_embedding(observations)  # SB3 hands edge_index as float
+        return torch.cat([scores, embedding], dim=-1)
+
+
+class GNNExtractor(ScorerExtractor):
+    """The hierarchical GNN (``obs_mode="graph"``)."""
+
+
+class CNNExtractor(ScorerExtractor):
+    """TopDRL's multi-branch CNN (``obs_mode="image"``)."""
+
+
+class MLPExtractor(ScorerExtractor):
+    """An MLP over the flat observation (``obs_mode="flat"``)."""
+
+
+EXTRACTORS = {"gnn": GNNExtractor, "cnn": CNNExtractor, "mlp": MLPExtractor}
+
+
+@dataclass
+class PPOArgs:
+    encoder: str = "gnn"
+    """network: gnn (obs_mode graph) | cnn (image) | mlp (flat)"""
+    hidden: int = 64
+    """width of the network's layers"""
+    layers: int = 1
+    """GNN: up/down sweeps; CNN/MLP: hidden layers"""
+    learning_rate: float = 3e-4
+    """Adam step size"""
+    n_steps: int = 256
+    """rollout length per env"""
+    batch_size: int = 64
+    """minibatch size"""
+    n_epochs: int = 4
+    """passes over each rollout"""
+    gamma: float = 0.99
+    """discount"""
+    gae_lambda: float = 0.95
+    """GAE λ"""
+    clip_range: float = 0.2
+    """PPO clip"""
+    ent_coef: float = 0.01
+    """entropy bonus"""
+    vf_coef: float = 0.5
+    """value-loss weight"""
+    max_grad_norm: float = 0.5
+    """gradient clipping"""
+    reward_scale: float = 1.0
+    """rewards are multiplied by this before learning (applied by the env wrapper in train/)"""
+    seed: int = 0
+    """seeds python, numpy, torch and the envs"""
+    device: str = "auto"
+    """auto | cpu | cuda[:N]"""
+    torch_threads: int = 1
+    """CPU threads for torch (0: torch's default)"""
+    wait_logit_init: float = -3.0
+    """initial bias of the last action's logit (wait / defer): the policy starts near work-conserving, so the
+    deterministic policy does not idle GPUs while the stochastic one still explores waiting"""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@torch.no_grad()
+def init_action_net_identity(model, num_actions: int) -> None:
+    """Start SB3's action net as "logits = the extractor's scores" (it stays trainable)."""
+    net = model.policy.action_net
+    net.weight.zero_()
+    net.bias.zero_()
+    net.weight[:, :num_actions] = torch.eye(num_actions)
+
+
+def make_ppo(
+    env, network_config: NetworkConfig, args: PPOArgs, tensorboard_log: str | None = None, verbose: int = 0
+):
+    """``MaskablePPO("MultiInputPolicy", env, policy_kwargs=dict(features_extractor_class=...))``."""
+    from sb3_contrib import MaskablePPO
+
+    seed_everything(args.seed)
+    set_torch_threads(args.torch_threads)
+    device = resolve_device(args.device)
+    policy_kwargs = dict(
+        features_extractor_class=EXTRACTORS[network_config.encoder],
+        features_extractor_kwargs=dict(network_config=network_config.to_dict()),
+        net_arch=dict(pi=[], vf=[network_config.hidden]),
+        share_features_extractor=True,
+    )
+    model = MaskablePPO(
+        "MultiInputPolicy",
+        env,
+        learning_rate=args.learning_rate,
+        n_steps=args.n_steps,
+        batch_size=args.batch_size,
+        n_epochs=args.n_epochs,
+        gamma=args.gamma,
+        gae_lambda=args.gae_lambda,
+        clip_range=args.clip_range,
+        ent_coef=args.ent_coef,
+        vf_coef=args.vf_coef,
+        max_grad_norm=args.max_grad_norm,
+        policy_kwargs=policy_kwargs,
+        tensorboard_log=tensorboard_log,
+        seed=args.seed,
+        device=device,
+        verbose=verbose,
+    )
+    init_action_net_identity(model, network_config.num_actions)
+    if network_config.slots != "none":
+        with torch.no_grad():
+            model.policy.action_net.bias[-1] = args.wait_logit_init
+    return model

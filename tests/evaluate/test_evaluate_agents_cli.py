@@ -1,0 +1,226 @@
+"""Suites, agent resolution, checkpoints, the two commands and the documented snippet."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evaluate.agents import (
+    AgentSpecError,
+    CheckpointEvalAgent,
+    HeuristicEvalAgent,
+    expand_agent_specs,
+    resolve_agent,
+    scenario_simulator,
+)
+from evaluate.cli import app
+from evaluate.scenarios import Scenario, SuiteError, list_suites, load_suite, parse_seeds
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY_KWARGS = {
+    "cluster": "tiny",
+    "workload": "synthetic:jobs=30,load=0.9,gpus=16,max_gpus=16",
+    "obs_mode": "flat",
+}
+TINY = Scenario("tiny", "gpusched/JobSelect-v0", TINY_KWARGS, (0, 1))
+
+
+def test_seed_ranges():
+    assert parse_seeds("0-3") == (0, 1, 2, 3)
+    assert parse_seeds("0-2,7, 9") == (0, 1, 2, 7, 9)
+    assert parse_seeds([1, "3-4"]) == (1, 3, 4)
+    assert parse_seeds(5) == (5,)
+    for bad in ("a", "3-1", True, ""):
+        with pytest.raises(SuiteError):
+            parse_seeds(bad)
+
+
+def test_bundled_suites_state_contention_and_build():
+    assert {"quick", "standard", "full"} <= set(list_suites())
+    quick = load_suite("quick")
+    assert 2 <= len(quick.scenarios) <= 3
+    for sc in quick.scenarios:
+        assert len(sc.seeds) <= 5 and sc.offered_load is not None and sc.offered_load >= 0.8
+        jobs = int(re.search(r"jobs=(\d+)", sc.env_kwargs["workload"]).group(1))
+        assert jobs <= 300
+        sc.make_env().close()
+    for sc in load_suite("standard").scenarios:
+        sc.make_env().close()
+    for sc in load_suite("full").scenarios:
+        assert sc.env_id.startswith("gpusched/")
+
+
+def test_bad_suite_names_the_field(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("scenarios:\n  - name: x\n    env_kwargs: {}\n")
+    with pytest.raises(SuiteError, match=r"bad.yaml: scenarios\[0\]: field 'env_id'"):
+        load_suite(path)
+    with pytest.raises(SuiteError, match="unknown suite"):
+        load_suite("nope")
+
+
+def test_agent_specs():
+    assert resolve_agent("sjf").name == "sjf+closest"
+    assert resolve_agent("gandiva").name == "gandiva+pack"
+    assert resolve_agent("fifo+consolidate").placement == "consolidate"
+    assert expand_agent_specs("heuristics,fifo")[:5] == ["fifo", "sjf", "srtf", "tiresias", "gandiva"]
+    for bad in ("nosuch", "fifo+nowhere", "os:nothing_here", "no_such_module_xyz:make"):
+        with pytest.raises(AgentSpecError):
+            resolve_agent(bad)
+
+
+def test_scheduler_and_env_paths_agree_for_fifo():
+    """A heuristic runs on a fresh simulator of the scenario's workload; FIFO through the env (same placer) gives
+    exactly the same metrics, so heuristics and learned agents are compared on the same jobs."""
+    from evaluate.agents import run_act_episode
+    from gpusched_envs.envs.adapters import HeuristicAgent
+    from gpusched_envs.policies import make_policy
+
+    for seed in TINY.seeds:
+        direct = HeuristicEvalAgent("fifo", "closest").run_episode(TINY, seed)
+        env = TINY.make_env()
+        adapter = HeuristicAgent(make_policy("fifo", "closest"))
+        via_env = run_act_episode(lambda obs, env=env, a=adapter: a(env), env, seed)
+        for key in ("avg_jct", "p95_jct", "makespan", "gpu_utilisation", "jobs"):
+            assert via_env[key] == direct[key]
+        assert direct["jct_quantiles"] == via_env["jct_quantiles"]
+    assert scenario_simulator(TINY, 0).now <= 0.0  # fresh: nothing processed yet
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    pytest.importorskip("torch")
+    try:
+        from agents.checkpoint import policy_module, save
+        from agents.common import make_env
+        from agents.networks import config_for_env
+    except ImportError as exc:
+        pytest.skip(f"agents checkpoint API not available: {exc}")
+    kwargs = {"cluster": "tiny", "obs_mode": "flat"}
+    env = make_env("gpusched/JobSelect-v0", kwargs)
+    cfg = config_for_env(env, "mlp")
+    module = policy_module("q", cfg, env.observation_space)
+    return save(
+        tmp_path / "ckpt-mlp",
+        module,
+        algorithm="ddqn",
+        policy="q",
+        env_id="gpusched/JobSelect-v0",
+        env_kwargs=kwargs,
+        obs_mode="flat",
+        network=cfg,
+        steps=0,
+        seed=0,
+    )
+
+
+def test_checkpoint_agent_runs_only_where_it_fits(checkpoint, tmp_path):
+    agent = resolve_agent(str(checkpoint))
+    assert isinstance(agent, CheckpointEvalAgent) and agent.name == "ckpt:ckpt-mlp"
+    graph = Scenario("tiny-graph", "gpusched/JobSelect-v0", {**TINY_KWARGS, "obs_mode": "graph"}, (0,))
+    assert agent.applies_to(graph) is None  # the checkpoint's obs_mode replaces the scenario's
+    other = Scenario("topdrl", "gpusched/JobSelect-v0", {"cluster": "topdrl"}, (0,))
+    assert "layout" in agent.applies_to(other)
+    wp = Scenario("wp", "gpusched/WorkerPlacement-v0", {"cluster": "tiny"}, (0,))
+    assert "trained on" in agent.applies_to(wp)
+    metrics = agent.run_episode(TINY, 0)
+    assert metrics["jobs"] == 30 and metrics["invalid_actions"] == 0
+
+
+def test_evaluate_command_json(tmp_path):
+    out = tmp_path / "one.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            "--agent",
+            "srtf",
+            "--env",
+            "gpusched/JobSelect-v0",
+            "--env-kwargs",
+            json.dumps(TINY_KWARGS),
+            "--seeds",
+            "0-2",
+            "--json",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "avg_jct" in result.output
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "gpusched.evaluate/1" and doc["seeds"] == [0, 1, 2]
+    assert [r["seed"] for r in doc["per_seed"]] == [0, 1, 2]
+    for key in (
+        "avg_jct",
+        "p95_jct",
+        "makespan",
+        "gpu_utilisation",
+        "communication_overhead",
+        "offered_load",
+    ):
+        lo, hi = doc["ci95"][key]
+        assert lo <= doc["mean"][key] <= hi
+    bad = CliRunner().invoke(app, ["evaluate", "--agent", "nosuch", "--scenario", "topdrl-synthetic"])
+    assert bad.exit_code == 2 and "unknown agent" in bad.output
+
+
+def test_leaderboard_command(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        json.dumps(
+            {
+                "name": "s",
+                "scenarios": [
+                    {
+                        "name": "tiny",
+                        "env_id": "gpusched/JobSelect-v0",
+                        "seeds": "0-1",
+                        "env_kwargs": TINY_KWARGS,
+                    }
+                ],
+            }
+        )
+    )
+    args = [
+        "leaderboard",
+        "--suite",
+        str(suite),
+        "--agents",
+        "fifo,sjf",
+        "--out",
+        str(tmp_path / "o"),
+        "--no-progress",
+        "--no-plots",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "4 computed" in result.output and "sjf+closest" in result.output
+    again = CliRunner().invoke(app, args)
+    assert "0 computed, 4 cached" in again.output
+
+
+def test_documented_snippet_runs(tmp_path):
+    """README.md: the "own scheduler" file, under 20 lines of code, runs and is ranked."""
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"```python\n# my_scheduler.py\n(.*?)```", text, re.S).group(1)
+    lines = [ln for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    assert len(lines) < 20
+    (tmp_path / "my_scheduler.py").write_text(code)
+    proc = subprocess.run(
+        [sys.executable, "my_scheduler.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = (tmp_path / "results" / "mine" / "leaderboard.md").read_text()
+    assert "| shortest-remaining |" in table

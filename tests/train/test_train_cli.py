@@ -1,0 +1,180 @@
+"""``python -m train``: each algorithm's smoke run through the CLI, configuration precedence, TensorBoard scalars,
+checkpoints, and resume (DDQN bit-for-bit; PPO continues its step counter)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from typer.testing import CliRunner
+
+from train import runner
+from train.cli import app, build_config
+from train.config import RunConfig
+
+runner_cli = CliRunner()
+
+
+def invoke(*args):
+    result = runner_cli.invoke(app, [*args, "--no-progress"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result
+
+
+def scalars(run_dir):
+    ea = EventAccumulator(str(run_dir / "tb"))
+    ea.Reload()
+    return set(ea.Tags()["scalars"])
+
+
+def test_ddqn_cli_smoke_writes_checkpoint_and_scalars(tmp_path):
+    out = tmp_path / "ddqn"
+    invoke("ddqn", "--config", "smoke_ddqn", "--set", "encoder=mlp", "--out", str(out), "--seed", "2")
+    meta = json.loads((out / "checkpoint" / "meta.json").read_text())
+    assert (
+        meta["algorithm"] == "ddqn"
+        and meta["env_id"] == "gpusched/JobSelect-v0"
+        and meta["obs_mode"] == "flat"
+    )
+    assert meta["seed"] == 2 and meta["steps"] == 300 and meta["evaluation"]["avg_jct"] > 0
+    assert "--config smoke_ddqn" in meta["command"]
+    torch.load(out / "checkpoint" / "model.pt", weights_only=True)
+    tags = scalars(out)
+    for tag in (
+        "episode/return",
+        "episode/avg_jct",
+        "train/loss",
+        "train/epsilon",
+        "train/steps_per_second",
+        "eval/avg_jct",
+    ):
+        assert tag in tags, tag
+
+
+def test_ppo_cli_smoke_and_resume_continues(tmp_path):
+    out = tmp_path / "ppo"
+    invoke("ppo", "--config", "smoke_ppo", "--set", "encoder=cnn", "--steps", "128", "--out", str(out))
+    tags = scalars(out)
+    for tag in ("episode/return", "episode/avg_jct", "train/loss", "train/steps_per_second", "eval/avg_jct"):
+        assert tag in tags, tag
+    assert json.loads((out / "checkpoint" / "meta.json").read_text())["steps"] == 128
+    invoke("ppo", "--steps", "256", "--out", str(out), "--resume")
+    meta = json.loads((out / "checkpoint" / "meta.json").read_text())
+    assert meta["steps"] == 256 and meta["obs_mode"] == "image" and meta["network"]["encoder"] == "cnn"
+
+
+def test_topdrl_cli_uses_cnn_images_and_closest_placement(tmp_path):
+    out = tmp_path / "topdrl"
+    invoke("topdrl", "--config", "smoke_ddqn", "--steps", "120", "--out", str(out))
+    meta = json.loads((out / "checkpoint" / "meta.json").read_text())
+    assert meta["algorithm"] == "topdrl" and meta["obs_mode"] == "image"
+    assert meta["env_kwargs"]["placement"] == "closest" and meta["network"]["encoder"] == "cnn"
+
+
+def test_bad_override_is_one_clear_line(tmp_path):
+    result = runner_cli.invoke(app, ["ddqn", "--set", "no_such_key=1", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    assert "no_such_key" in result.output
+
+
+def test_precedence_config_then_options_then_set():
+    cfg = build_config(
+        "ddqn",
+        None,
+        '{"load": 1.1}',
+        50,
+        None,
+        "cpu",
+        None,
+        "smoke_ddqn",
+        ["steps=70", "env_kwargs.num_jobs=5", "learning_rate=0.01"],
+        False,
+    )
+    assert cfg.steps == 70  # --set beats --steps
+    assert cfg.env_kwargs == {"cluster": "tiny", "reward": "jct", "num_jobs": 5, "load": 1.1}
+    assert cfg.args["learning_rate"] == 0.01 and cfg.args["device"] == "cpu" and cfg.args["hidden"] == 16
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_ddqn_resume_matches_uninterrupted_run_exactly(tmp_path, monkeypatch):
+    def cfg():
+        return RunConfig(
+            algorithm="ddqn",
+            env="gpusched/JobSelect-v0",
+            env_kwargs={"cluster": "tiny", "reward": "jct", "num_jobs": 12, "load": 0.9},
+            steps=240,
+            seed=4,
+            num_envs=2,
+            eval_every=0,
+            eval_seeds=[10_000],
+            checkpoint_every=100,
+            progress=False,
+            args={
+                "encoder": "mlp",
+                "hidden": 16,
+                "buffer_size": 300,
+                "batch_size": 16,
+                "learning_starts": 40,
+                "target_update_interval": 30,
+                "n_step": 2,
+                "train_frequency": 2,
+                "device": "cpu",
+            },
+        )
+
+    runner.run_ddqn(cfg(), tmp_path / "straight", "test")
+    from agents.ddqn import DDQN
+
+    original = DDQN.train_step
+
+    def crashing(self):
+        if self.global_step >= 150:  # after the checkpoint at step 100
+            raise Interrupt
+        original(self)
+
+    monkeypatch.setattr(DDQN, "train_step", crashing)
+    with pytest.raises(Interrupt):
+        runner.run_ddqn(cfg(), tmp_path / "resumed", "test")
+    monkeypatch.setattr(DDQN, "train_step", original)
+    assert json.loads((tmp_path / "resumed/checkpoint/meta.json").read_text())["steps"] == 100
+    runner.run_ddqn(cfg(), tmp_path / "resumed", "test", resume=True)
+    a = torch.load(tmp_path / "straight/checkpoint/model.pt", weights_only=True)
+    b = torch.load(tmp_path / "resumed/checkpoint/model.pt", weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_mounts_under_the_gpusched_command():
+    """What the ``gpusched.commands`` entry point ``train = "train.cli:app"`` does."""
+    import typer
+
+    from gpusched_envs import cli
+
+    root = typer.Typer()
+    root.add_typer(app, name="train")
+    root.command(name="simulate")(cli.simulate)
+    result = runner_cli.invoke(root, ["train", "--help"])
+    assert result.exit_code == 0 and "ddqn" in result.output and "topdrl" in result.output
+
+
+@pytest.mark.slow
+def test_ppo_with_subprocess_envs(tmp_path):
+    out = tmp_path / "ppo2"
+    invoke(
+        "ppo",
+        "--config",
+        "smoke_ppo",
+        "--set",
+        "encoder=mlp",
+        "--num-envs",
+        "2",
+        "--steps",
+        "256",
+        "--out",
+        str(out),
+    )
+    assert json.loads((out / "checkpoint" / "meta.json").read_text())["steps"] >= 256

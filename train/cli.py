@@ -1,0 +1,201 @@
+"""``python -m train {ddqn,ppo,topdrl}`` (also ``gpusched train ...`` through the ``gpusched.commands`` entry point).
+
+    python -m train ddqn --env gpusched/JobSelect-v0 --steps 20000 --seed 0 --out runs/ddqn-gnn
+    python -m train topdrl --config topdrl --out runs/topdrl
+    python -m train ppo --config ppo_jobselect_gnn --set learning_rate=1e-4 --set env_kwargs.load=1.0 --out runs/p
+    python -m train ppo --config ppo_jobselect_gnn --out runs/p --resume     # continue from runs/p/checkpoint
+
+Precedence: defaults < ``--config`` YAML < options on the command line < ``--set key=value``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    help="Train learning schedulers (DDQN, MaskablePPO, TopDRL) on the gpusched envs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+EnvOpt = Annotated[str | None, typer.Option("--env", help="Env id, e.g. gpusched/JobSelect-v0.")]
+EnvKwargsOpt = Annotated[str | None, typer.Option("--env-kwargs", help="Env keyword arguments as JSON.")]
+StepsOpt = Annotated[int | None, typer.Option("--steps", help="Total env steps.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed (python, numpy, torch, envs).")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda[:N].")]
+OutOpt = Annotated[Path, typer.Option("--out", help="Run folder (TensorBoard, checkpoint, config).")]
+NumEnvsOpt = Annotated[int | None, typer.Option("--num-envs", help="Envs stepped together.")]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue from OUT/checkpoint if there is one.")]
+ConfigOpt = Annotated[str | None, typer.Option("--config", help="YAML file or a name in train/configs.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value override (repeatable).")]
+ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")]
+
+
+def invoked_command(algorithm: str, **options) -> str:
+    """The command line that reproduces this run (the given options, in canonical form)."""
+    parts = ["python", "-m", "train", algorithm]
+    for name, value in options.items():
+        flag = "--" + name.rstrip("_").replace("_", "-")
+        if value is None or value is False or value == []:
+            continue
+        if value is True:
+            parts.append(flag)
+        elif isinstance(value, list):
+            for v in value:
+                parts += [flag, str(v)]
+        else:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs, config, set_, progress):
+    import dataclasses
+
+    from agents.ddqn import DDQNArgs
+    from agents.ppo import PPOArgs
+    from train.config import RunConfig, apply_set, load_yaml
+
+    cfg = RunConfig(algorithm=algorithm)
+    if config:
+        for key, value in load_yaml(config).items():
+            setattr(cfg, key, value)
+    if env is not None:
+        cfg.env = env
+    if env_kwargs:
+        try:
+            extra = json.loads(env_kwargs)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--env-kwargs is not valid JSON: {exc}") from None
+        if not isinstance(extra, dict):
+            raise ValueError("--env-kwargs must be a JSON object")
+        cfg.env_kwargs = {**cfg.env_kwargs, **extra}
+    for name, value in (("steps", steps), ("seed", seed), ("num_envs", num_envs)):
+        if value is not None:
+            setattr(cfg, name, value)
+    cfg.args = dict(cfg.args)
+    if device is not None:
+        cfg.args["device"] = device
+    fields = {f.name for f in dataclasses.fields(PPOArgs if algorithm == "ppo" else DDQNArgs)} - {"seed"}
+    apply_set(cfg, set_ or [], fields)
+    cfg.progress = progress
+    if cfg.num_envs < 1 or cfg.steps < 1:
+        raise ValueError("--num-envs and --steps must be >= 1")
+    return cfg
+
+
+def _train(
+    algorithm: str, env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress
+):
+    from gpusched_envs.errors import USER_ERRORS
+
+    try:
+        cfg = build_config(algorithm, env, env_kwargs, steps, seed, device, num_envs, config, set_, progress)
+        from train.runner import run_ddqn, run_ppo
+
+        run = run_ppo if algorithm == "ppo" else run_ddqn
+        command = invoked_command(
+            algorithm,
+            config=config,
+            env=env,
+            env_kwargs=env_kwargs,
+            steps=steps,
+            seed=seed,
+            device=device,
+            num_envs=num_envs,
+            set=set_,
+            out=out,
+        )
+        result = run(cfg, out, command, resume=resume)
+    except USER_ERRORS as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    ev = result.get("evaluation") or {}
+    typer.echo(
+        f"{algorithm}: {result['steps']} steps; eval avg JCT {ev.get('avg_jct', float('nan')):,.0f} s on "
+        f"seeds {ev.get('seeds')}; checkpoint {out / 'checkpoint'}"
+    )
+
+
+@app.command()
+def ddqn(
+    env: EnvOpt = None,
+    env_kwargs: EnvKwargsOpt = None,
+    steps: StepsOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = None,
+    out: OutOpt = Path("runs/ddqn"),
+    num_envs: NumEnvsOpt = None,
+    resume: ResumeOpt = False,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Double DQN (agents.ddqn) with a GNN, CNN or MLP Q-network (--set encoder=gnn|cnn|mlp)."""
+    _train("ddqn", env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+
+
+@app.command()
+def ppo(
+    env: EnvOpt = None,
+    env_kwargs: EnvKwargsOpt = None,
+    steps: StepsOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = None,
+    out: OutOpt = Path("runs/ppo"),
+    num_envs: NumEnvsOpt = None,
+    resume: ResumeOpt = False,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """MaskablePPO (sb3-contrib) with the GNN / CNN / MLP features extractor (--set encoder=...)."""
+    _train("ppo", env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+
+
+@app.command()
+def topdrl(
+    env: EnvOpt = None,
+    env_kwargs: EnvKwargsOpt = None,
+    steps: StepsOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = None,
+    out: OutOpt = Path("runs/topdrl"),
+    num_envs: NumEnvsOpt = None,
+    resume: ResumeOpt = False,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """TopDRL: CNN job selector + closest-GPU placer on JobSelect-v0 (image observations), trained with DDQN."""
+    _train("topdrl", env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+
+
+@app.command()
+def compare(
+    checkpoint: Annotated[Path, typer.Argument(help="Checkpoint folder (model.pt + meta.json).")],
+    seeds: Annotated[int, typer.Option("--seeds", help="Number of held-out seeds.")] = 10,
+    first_seed: Annotated[int, typer.Option("--first-seed", help="First held-out seed.")] = 20_000,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the full result as JSON here.")] = None,
+) -> None:
+    """Average JCT of a checkpoint vs FIFO, SJF and Tiresias on held-out seeds (mean, 95% bootstrap CI)."""
+    from gpusched_envs.errors import USER_ERRORS
+    from train.compare import compare as run_compare
+    from train.compare import markdown_table, write_result
+
+    try:
+        result = run_compare(
+            checkpoint,
+            list(range(first_seed, first_seed + seeds)),
+            progress=lambda msg: typer.echo(msg, err=True),
+        )
+    except USER_ERRORS as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(markdown_table(result))
+    if out is not None:
+        write_result(result, out)
