@@ -46,8 +46,15 @@ def _user_errors() -> tuple[type[Exception], ...]:
 
 
 def _print_warnings(caught) -> None:
+    """The run's own warnings (cache repairs, failed cells, dropped jobs), each once; library deprecation notices
+    (torch, arch) are not the user's to act on and are left out."""
+    seen: set[str] = set()
     for w in caught:
-        err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False, soft_wrap=True)
+        text = str(w.message)
+        if issubclass(w.category, DeprecationWarning | PendingDeprecationWarning | FutureWarning) or text in seen:
+            continue
+        seen.add(text)
+        err_console.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
 
 
 def leaderboard(

@@ -3,8 +3,9 @@ confidence interval per policy, plus the paired per-seed difference to FIFO.
 
     python -m train compare checkpoints/topdrl_jobselect_cnn --seeds 20 --first-seed 20000 --out results.json
 
-The heuristics run on the simulator of a freshly reset env (``env.unwrapped.sim.run(policy)``), so FIFO, SJF and
-Tiresias (which preempts) see exactly the workload the agent sees for the same seed, with the same placement.
+The heuristics run on a fresh simulator holding the workload and settings of the env reset with the same seed (not
+on the env's own simulator, which ``reset`` has already advanced to its first decision point), so FIFO, SJF and
+Tiresias (which preempts) see exactly the workload the agent sees, with the same placement.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ HEURISTICS = ("fifo", "sjf", "tiresias")
 
 def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
     from gpusched_envs.policies import make_policy
+    from gpusched_envs.sim import Simulator
 
     env.reset(seed=seed)
-    return float(env.unwrapped.sim.run(make_policy(name, placement))["avg_jct"])
+    sim = env.unwrapped.sim
+    return float(Simulator(sim.cluster, sim.workload, sim.config).run(make_policy(name, placement))["avg_jct"])
 
 
 def compare(checkpoint: str | Path, seeds: list[int], heuristics=HEURISTICS, progress=None) -> dict:

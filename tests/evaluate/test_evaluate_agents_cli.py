@@ -45,10 +45,11 @@ def test_seed_ranges():
 def test_bundled_suites_state_contention_and_build():
     assert {"quick", "standard", "full"} <= set(list_suites())
     quick = load_suite("quick")
-    assert 2 <= len(quick.scenarios) <= 3
+    assert 3 <= len(quick.scenarios) <= 4
     for sc in quick.scenarios:
         assert len(sc.seeds) <= 5 and sc.offered_load is not None and sc.offered_load >= 0.8
-        jobs = int(re.search(r"jobs=(\d+)", sc.env_kwargs["workload"]).group(1))
+        spec = sc.env_kwargs.get("workload")
+        jobs = int(re.search(r"jobs=(\d+)", spec).group(1)) if spec else sc.env_kwargs["num_jobs"]
         assert jobs <= 300
         sc.make_env().close()
     for sc in load_suite("standard").scenarios:
