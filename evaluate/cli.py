@@ -51,7 +51,10 @@ def _print_warnings(caught) -> None:
     seen: set[str] = set()
     for w in caught:
         text = str(w.message)
-        if issubclass(w.category, DeprecationWarning | PendingDeprecationWarning | FutureWarning) or text in seen:
+        if (
+            issubclass(w.category, DeprecationWarning | PendingDeprecationWarning | FutureWarning)
+            or text in seen
+        ):
             continue
         seen.add(text)
         err_console.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)

@@ -27,7 +27,9 @@ def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
 
     env.reset(seed=seed)
     sim = env.unwrapped.sim
-    return float(Simulator(sim.cluster, sim.workload, sim.config).run(make_policy(name, placement))["avg_jct"])
+    return float(
+        Simulator(sim.cluster, sim.workload, sim.config).run(make_policy(name, placement))["avg_jct"]
+    )
 
 
 def compare(checkpoint: str | Path, seeds: list[int], heuristics=HEURISTICS, progress=None) -> dict:
