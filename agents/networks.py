@@ -56,8 +56,16 @@ def config_for_env(
     if encoder not in ENCODERS:
         raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {encoder!r}")
     u = env.unwrapped
-    lo = u.layout
     a = int(env.observation_space["action_mask"].shape[-1])
+    lo = getattr(u, "layout", None)
+    if lo is None:  # not a cluster env (DAGSchedule-v0): only the MLP over the flat observation applies
+        env_id = u.spec.id if u.spec is not None else type(u).__name__
+        if encoder != "mlp":
+            raise ValueError(
+                f"encoder {encoder!r} reads the cluster observations of JobSelect, WorkerPlacement and DelayTuning; "
+                f"{env_id} has none: use encoder=mlp"
+            )
+        return NetworkConfig(encoder, a, "none", 0, 0, 0, 0, 0, hidden, layers)
     if slots is None:
         if encoder == "mlp":
             slots = "none"

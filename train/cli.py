@@ -115,8 +115,9 @@ def _train(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     ev = result.get("evaluation") or {}
+    label = {"avg_jct": "avg JCT"}.get(ev.get("objective_name", "avg_jct"), ev.get("objective_name"))
     typer.echo(
-        f"{algorithm}: {result['steps']} steps; eval avg JCT {ev.get('avg_jct', float('nan')):,.0f} s on "
+        f"{algorithm}: {result['steps']} steps; eval {label} {ev.get('objective', float('nan')):,.0f} s on "
         f"seeds {ev.get('seeds')}; checkpoint {out / 'checkpoint'}"
     )
 

@@ -8,11 +8,12 @@ Run folder (``--out``)::
     checkpoint/meta.json    its metadata (agents.checkpoint)
     checkpoint/resume.pt    DDQN / TopDRL: full training state (pickled envs, replay, RNGs, optimiser)
     checkpoint/sb3.zip      PPO: SB3's save (policy, optimiser, step counter)
-    best/model.pt, meta.json  the policy with the lowest evaluation avg JCT so far (on the eval seeds)
+    best/model.pt, meta.json  the policy with the lowest evaluation objective so far (avg JCT; makespan on
+                              DAGSchedule-v0), on the eval seeds
 
 TensorBoard scalars: ``episode/return``, ``episode/length``, ``episode/avg_jct`` (from ``info["metrics"]`` at
 episode end), ``train/loss``, ``train/epsilon`` (DDQN), ``train/steps_per_second``, ``eval/return``,
-``eval/avg_jct``.
+``eval/avg_jct`` (``eval/makespan`` on DAGSchedule-v0).
 
 Resume guarantees. DDQN / TopDRL: bit-for-bit — a run resumed from a checkpoint ends with the same parameters as an
 uninterrupted run (the envs are pickled mid-episode, with every RNG). PPO: the policy, optimiser state and step
@@ -73,13 +74,24 @@ def make_train_env(env_id: str, env_kwargs: dict, obs_mode: str, reward_scale: f
 
 
 def summarize(episodes: list[dict]) -> dict:
+    """Evaluation figures; ``objective`` (lower is better) is the average JCT, or the makespan on envs without jobs
+    (DAGSchedule-v0), and selects the best policy."""
+    name = "avg_jct" if not episodes or "avg_jct" in episodes[0]["metrics"] else "makespan"
     jct = [e["metrics"].get("avg_jct", np.nan) for e in episodes]
+    values = [e["metrics"].get(name, np.nan) for e in episodes]
     return {
         "seeds": [e["seed"] for e in episodes],
-        "avg_jct": float(np.nanmean(jct)) if episodes else float("nan"),
+        "avg_jct": float(np.nanmean(jct)) if episodes and not np.all(np.isnan(jct)) else float("nan"),
         "avg_jct_per_seed": [float(x) for x in jct],
+        "objective_name": name,
+        "objective": float(np.nanmean(values)) if episodes else float("nan"),
         "return": float(np.mean([e["return"] for e in episodes])) if episodes else float("nan"),
     }
+
+
+def eval_status(evaluation: dict) -> str:
+    label = "JCT" if evaluation["objective_name"] == "avg_jct" else evaluation["objective_name"]
+    return f" eval {label}={evaluation['objective']:,.0f}s"
 
 
 def greedy_act(module: torch.nn.Module, device) -> callable:
@@ -176,9 +188,11 @@ def _due(before: int, after: int, every: int) -> bool:
     return every > 0 and after // every > before // every
 
 
-def best_avg_jct(out: Path) -> float:
+def best_objective(out: Path) -> float:
+    """The objective (avg JCT or makespan) of the best policy saved so far; inf when there is none."""
     try:
-        return float(json.loads((out / BEST_DIR / ckpt.META_FILE).read_text())["evaluation"]["avg_jct"])
+        evaluation = json.loads((out / BEST_DIR / ckpt.META_FILE).read_text())["evaluation"]
+        return float(evaluation.get("objective", evaluation["avg_jct"]))
     except (OSError, KeyError, TypeError, ValueError):
         return float("inf")
 
@@ -269,7 +283,7 @@ def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> d
             writer.scalar("train/steps_per_second", sps, step)
             status = f"{sps:,.0f} steps/s ε={a.epsilon:.2f} loss={a.last_loss:.3g}"
             if last["eval"]:
-                status += f" eval JCT={last['eval']['avg_jct']:,.0f}s"
+                status += eval_status(last["eval"])
             bar.update(step, status)
         if _due(before, step, cfg.eval_every) and step < cfg.steps:
             run_eval(step)
@@ -278,9 +292,9 @@ def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> d
 
     def run_eval(step: int) -> None:
         last["eval"] = evaluate_module(algo.q, eval_env, cfg.eval_seeds, algo.device)
-        writer.scalar("eval/avg_jct", last["eval"]["avg_jct"], step)
+        writer.scalar(f"eval/{last['eval']['objective_name']}", last["eval"]["objective"], step)
         writer.scalar("eval/return", last["eval"]["return"], step)
-        if last["eval"]["avg_jct"] < best_avg_jct(out):
+        if last["eval"]["objective"] < best_objective(out):
             save_policy(
                 out,
                 algo.q,
@@ -364,9 +378,9 @@ def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> di
     def run_eval(step: int) -> None:
         policy = policy_copy()
         last["eval"] = evaluate_module(policy, eval_env, cfg.eval_seeds, model.device)
-        writer.scalar("eval/avg_jct", last["eval"]["avg_jct"], step)
+        writer.scalar(f"eval/{last['eval']['objective_name']}", last["eval"]["objective"], step)
         writer.scalar("eval/return", last["eval"]["return"], step)
-        if last["eval"]["avg_jct"] < best_avg_jct(out):
+        if last["eval"]["objective"] < best_objective(out):
             save_policy(
                 out,
                 policy,
@@ -400,8 +414,7 @@ def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> di
                 writer.scalar("train/steps_per_second", sps, step)
                 bar.update(
                     step,
-                    f"{sps:,.0f} steps/s"
-                    + (f" eval JCT={last['eval']['avg_jct']:,.0f}s" if last["eval"] else ""),
+                    f"{sps:,.0f} steps/s" + (eval_status(last["eval"]) if last["eval"] else ""),
                 )
             if _due(before, step, cfg.eval_every) and step < cfg.steps:
                 run_eval(step)
