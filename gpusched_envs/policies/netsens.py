@@ -74,24 +74,51 @@ class DelaySchedulingPolicy(Policy):
     def schedule(self, sim) -> None:
         now = sim.now
         soonest = math.inf
+        free = (
+            sim.free_gpus()
+        )  # wholly free GPUs: a whole-GPU job needing more cannot be placed without preemption
+        victims: bool | None = (
+            None  # whether any running job may be preempted now (computed once, when needed)
+        )
         for job in list(sim.queue):
             since = self.enqueued.setdefault(job, now)
-            gpus = consolidate(sim, job)
+            may_fit = sim.job_milli[job] < FULL_GPU or sim.job_gpus_n[job] <= free
+            gpus = consolidate(sim, job) if may_fit else None
             cls = int(self.job_class[job])
             if gpus is None and self.preemption and cls == self.top_class and self.top_class > 0:
-                gpus = self._preempt_for(sim, job)
+                if victims is None:
+                    victims = self._any_preemptible(sim)
+                if victims:
+                    gpus = self._preempt_for(sim, job)
+                    if gpus is not None:
+                        victims = None
             if gpus is None:
                 deadline = since + self.timers[cls]
                 if now >= deadline:
-                    gpus = closest(sim, job)
+                    gpus = closest(sim, job) if may_fit else None
                 else:
                     soonest = min(soonest, deadline)
             if gpus is not None:
                 sim.start(job, gpus)
                 del self.enqueued[job]
+                free = sim.free_gpus()
         at = min(soonest, self.horizon)
         if sim.queue and math.isfinite(at) and at > now:
             sim.set_timer(at)
+
+    def _any_preemptible(self, sim) -> bool:
+        """Whether some running job may be preempted now (least-sensitive class, whole GPUs, ran ``min_run``)."""
+        if not sim.running:
+            return False
+        running = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
+        return bool(
+            (
+                (self.job_class[running] == 0)
+                & (sim.status[running] == RUNNING)
+                & (sim.job_milli[running] >= FULL_GPU)
+                & (sim.now - sim.run_start[running] >= self.min_run)
+            ).any()
+        )
 
     def _preempt_for(self, sim, job: int):
         """Preempt least-sensitive jobs on one server so that ``job`` fits there; its GPUs, or None."""

@@ -286,11 +286,14 @@ class Simulator:
         gpus = np.asarray(gpus, dtype=np.int64)
         if gpus.ndim != 1 or len(gpus) != self.job_gpus_n[job]:
             raise SimulationError(f"start: job {job} needs {self.job_gpus_n[job]} GPUs, got {np.size(gpus)}")
-        if len(np.unique(gpus)) != len(gpus) or gpus.min() < 0 or gpus.max() >= self.cluster.num_gpus:
+        ids = gpus.tolist()
+        if len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= self.cluster.num_gpus:
             raise SimulationError(
                 f"start: job {job}: GPU ids must be distinct and in range, got {gpus.tolist()}"
             )
-        if not self.free_mask(job)[gpus].all():
+        need = FULL_GPU if self.job_milli[job] >= FULL_GPU else self.job_milli[job]
+        k = self.job_allowed[job]
+        if (self.gpu_free_milli[gpus] < need).any() or (k >= 0 and not self.allowed_masks[k][gpus].all()):
             raise SimulationError(
                 f"start: job {job}: GPUs {gpus.tolist()} are not all free or allowed for it"
             )

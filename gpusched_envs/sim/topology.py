@@ -18,6 +18,7 @@ Schema of a cluster YAML file (every bandwidth name refers to ``links`` in the c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -76,7 +77,7 @@ class Cluster:
     def num_racks(self) -> int:
         return len(self.rack_uplink_bandwidth)
 
-    @property
+    @cached_property
     def max_server_gpus(self) -> int:
         return int(self.server_num_gpus.max())
 
