@@ -128,8 +128,11 @@ class DelaySchedulingPolicy(Policy):
             return None
         free = sim.free_mask(job)
         best: tuple[int, int, list[int]] | None = None
+        allowed = sim.allowed_masks[sim.job_allowed[job]] if sim.job_allowed[job] >= 0 else None
         for s in np.flatnonzero(c.server_num_gpus >= n).tolist():
             lo = int(c.server_first_gpu[s])
+            if allowed is not None and not allowed[lo : lo + c.server_num_gpus[s]].all():
+                continue  # another pool's (or GPU type's) server: its jobs are not ours to preempt
             have = int(np.count_nonzero(free[lo : lo + c.server_num_gpus[s]]))
             victims = sorted(
                 (

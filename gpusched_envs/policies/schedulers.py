@@ -4,7 +4,9 @@ Each combines a queue order with a placement rule (:mod:`gpusched_envs.policies.
 Non-preemptive policies start waiting jobs in their order; FIFO is strict (a head job that cannot be placed blocks
 the jobs behind it in its pool), the others skip a job that does not fit and try the next (``backfill``).
 Preemptive policies (SRTF, Tiresias) choose, at every decision point, the highest-priority set of jobs whose GPU
-demand fits each pool, preempt running jobs outside it and start waiting jobs inside it.
+demand fits each pool, and start its waiting jobs in priority order; a waiting job that cannot be placed preempts
+running jobs outside the set, lowest priority first, one at a time until it can be placed (so no job is preempted
+for nothing, except when even all candidates free too little for its placement rule).
 """
 
 from __future__ import annotations
@@ -99,8 +101,9 @@ class PreemptivePolicy(Policy):
         self._capacity = {int(p): int(np.sum(pools == p)) for p in np.unique(pools)}
 
     def schedule(self, sim) -> None:
-        active = list(sim.queue) + list(sim.running)
-        order = sorted(active, key=lambda j: self.priority(sim, j))
+        if not hasattr(self, "_capacity"):
+            self.reset(sim)
+        order = sorted([*sim.queue, *sim.running], key=lambda j: self.priority(sim, j))
         budget = dict(self._capacity)
         chosen: list[int] = []
         for job in order:
@@ -110,13 +113,25 @@ class PreemptivePolicy(Policy):
                 budget[pool] -= need
                 chosen.append(job)
         chosen_set = set(chosen)
-        waiting = [j for j in chosen if j in sim.queue]
-        if waiting:
-            for job in list(sim.running):
-                if job not in chosen_set:
-                    sim.preempt(job)
-        for job in waiting:
+        # running jobs outside the chosen set, lowest priority first: preempted only when a chosen job needs them
+        victims = [j for j in reversed(order) if j in sim.running and j not in chosen_set]
+        for job in chosen:
+            if job not in sim.queue:
+                continue
             gpus = self.place(sim, job)
+            k = sim.job_allowed[job]
+            while gpus is None:
+                useful = [
+                    v
+                    for v in victims
+                    if sim.job_pool[v] == sim.job_pool[job]
+                    and (k < 0 or sim.allowed_masks[k][sim.job_gpus[v]].any())
+                ]
+                if not useful:
+                    break
+                victims.remove(useful[0])
+                sim.preempt(useful[0])
+                gpus = self.place(sim, job)
             if gpus is not None:
                 sim.start(job, gpus)
         self.after_schedule(sim)

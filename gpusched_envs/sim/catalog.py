@@ -138,6 +138,12 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
     for entry in inter.get("gpu_sharing", []) or []:
         a, b = model_names.index(entry["model"]), model_names.index(entry["other"])
         share[a, b] = float(entry["fraction"])
+    if (colocation < 1).any():
+        raise CatalogError(
+            f"{where}: interference: co-location slowdowns must be >= 1 (a factor on iteration time)"
+        )
+    if ((share <= 0) | (share > 1)).any():
+        raise CatalogError(f"{where}: interference: GPU-sharing throughput fractions must be in (0, 1]")
     reference = _require(doc, "reference_gpu", where)
     if reference not in gpu_types:
         raise CatalogError(f"{where}: reference_gpu {reference!r} is not among gpu_types")

@@ -457,9 +457,10 @@ class Simulator:
         self._fragmented_now = 0.0
         if self.queue:
             head = min(self.queue)  # oldest arrival (rows are sorted by submit time)
-            free = int(np.count_nonzero(self.free_mask(head)))
-            if free >= self.job_gpus_n[head]:
-                self._fragmented_now = float(self.free_gpus())
+            usable = self.free_mask(head)
+            if int(np.count_nonzero(usable)) >= self.job_gpus_n[head]:
+                # the wholly free GPUs of the head's pool / type, all unusable by it since it still waits
+                self._fragmented_now = float(np.count_nonzero(usable & (self.gpu_free_milli == FULL_GPU)))
 
     def _bank(self, job: int) -> None:
         """Credit progress at the current rate up to now."""
@@ -553,6 +554,8 @@ class Simulator:
                     for s in self._shape[job].servers:
                         others.update(self.server_jobs[s])
                     others.discard(job)
+                    if self.job_milli[job] < FULL_GPU:  # GPU sharers count through space sharing only
+                        others.difference_update(self.gpu_sharers.get(int(self.job_gpus[job][0]), ()))
                     if others:
                         slowdown = float(cat.colocation_slowdown[m, self.job_model[list(others)]].max())
                 share = 1.0

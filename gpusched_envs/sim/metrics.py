@@ -7,10 +7,12 @@ Keys of the returned dict (also the documented ``--json`` schema of ``gpusched s
 - ``makespan``: last finish − first submit, seconds
 - ``avg_queueing_delay``, ``p95_queueing_delay``: first start − submit, seconds
 - ``avg_slowdown``, ``p95_slowdown``: JCT ÷ ideal runtime
-- ``gpu_utilisation``: allocated GPU-time ÷ (GPUs × makespan)
-- ``communication_overhead``: share of running time spent in all-reduce beyond compute
-- ``fragmentation``: time-averaged share of GPUs that were free while the oldest waiting job, which had enough free
-  GPUs in number, still waited
+- ``gpu_utilisation``: allocated GPU-time ÷ (GPUs × elapsed time from the first submission to the end of the run,
+  which is the makespan when the run drains)
+- ``communication_overhead``: share of running time that all-reduce adds beyond compute (interference and GPU
+  sharing excluded; 0 for single-GPU jobs)
+- ``fragmentation``: time-averaged share of the cluster's GPUs that were wholly free in the oldest waiting job's
+  pool while that job, which had enough free GPUs there in number, still waited
 - ``ftf_mean``, ``ftf_max``: finish-time fairness ρ = JCT ÷ (ideal runtime × max(1, mean GPU demand in the system
   during the job's life ÷ cluster GPUs)), Themis-style; ρ ≤ 1 is fair
 - ``preemptions``: total preemptions

@@ -24,11 +24,15 @@ class IterationTime(NamedTuple):
     compute: float
     communication: float
     total: float  # after overlap, interference and GPU sharing
+    overlapped: float = float("nan")  # compute and communication overlapped, before interference and sharing
 
     @property
     def communication_fraction(self) -> float:
-        """Share of the iteration that communication adds over pure compute."""
-        return 0.0 if self.total <= 0 else max(0.0, 1.0 - self.compute / self.total)
+        """Share of the (interference-free) iteration that communication adds over pure compute; 0 on one GPU."""
+        base = (
+            self.total if self.overlapped != self.overlapped else self.overlapped
+        )  # nan: no separate figure
+        return 0.0 if base <= 0 else max(0.0, 1.0 - self.compute / base)
 
 
 def all_reduce_time(num_gpus: int, gradient_bytes: float, bandwidth: float, hop_latency: float) -> float:
@@ -119,8 +123,8 @@ def iteration_time_of_shape(
     share_fraction: float = 1.0,
 ) -> IterationTime:
     m = float(communication_time(cluster, model, shape, uplink_jobs))
-    t = float(overlap(shape.compute, m, cluster.catalog.overlap_gamma[model]) * slowdown / share_fraction)
-    return IterationTime(shape.compute, m, t)
+    base = float(overlap(shape.compute, m, cluster.catalog.overlap_gamma[model]))
+    return IterationTime(shape.compute, m, base * slowdown / share_fraction, base)
 
 
 def predict_iteration_time(

@@ -106,13 +106,17 @@ class Cluster:
         return d
 
     def bandwidth_matrix(self) -> np.ndarray:
-        """(G, G) bytes/s between two GPUs on an idle network (inf on the diagonal); used by the DAG model."""
+        """(G, G) bytes/s between two GPUs on an idle network (inf on the diagonal); used by the DAG model. Across
+        servers the slower of each side's NIC and intra-server link bounds it, across racks also the uplinks."""
         s = self.gpu_server
         intra = self.server_intra_bandwidth[s]
         nic = self.server_nic_bandwidth[s]
         uplink = self.rack_uplink_bandwidth[self.gpu_rack]
         d = self.distance_matrix()
-        bw = np.minimum(nic[:, None], nic[None, :])
+        link = np.minimum(
+            nic, intra
+        )  # leaving a server crosses its intra-server link and its NIC (as throughput.py)
+        bw = np.minimum(link[:, None], link[None, :])
         cross = np.minimum(bw, np.minimum(uplink[:, None], uplink[None, :]))
         out = np.where(d == CROSS_RACK, cross, bw)
         out = np.where(d == SAME_SERVER, intra[:, None], out)

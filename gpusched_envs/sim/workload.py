@@ -58,6 +58,15 @@ class Workload:
                 )
         if n and np.any(np.diff(self.submit_time) < 0):
             raise ValueError(f"workload {self.name!r}: submit times must be sorted")
+        for key, bad, rule in (
+            ("num_gpus", self.num_gpus < 1, ">= 1"),
+            ("gpu_milli", (self.gpu_milli < 1) | (self.gpu_milli > 1000), "in 1..1000"),
+            ("duration", ~(self.duration >= 0), ">= 0"),
+        ):
+            if np.any(bad):
+                row = int(np.flatnonzero(bad)[0])
+                value = getattr(self, key)[row]
+                raise ValueError(f"workload {self.name!r}: row {row}, field {key!r}: {value} must be {rule}")
 
     @classmethod
     def from_columns(

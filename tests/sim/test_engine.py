@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from gpusched_envs.policies import make_policy
@@ -168,10 +167,19 @@ def test_deadlock_is_reported(toy_cluster):
         sim.run(Idle())
 
 
-def test_ideal_runtime_equals_traced_duration(toy_cluster):
-    w = make_workload([(0, 500, 4), (0, 700, 8)])
-    sim = Simulator(toy_cluster, w, SimConfig())
-    assert np.allclose(sim.job_work * sim.job_ideal_iter, w.duration)
+def test_a_job_alone_on_its_best_placement_runs_its_traced_duration(toy_cluster):
+    # consolidated on one server of the fastest type, no neighbours: the ideal runtime, which is the traced duration
+    sim = Simulator(toy_cluster, make_workload([(5, 500, 4)]), SimConfig())
+    sim.run(make_policy("fifo", "closest"))
+    assert sim.finish_time[0] - 5 == pytest.approx(500.0)
+    # spread over two servers it takes longer, by the ratio of iteration times
+    sim = Simulator(toy_cluster, make_workload([(5, 500, 4)]), SimConfig())
+    sim.next_decision()
+    sim.start(0, [0, 1, 4, 5])
+    while sim.next_decision():
+        pass
+    ratio = predict_iteration_time(toy_cluster, "additive", [0, 1, 4, 5]).total / 0.115
+    assert sim.finish_time[0] - 5 == pytest.approx(500.0 * ratio)
 
 
 def test_unknown_names_fail_clearly():

@@ -8,13 +8,15 @@ metrics respect their lower bounds.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpusched_envs.policies import PLACEMENTS, POLICIES, make_policy
 from gpusched_envs.sim import SimConfig, Simulator
-from gpusched_envs.sim.engine import DONE, FULL_GPU, RESTARTING, RUNNING
+from gpusched_envs.sim.engine import DONE, DROPPED, FULL_GPU, RESTARTING, RUNNING
 from gpusched_envs.sim.topology import build_cluster
 from gpusched_envs.sim.workload import Workload
 from tests.toy import toy_catalog
@@ -36,9 +38,18 @@ def clusters(draw):
             }
             for _ in range(draw(st.integers(1, 2)))
         ]
+        over = draw(st.sampled_from([1.0, 2.0, 4.0]))
         racks.append(
-            {"count": 1, "oversubscription": draw(st.sampled_from([1.0, 2.0, 4.0])), "servers": servers}
+            {
+                "count": 1,
+                "oversubscription": over,
+                "servers": servers,
+                "pool": draw(st.sampled_from([None, "a", "b"])),
+            }
         )
+    if any(r["pool"] is not None for r in racks):  # a pooled cluster: every rack belongs to some VC
+        for r in racks:
+            r["pool"] = r["pool"] or "a"
     return build_cluster({"name": "random", "racks": racks}, CATALOG)
 
 
@@ -52,6 +63,7 @@ def scenarios(draw):
     fractional = draw(st.lists(st.sampled_from([1000, 1000, 500, 250]), min_size=n, max_size=n))
     milli = [m if g == 1 else 1000 for m, g in zip(fractional, gpus, strict=True)]
     models = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    vcs = draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n))  # VC "c" never has a pool
     workload = Workload.from_columns(
         "random",
         np.cumsum(gaps),
@@ -59,6 +71,8 @@ def scenarios(draw):
         gpus,
         model=models,
         gpu_milli=milli,
+        vc=vcs,
+        vc_names=("a", "b", "c"),
         model_names=("additive", "overlapped"),
     )
     config = SimConfig(
@@ -66,6 +80,8 @@ def scenarios(draw):
         interference=draw(st.booleans()),
         restart_delay=draw(st.sampled_from([0.0, 5.0])),
         seed=draw(st.integers(0, 3)),
+        oversize="drop",  # on a pooled cluster a job may be larger than its VC
+        max_time=draw(st.sampled_from([float("inf"), float("inf"), 1500.0])),
     )
     return (
         cluster,
@@ -107,19 +123,34 @@ def check_state(sim):
     assert (sim.done_work <= sim.job_work * (1 + 1e-9)).all(), "work done exceeds work asked"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_invariants_hold_on_random_runs(scenario):
     cluster, workload, config, policy_name, placement = scenario
-    sim = Simulator(cluster, workload, config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # jobs of VCs without a pool, or too large, are dropped
+        sim = Simulator(cluster, workload, config)
     metrics = sim.run(Checked(make_policy(policy_name, placement)))
-    # drained: every arrived job finished exactly once, with all its work
-    assert sim.drained and (sim.status == DONE).all()
-    assert metrics["jobs"] == len(workload)
-    assert np.allclose(sim.done_work, sim.job_work)
-    assert (sim.finish_time >= sim.first_start).all()
-    assert (sim.first_start >= workload.submit_time).all()
+    check_state(sim)
+    admitted = sim.status != DROPPED
+    done = sim.status == DONE
+    if cluster.pool_names:
+        assert not admitted[workload.vc == 2].any() and not admitted[workload.vc < 0].any()
+    # whatever finished: started after it arrived, finished after it started, did all its work, and only once
+    assert (sim.first_start[done] >= workload.submit_time[done]).all()
+    assert (sim.finish_time[done] >= sim.first_start[done]).all()
+    assert np.allclose(sim.done_work[done], sim.job_work[done])
+    assert metrics["jobs"] == int(done.sum()) and metrics["jobs"] + metrics["unfinished"] == int(
+        admitted.sum()
+    )
+    if sim.now >= config.max_time:  # stopped at max_time: nothing finished later
+        assert (sim.finish_time[done] <= config.max_time).all()
+        return
+    # drained: every admitted job finished
+    assert sim.drained and (done == admitted).all()
     assert sim.gpu_free_milli.min() == FULL_GPU and not sim.running and not sim.queue
+    if not done.any():
+        return
     # the lower bounds hold
     assert metrics["avg_jct"] >= metrics["lower_bound_avg_jct"] * (1 - 1e-9)
     assert metrics["makespan"] >= metrics["lower_bound_makespan"] * (1 - 1e-9)
@@ -127,13 +158,15 @@ def test_invariants_hold_on_random_runs(scenario):
     assert 0.0 <= metrics["fragmentation"] <= 1.0 + 1e-9
     if config.speed_model == "duration" and metrics["preemptions"] == 0:
         # a job runs exactly its traced duration wherever it is placed
-        assert np.allclose(sim.finish_time - sim.first_start, workload.duration)
+        assert np.allclose(sim.finish_time[done] - sim.first_start[done], workload.duration[done])
 
 
 @settings(max_examples=15, deadline=None)
 @given(scenarios())
 def test_same_seed_same_run(scenario):
     cluster, workload, config, policy_name, placement = scenario
-    a = Simulator(cluster, workload, config).run(make_policy(policy_name, placement))
-    b = Simulator(cluster, workload, config).run(make_policy(policy_name, placement))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        a = Simulator(cluster, workload, config).run(make_policy(policy_name, placement))
+        b = Simulator(cluster, workload, config).run(make_policy(policy_name, placement))
     assert repr(a) == repr(b)

@@ -17,7 +17,7 @@ from gpusched_envs.sim.topology import build_cluster
 
 def test_single_gpu_has_no_communication(toy_cluster):
     it = predict_iteration_time(toy_cluster, "additive", [0])
-    assert it == (0.1, 0.0, 0.1)
+    assert (it.compute, it.communication, it.total, it.communication_fraction) == (0.1, 0.0, 0.1, 0.0)
 
 
 def test_consolidated_on_one_server(toy_cluster):
