@@ -6,13 +6,19 @@ and ``meta.json`` (env id, env kwargs, obs mode, algorithm, network config, step
     {"format": 1, "algorithm": "ddqn" | "ppo" | "topdrl", "policy": "q" | "logits",
      "env_id": str, "env_kwargs": {...}, "obs_mode": "graph" | "image" | "flat",
      "network": {NetworkConfig fields}, "steps": int, "seed": int, "command": str,
-     "evaluation": {...} | null, "created": ISO time, "args": {algorithm arguments}}
+     "evaluation": {...} | null, "created": ISO time, "args": {algorithm arguments},
+     "model_sha256": hex digest of model.pt}
+
+``model.pt`` and ``meta.json`` are each written atomically, ``meta.json`` last; its ``model_sha256`` ties the pair
+together, so a save interrupted between the two files (new weights, old metadata) is detected on load. Checkpoints
+written before ``model_sha256`` existed load without the check.
 
 :func:`load` returns an :class:`Agent` whose ``act(obs)`` is the deterministic masked argmax of the policy.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from datetime import UTC, datetime
@@ -32,6 +38,10 @@ META_FILE = "meta.json"
 
 class CheckpointMismatchError(ValueError):
     """A checkpoint used with an env (id or observation mode) other than the one it was trained on."""
+
+
+class CheckpointCorruptError(ValueError):
+    """``model.pt`` is not the file ``meta.json`` describes (a save interrupted between the two files)."""
 
 
 class PPOPolicy(nn.Module):
@@ -79,11 +89,12 @@ def save(
     evaluation: dict | None = None,
     args: dict | None = None,
 ) -> Path:
-    """Write ``model.pt`` then ``meta.json``, each atomically."""
+    """Write ``model.pt`` then ``meta.json`` (with the sha256 of ``model.pt``), each atomically."""
     path = Path(path)
     buf = io.BytesIO()
     torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()}, buf)
-    atomic_write_bytes(path / MODEL_FILE, buf.getvalue())
+    model_bytes = buf.getvalue()
+    atomic_write_bytes(path / MODEL_FILE, model_bytes)
     meta = {
         "format": FORMAT,
         "algorithm": algorithm,
@@ -98,13 +109,17 @@ def save(
         "evaluation": evaluation,
         "args": args or {},
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
     }
     atomic_write_text(path / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return path
 
 
 def read_meta(path: str | Path) -> dict:
+    """``meta.json`` of a checkpoint folder (or of the folder holding the given ``model.pt``)."""
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
     meta_path = path / META_FILE if path.is_dir() else path.parent / META_FILE
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path}: no checkpoint metadata (expected {MODEL_FILE} + {META_FILE})")
@@ -186,6 +201,18 @@ class Agent:
         return make_env(self.env_id, {**self.meta["env_kwargs"], **overrides}, self.obs_mode)
 
 
+def read_model_bytes(folder: Path, meta: dict) -> bytes:
+    """``model.pt``'s bytes, checked against ``meta["model_sha256"]`` when the checkpoint has one."""
+    model_path = folder / MODEL_FILE
+    if not model_path.exists():
+        raise FileNotFoundError(f"{model_path}: no such file (a checkpoint is {MODEL_FILE} + {META_FILE})")
+    data = model_path.read_bytes()
+    expected = meta.get("model_sha256")
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise CheckpointCorruptError(f"{folder}: {MODEL_FILE} does not match {META_FILE} (interrupted save?)")
+    return data
+
+
 def load(
     path: str | Path,
     env_id: str | None = None,
@@ -196,8 +223,8 @@ def load(
     """Load a checkpoint directory (or its ``model.pt``); with ``env_id`` / ``obs_mode`` / ``env`` check that the
     checkpoint was trained for it and raise :class:`CheckpointMismatchError` otherwise."""
     path = Path(path)
+    meta = read_meta(path)  # first: a path that does not exist is "no such checkpoint"
     folder = path if path.is_dir() else path.parent
-    meta = read_meta(folder)
     if meta.get("format") != FORMAT:
         raise ValueError(f"{folder}: checkpoint format {meta.get('format')!r}, this version reads {FORMAT}")
     check_compatible(meta, str(folder), env_id, obs_mode)
@@ -211,7 +238,7 @@ def load(
         )
     cfg = NetworkConfig(**meta["network"])
     module = policy_module(meta["policy"], cfg, probe.observation_space)
-    state = torch.load(folder / MODEL_FILE, map_location="cpu", weights_only=True)
+    state = torch.load(io.BytesIO(read_model_bytes(folder, meta)), map_location="cpu", weights_only=True)
     module.load_state_dict(state)
     agent = Agent(module.to(device), meta, probe.observation_space, str(folder), device)
     if env is not None:

@@ -1,18 +1,30 @@
-"""What every learning agent shares: device choice, seeding in one place, env construction and episode rollouts."""
+"""What every learning agent shares: device choice, seeding in one place, env construction, episode rollouts, a fresh
+simulator for the heuristics, and the bootstrap interval of a mean.
+
+torch is imported only by the functions that use it, so :mod:`evaluate` can use :func:`fresh_simulator` and
+:func:`bootstrap_ci` without loading it.
+"""
 
 from __future__ import annotations
 
 import random
 import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
+
+    from gpusched_envs.sim import Simulator
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """``"auto"``: CUDA when available, else CPU. ``"cuda"`` (or ``"cuda:N"``) without CUDA falls back to CPU with a
     warning, so a config written for a GPU box still runs on a laptop."""
+    import torch
+
     name = str(device)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -28,6 +40,8 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 def seed_everything(seed: int) -> None:
     """Seed python, numpy's global generator and torch (the only place the agents seed them)."""
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 - libraries (SB3, gymnasium spaces) may draw from it
     torch.manual_seed(seed)
@@ -35,6 +49,8 @@ def seed_everything(seed: int) -> None:
 
 def set_torch_threads(threads: int) -> None:
     """Small networks on a shared CPU run fastest single-threaded (threads fight otherwise); 0 keeps the default."""
+    import torch
+
     if threads > 0 and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 
@@ -72,12 +88,46 @@ def evaluate(act: Callable[[dict], int], env, seeds) -> list[dict]:
     return [run_episode(act, env, int(s)) for s in seeds]
 
 
+class NoSimulatorError(ValueError):
+    """An env without a cluster simulator (no workload to hand to a heuristic)."""
+
+
+def fresh_simulator(env, seed: int) -> Simulator:
+    """A new :class:`~gpusched_envs.sim.Simulator` with the cluster, workload and settings ``env`` uses after
+    ``env.reset(seed=seed)``.
+
+    Fresh, because ``reset`` has already advanced the env's own simulator to its first decision point; a heuristic run
+    on it from there would skip that decision. Raises :class:`NoSimulatorError` for an env without a cluster simulator.
+    """
+    from gpusched_envs.sim import Simulator
+
+    env.reset(seed=int(seed))
+    sim = getattr(env.unwrapped, "sim", None)
+    if sim is None or not hasattr(sim, "workload"):
+        spec = getattr(env, "spec", None)
+        raise NoSimulatorError(
+            f"{spec.id if spec else type(env.unwrapped).__name__} has no cluster simulator"
+        )
+    return Simulator(sim.cluster, sim.workload, sim.config)
+
+
 def bootstrap_ci(
     values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
 ) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap confidence interval of the mean."""
-    x = np.asarray(values, dtype=np.float64)
+    """Mean and percentile-bootstrap confidence interval of the mean.
+
+    ``None`` and non-finite values are dropped; no values give ``(nan, nan, nan)``; one value, or all values equal,
+    give a zero-width interval at the mean.
+    """
+    items = values.ravel().tolist() if isinstance(values, np.ndarray) else list(values)
+    x = np.asarray([v for v in items if v is not None], dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return (float("nan"),) * 3
+    m = float(x.mean())
+    if len(x) == 1 or np.all(x == x[0]):
+        return m, m, m
     rng = np.random.default_rng(seed)
     means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
     a = (1.0 - confidence) / 2.0
-    return float(x.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1.0 - a))
+    return m, float(np.quantile(means, a)), float(np.quantile(means, 1.0 - a))

@@ -102,20 +102,17 @@ def _finish(metrics: dict, sim) -> dict:
 
 
 def scenario_simulator(scenario: Scenario, seed: int):
-    """A fresh simulator with the workload and settings the scenario's env uses after ``reset(seed=seed)``.
-
-    Fresh, because the env's own simulator has already been advanced to its first decision point by ``reset``;
-    running a policy on it from there would skip that decision.
-    """
-    from gpusched_envs.sim import Simulator
+    """A fresh simulator with the workload and settings the scenario's env uses after ``reset(seed=seed)``
+    (:func:`agents.common.fresh_simulator`)."""
+    from agents.common import NoSimulatorError, fresh_simulator
 
     env = scenario.make_env()
     try:
-        env.reset(seed=int(seed))
-        sim = env.unwrapped.sim
-        if sim is None or not hasattr(sim, "workload"):
-            raise AgentSpecError(f"scenario {scenario.name}: {scenario.env_id} has no cluster simulator")
-        return Simulator(sim.cluster, sim.workload, sim.config)
+        return fresh_simulator(env, seed)
+    except NoSimulatorError:
+        raise AgentSpecError(
+            f"scenario {scenario.name}: {scenario.env_id} has no cluster simulator"
+        ) from None
     finally:
         env.close()
 

@@ -21,18 +21,11 @@ BOOTSTRAP_SEED = 0
 
 
 def mean_ci(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap interval of the mean (NaNs dropped; one value gives a zero-width interval)."""
-    x = np.asarray([v for v in values if v is not None], dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if not len(x):
-        return (float("nan"),) * 3
-    m = float(x.mean())
-    if len(x) == 1 or np.all(x == x[0]):
-        return m, m, m
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
-    a = (1.0 - confidence) / 2.0
-    return m, float(np.quantile(means, a)), float(np.quantile(means, 1.0 - a))
+    """Mean and percentile-bootstrap interval of the mean (``agents.common.bootstrap_ci`` with the leaderboard's
+    resample count and seed: None/NaN dropped; one value, or all equal, give a zero-width interval)."""
+    from agents.common import bootstrap_ci
+
+    return bootstrap_ci(values, confidence=confidence, resamples=resamples, seed=BOOTSTRAP_SEED)
 
 
 def iqm(scores: np.ndarray) -> float:
@@ -59,13 +52,20 @@ def stratified_bootstrap_ci(
         from rliable import library as rly
 
         matrix = np.stack(groups, axis=1)  # (runs, scenarios)
-        _, intervals = rly.get_interval_estimates(
-            {"agent": matrix},
-            lambda x: np.array([statistic(x)]),
-            reps=resamples,
-            confidence_interval_size=confidence,
-            random_state=np.random.RandomState(BOOTSTRAP_SEED),
-        )
+        # rliable's StratifiedBootstrap draws its indices from numpy's global generator (np.random.choice), not from
+        # random_state: seed that generator for the call and put its state back afterwards.
+        state = np.random.get_state()  # noqa: NPY002
+        np.random.seed(BOOTSTRAP_SEED)  # noqa: NPY002
+        try:
+            _, intervals = rly.get_interval_estimates(
+                {"agent": matrix},
+                lambda x: np.array([statistic(x)]),
+                reps=resamples,
+                confidence_interval_size=confidence,
+                random_state=np.random.RandomState(BOOTSTRAP_SEED),
+            )
+        finally:
+            np.random.set_state(state)  # noqa: NPY002
         low, high = intervals["agent"][:, 0]
         return point, float(low), float(high)
     rng = np.random.default_rng(BOOTSTRAP_SEED)

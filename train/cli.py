@@ -53,12 +53,19 @@ def invoked_command(algorithm: str, **options) -> str:
     return shlex.join(parts)
 
 
+def user_error_message(exc: BaseException) -> str:
+    """One line for a user error; a bare KeyError (``'bogus'``) becomes ``missing or unknown key 'bogus'``."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1:
+        return f"missing or unknown key {exc.args[0]!r}"
+    return str(exc)
+
+
 def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs, config, set_, progress):
     import dataclasses
 
     from agents.ddqn import DDQNArgs
     from agents.ppo import PPOArgs
-    from train.config import RunConfig, apply_set, load_yaml
+    from train.config import RunConfig, apply_set, load_yaml, validate
 
     cfg = RunConfig(algorithm=algorithm)
     if config:
@@ -83,6 +90,7 @@ def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs,
     fields = {f.name for f in dataclasses.fields(PPOArgs if algorithm == "ppo" else DDQNArgs)} - {"seed"}
     apply_set(cfg, set_ or [], fields)
     cfg.progress = progress
+    validate(cfg)
     if cfg.num_envs < 1 or cfg.steps < 1:
         raise ValueError("--num-envs and --steps must be >= 1")
     return cfg
@@ -112,7 +120,7 @@ def _train(
         )
         result = run(cfg, out, command, resume=resume)
     except USER_ERRORS as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {user_error_message(exc)}", err=True)
         raise typer.Exit(2) from None
     ev = result.get("evaluation") or {}
     label = {"avg_jct": "avg JCT"}.get(ev.get("objective_name", "avg_jct"), ev.get("objective_name"))
@@ -195,7 +203,7 @@ def compare(
             progress=lambda msg: typer.echo(msg, err=True),
         )
     except USER_ERRORS as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {user_error_message(exc)}", err=True)
         raise typer.Exit(2) from None
     typer.echo(markdown_table(result))
     if out is not None:

@@ -16,20 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.common import bootstrap_ci, run_episode
+from agents.common import bootstrap_ci, fresh_simulator, run_episode
 
 HEURISTICS = ("fifo", "sjf", "tiresias")
 
 
 def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
     from gpusched_envs.policies import make_policy
-    from gpusched_envs.sim import Simulator
 
-    env.reset(seed=seed)
-    sim = env.unwrapped.sim
-    return float(
-        Simulator(sim.cluster, sim.workload, sim.config).run(make_policy(name, placement))["avg_jct"]
-    )
+    return float(fresh_simulator(env, seed).run(make_policy(name, placement))["avg_jct"])
 
 
 def compare(checkpoint: str | Path, seeds: list[int], heuristics=HEURISTICS, progress=None) -> dict:

@@ -95,6 +95,78 @@ def apply_set(cfg: RunConfig, items: list[str], arg_fields: set[str]) -> None:
             )
 
 
+ENV_PREFIX = "gpusched/"
+
+
+def registered_env_ids() -> list[str]:
+    """The project's env ids (``gpusched/...``) in gymnasium's registry."""
+    import gymnasium
+
+    import gpusched_envs.envs  # noqa: F401 - registers the ids
+
+    return sorted(i for i in gymnasium.registry if i.startswith(ENV_PREFIX))
+
+
+def check_env_id(env_id) -> None:
+    import gymnasium
+
+    import gpusched_envs.envs  # noqa: F401 - registers the ids
+
+    if not isinstance(env_id, str) or env_id not in gymnasium.registry:
+        raise ValueError(f"unknown env id {env_id!r}; registered: {', '.join(registered_env_ids())}")
+
+
+def check_choice(key: str, value, choices) -> None:
+    """A ValueError naming the key and the valid values when ``value`` is not one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}")
+
+
+def check_device(value) -> None:
+    import torch
+
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"device: {value!r} is not one of auto, cpu, cuda, cuda:N (or another torch device)")
+    if value == "auto":
+        return
+    try:
+        torch.device(value)
+    except (RuntimeError, ValueError):
+        raise ValueError(
+            f"device: {value!r} is not one of auto, cpu, cuda, cuda:N (or another torch device)"
+        ) from None
+
+
+INT_KEYS = ("steps", "seed", "num_envs", "eval_every", "checkpoint_every")
+
+
+def validate(cfg: RunConfig) -> None:
+    """Check the resolved configuration (YAML, options and ``--set`` applied): the env id, the enumerated
+    algorithm arguments (``encoder``, ``device``; TopDRL's selector is the CNN) and the integer run keys."""
+    from agents.networks import ENCODERS
+
+    check_env_id(cfg.env)
+    for key in INT_KEYS:
+        value = getattr(cfg, key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key}: expected an integer, got {value!r}")
+    if not isinstance(cfg.env_kwargs, dict):
+        raise ValueError(f"env_kwargs: expected a mapping, got {cfg.env_kwargs!r}")
+    if not isinstance(cfg.args, dict):
+        raise ValueError(f"args: expected a mapping, got {cfg.args!r}")
+    if not isinstance(cfg.eval_seeds, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in cfg.eval_seeds
+    ):
+        raise ValueError(f"eval_seeds: expected a list of integers, got {cfg.eval_seeds!r}")
+    encoders = ("cnn",) if cfg.algorithm == "topdrl" else ENCODERS
+    if "encoder" in cfg.args:
+        check_choice(
+            "encoder" if cfg.algorithm != "topdrl" else "encoder (TopDRL)", cfg.args["encoder"], encoders
+        )
+    if "device" in cfg.args:
+        check_device(cfg.args["device"])
+
+
 def build_args(dataclass_type, values: dict):
     """The algorithm's argument dataclass from a dict, rejecting unknown names."""
     names = {f.name for f in dataclasses.fields(dataclass_type)}

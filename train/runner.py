@@ -59,6 +59,8 @@ class ScaleReward(gym.RewardWrapper):
 
 def obs_mode_for(cfg: RunConfig) -> str:
     encoder = cfg.args.get("encoder", "cnn" if cfg.algorithm == "topdrl" else "gnn")
+    if encoder not in OBS_MODE_OF_ENCODER:
+        raise ValueError(f"encoder: {encoder!r} is not one of {', '.join(OBS_MODE_OF_ENCODER)}")
     mode = OBS_MODE_OF_ENCODER[encoder]
     given = cfg.env_kwargs.get("obs_mode")
     if given is not None and given != mode:

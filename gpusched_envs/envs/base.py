@@ -193,7 +193,7 @@ class ClusterEnv(gym.Env):
             return np.zeros(0, dtype=bool)
         need = sim.job_gpus_n[jobs]
         plain = (sim.job_allowed[jobs] < 0) & (sim.job_milli[jobs] >= FULL_GPU)
-        fits = need <= self._free_gpus()
+        fits = need <= self.sim.free_gpus()
         if plain.all():
             return fits
         for i in np.flatnonzero(~plain):
@@ -201,9 +201,6 @@ class ClusterEnv(gym.Env):
             n = 1 if sim.job_milli[j] < FULL_GPU else int(need[i])
             fits[i] = np.count_nonzero(sim.free_mask(j)) >= n
         return fits
-
-    def _free_gpus(self) -> int:
-        return int(np.count_nonzero(self.sim.gpu_free_milli == FULL_GPU))
 
     def _can_wait(self) -> bool:
         """Waiting is allowed while something can still happen without the agent (a run, an arrival)."""
@@ -216,7 +213,7 @@ class ClusterEnv(gym.Env):
         enc = self.encoder
         gpu_remaining_time(sim, self._gpu_remaining)
         queued_beyond = max(0, len(sim.queue) - len(jobs))
-        enc.encode_cluster(sim, self._free_gpus(), self._gpu_remaining, in_placement, queued_beyond)
+        enc.encode_cluster(sim, self.sim.free_gpus(), self._gpu_remaining, in_placement, queued_beyond)
         enc.encode_jobs(sim, jobs, fits, self.log_sensitivity)
         return enc.observation()
 

@@ -8,10 +8,9 @@ from gymnasium import spaces
 
 from gpusched_envs.envs.base import ClusterEnv, WorkloadArg
 from gpusched_envs.policies.netsens import DelaySchedulingPolicy
+from gpusched_envs.policies.schedulers import policy_defaults
+from gpusched_envs.sim.sensitivity import sensitivity_classes
 from gpusched_envs.sim.topology import Cluster
-
-DEFAULT_TIMER_LEVELS = (0.0, 60.0, 300.0, 900.0, 1800.0)  # seconds
-DEFAULT_SENSITIVITY_THRESHOLDS = (1.5, 4.0)  # spread ÷ consolidated iteration time: 3 classes
 
 
 class DelayTuningEnv(ClusterEnv):
@@ -43,8 +42,9 @@ class DelayTuningEnv(ClusterEnv):
 
     ## Arguments
     ``cluster`` (``"topdrl"``), ``workload``, ``num_jobs`` (200), ``load`` (0.9) as JobSelect-v0; ``interval``
-    (900 s); ``timer_levels``; ``sensitivity_thresholds``; ``preemption`` (True); ``min_run`` (600 s: a job runs at
-    least this long before it may be preempted); ``window`` (16); ``obs_mode``; ``max_steps``; ``time_scale``
+    (900 s); ``timer_levels``, ``sensitivity_thresholds`` and ``min_run`` (seconds a job runs before it may be
+    preempted), each ``None`` for the ``netsens`` defaults in ``data/sim_defaults.yaml`` (with their sources);
+    ``preemption`` (True); ``window`` (16); ``obs_mode``; ``max_steps``; ``time_scale``
     (3600 s); ``interference`` (True); ``workload_seed``; ``render_mode``. ``invalid_action`` /
     ``invalid_penalty`` apply to out-of-range actions only.
 
@@ -62,10 +62,10 @@ class DelayTuningEnv(ClusterEnv):
         num_jobs: int = 200,
         load: float = 0.9,
         interval: float = 900.0,
-        timer_levels: tuple[float, ...] = DEFAULT_TIMER_LEVELS,
-        sensitivity_thresholds: tuple[float, ...] = DEFAULT_SENSITIVITY_THRESHOLDS,
+        timer_levels: tuple[float, ...] | None = None,
+        sensitivity_thresholds: tuple[float, ...] | None = None,
         preemption: bool = True,
-        min_run: float = 600.0,
+        min_run: float | None = None,
         window: int = 16,
         obs_mode: str = "graph",
         max_steps: int | None = None,
@@ -78,6 +78,13 @@ class DelayTuningEnv(ClusterEnv):
     ):
         if interval <= 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval}")
+        defaults = policy_defaults()["netsens"]  # each with its source
+        if timer_levels is None:
+            timer_levels = defaults["timer_levels_s"]["value"]
+        if sensitivity_thresholds is None:
+            sensitivity_thresholds = defaults["sensitivity_thresholds"]["value"]
+        if min_run is None:
+            min_run = defaults["min_run_s"]["value"]
         levels = np.asarray(timer_levels, dtype=np.float64)
         if levels.ndim != 1 or len(levels) < 1 or np.any(levels < 0):
             raise ValueError("timer_levels must be a non-empty list of seconds >= 0")
@@ -124,7 +131,7 @@ class DelayTuningEnv(ClusterEnv):
     # ------------------------------------------------------------------ episode
     def _new_episode(self) -> None:
         super()._new_episode()
-        self.job_class = np.searchsorted(self.thresholds, self.sensitivity, side="right")
+        self.job_class = sensitivity_classes(self.sensitivity, self.thresholds)
         self.policy = DelaySchedulingPolicy(
             self.job_class, self.timers, preemption=self.preemption, min_run=self.min_run
         )

@@ -221,7 +221,7 @@ class MultiSchedulerEnv(ParallelEnv):
     def state(self) -> np.ndarray:
         sim, enc = self.sim, self.state_encoder
         heads = np.array([h for h in self._heads if h >= 0], dtype=np.int64)
-        enc.encode_cluster(sim, self._free_gpus(), gpu_remaining_time(sim, self._gpu_remaining), None, 0)
+        enc.encode_cluster(sim, self.sim.free_gpus(), gpu_remaining_time(sim, self._gpu_remaining), None, 0)
         enc.encode_jobs(sim, heads, np.zeros(len(heads), dtype=bool), self.log_sensitivity)
         enc.context[0] = sim.finished / max(sim.to_finish, 1)
         enc.context[1] = np.log1p(len(sim.queue))
@@ -335,9 +335,6 @@ class MultiSchedulerEnv(ParallelEnv):
         owner[unknown] = np.flatnonzero(unknown) % k  # jobs of other VCs: round-robin
         return owner
 
-    def _free_gpus(self) -> int:
-        return int(np.count_nonzero(self.sim.gpu_free_milli == FULL_GPU))
-
     def _mark(self) -> tuple[float, float, list[float]]:
         return (self.sim.now, self.totals.weighted_time(), [t.weighted_time() for t in self.own_totals])
 
@@ -423,7 +420,7 @@ class MultiSchedulerEnv(ParallelEnv):
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
         sim, enc = self.sim, self.encoder
         gpu_remaining_time(sim, self._gpu_remaining)
-        enc.encode_cluster(sim, self._free_gpus(), self._gpu_remaining, None, 0)
+        enc.encode_cluster(sim, self.sim.free_gpus(), self._gpu_remaining, None, 0)
         k = len(self.possible_agents)
         queued = (
             np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))

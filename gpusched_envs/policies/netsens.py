@@ -74,12 +74,23 @@ class DelaySchedulingPolicy(Policy):
     def schedule(self, sim) -> None:
         now = sim.now
         soonest = math.inf
+        requeued = True
+        while requeued:  # jobs preempted in a pass are reconsidered at once (their GPUs may sit free)
+            requeued, soonest = self._pass(sim, now)
+        at = min(soonest, self.horizon)
+        if sim.queue and math.isfinite(at) and at > now:
+            sim.set_timer(at)
+
+    def _pass(self, sim, now: float) -> tuple[bool, float]:
+        """One sweep over the queue; returns (whether it preempted someone, the next time worth a decision)."""
+        soonest = math.inf
         free = (
             sim.free_gpus()
         )  # wholly free GPUs: a whole-GPU job needing more cannot be placed without preemption
         victims: bool | None = (
             None  # whether any running job may be preempted now (computed once, when needed)
         )
+        preempted = False
         for job in list(sim.queue):
             since = self.enqueued.setdefault(job, now)
             may_fit = sim.job_milli[job] < FULL_GPU or sim.job_gpus_n[job] <= free
@@ -89,9 +100,13 @@ class DelaySchedulingPolicy(Policy):
                 if victims is None:
                     victims = self._any_preemptible(sim)
                 if victims:
+                    running_before = len(sim.running)
                     gpus = self._preempt_for(sim, job)
+                    preempted |= len(sim.running) < running_before
                     if gpus is not None:
                         victims = None
+                else:  # ask again when the first running job becomes preemptible
+                    soonest = min(soonest, self._next_preemptible(sim))
             if gpus is None:
                 deadline = since + self.timers[cls]
                 if now >= deadline:
@@ -102,9 +117,17 @@ class DelaySchedulingPolicy(Policy):
                 sim.start(job, gpus)
                 del self.enqueued[job]
                 free = sim.free_gpus()
-        at = min(soonest, self.horizon)
-        if sim.queue and math.isfinite(at) and at > now:
-            sim.set_timer(at)
+        return preempted, soonest
+
+    def _next_preemptible(self, sim) -> float:
+        """When the earliest least-sensitive running job reaches ``min_run`` (inf if none will)."""
+        if not sim.running:
+            return math.inf
+        running = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
+        ok = (self.job_class[running] == 0) & (sim.job_milli[running] >= FULL_GPU)
+        ready = sim.run_start[running[ok]] + self.min_run
+        ready = ready[ready > sim.now]
+        return float(ready.min()) if len(ready) else math.inf
 
     def _any_preemptible(self, sim) -> bool:
         """Whether some running job may be preempted now (least-sensitive class, whole GPUs, ran ``min_run``)."""

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-FULL_GPU = 1000
+from gpusched_envs.sim.engine import FULL_GPU
+
 Placer = Callable[..., "np.ndarray | None"]
 
 
@@ -98,7 +99,15 @@ def _multi_rack(sim, free: np.ndarray, counts: np.ndarray, n: int, whole_servers
         servers.extend(in_rack[np.argsort(-usable[in_rack], kind="stable")])
     mask = free if not whole_servers else free & (usable[c.gpu_server] > 0)
     gpus = _take_from_servers(sim, mask, servers, n)
-    return gpus if len(gpus) == n else None
+    return np.sort(gpus) if len(gpus) == n else None
+
+
+def _largest_usable_server(sim, job: int) -> int:
+    """GPUs of the largest server the job may use (its pool / GPU type): the size up to which it can be consolidated."""
+    k = sim.job_allowed[job]
+    if k < 0:
+        return sim.cluster.max_server_gpus
+    return int(np.bincount(sim.cluster.gpu_server[sim.allowed_masks[k]]).max(initial=0))
 
 
 def _topology_aware(sim, job: int, *, spread: bool, affinity: bool) -> np.ndarray | None:
@@ -109,12 +118,16 @@ def _topology_aware(sim, job: int, *, spread: bool, affinity: bool) -> np.ndarra
     free = sim.free_mask(job)
     n = int(sim.job_gpus_n[job])
     counts = _server_free_counts(sim, free)
-    if spread or n <= sim.cluster.max_server_gpus:
+    if spread or n <= _largest_usable_server(sim, job):
         prefer = None
         if affinity:
             prefer = np.zeros(sim.cluster.num_servers, dtype=bool)
-            for s in np.flatnonzero(counts >= n):
-                prefer[s] = any(sim.job_gpus_n[o] == n for o in sim.server_jobs[s])
+            for s in np.flatnonzero(
+                counts >= n
+            ):  # same size = same GPU count, whole GPUs (not fractional jobs)
+                prefer[s] = any(
+                    sim.job_gpus_n[o] == n and sim.job_milli[o] >= FULL_GPU for o in sim.server_jobs[s]
+                )
         s = _best_fit_server(counts, n, prefer=prefer)
         if s >= 0:
             return _take_from_servers(sim, free, [s], n)

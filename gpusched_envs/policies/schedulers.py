@@ -11,19 +11,13 @@ for nothing, except when even all candidates free too little for its placement r
 
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
-
 import numpy as np
-import yaml
 
 from gpusched_envs.policies.base import Policy
 from gpusched_envs.policies.placement import get_placement
+from gpusched_envs.sim.defaults import sim_defaults
 
-
-@lru_cache(maxsize=1)
-def policy_defaults() -> dict:
-    return yaml.safe_load(resources.files("gpusched_envs").joinpath("data/sim_defaults.yaml").read_text())
+policy_defaults = sim_defaults  # the policies' defaults live in data/sim_defaults.yaml too
 
 
 class QueuePolicy(Policy):

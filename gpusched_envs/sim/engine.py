@@ -19,14 +19,12 @@ import heapq
 import math
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
 import numpy as np
-import yaml
 
 from gpusched_envs.sim import throughput as tp
+from gpusched_envs.sim.defaults import sim_defaults
 from gpusched_envs.sim.topology import Cluster
 from gpusched_envs.sim.workload import Workload
 
@@ -38,10 +36,8 @@ COMPLETION, RESTART_DONE, TIMER = 0, 1, 2
 FULL_GPU = 1000  # milli-GPUs
 
 
-@lru_cache(maxsize=1)
 def default_restart_delay() -> float:
-    doc = yaml.safe_load(resources.files("gpusched_envs").joinpath("data/sim_defaults.yaml").read_text())
-    return float(doc["restart_delay_s"]["value"])
+    return float(sim_defaults()["restart_delay_s"]["value"])
 
 
 class SimulationError(RuntimeError):

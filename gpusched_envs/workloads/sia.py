@@ -7,15 +7,18 @@ the initial GPU count and ``batch_size`` the initial global batch size (kept in 
 The files carry no run time: Sia runs each job until its model reaches a target. Sia's generator picked the
 application from the Philly job's GPU-time (< 1 h cifar10, < 10 h deepspeech2 or bert, < 100 h yolov3, otherwise
 imagenet, with GPU-time < 1000 h), so a job's nominal duration here is the geometric middle of its application's
-GPU-time band divided by its GPUs (:data:`NOMINAL_GPU_HOURS`, overridable with ``gpu_hours=``);
+GPU-time band divided by its GPUs (:data:`NOMINAL_GPU_HOURS`, read from ``data/fits/sia_nominal_gpu_hours.yaml``
+with its source; overridable with ``gpu_hours=``);
 ``meta["duration_source"]`` says so.
 """
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from gpusched_envs.sim.workload import Workload
 
@@ -23,15 +26,20 @@ from ._io import read_table
 
 SIA_COLUMNS = ("name", "time", "application", "num_replicas")
 SIA_MODELS = ("cifar10", "deepspeech2", "bert", "yolov3", "imagenet")
-# geometric middles of Sia's GPU-time bands (hours): (0.1, 1) → cifar10, (1, 10) → deepspeech2/bert,
-# (10, 100) → yolov3, (100, 1000) → imagenet
-NOMINAL_GPU_HOURS = {
-    "cifar10": 0.316,
-    "deepspeech2": 3.16,
-    "bert": 3.16,
-    "yolov3": 31.6,
-    "imagenet": 316.0,
-}
+NOMINAL_GPU_HOURS_FILE = "data/fits/sia_nominal_gpu_hours.yaml"
+
+
+def _nominal_gpu_hours() -> dict[str, float]:
+    """Geometric middles of Sia's GPU-time bands per application (hours), from the data file with its source."""
+    doc = yaml.safe_load(resources.files("gpusched_envs").joinpath(NOMINAL_GPU_HOURS_FILE).read_text())
+    hours = {str(k): float(v) for k, v in doc["gpu_hours"].items()}
+    missing = set(SIA_MODELS) - set(hours)
+    if missing:
+        raise ValueError(f"{NOMINAL_GPU_HOURS_FILE}: no GPU-hours for {', '.join(sorted(missing))}")
+    return hours
+
+
+NOMINAL_GPU_HOURS = _nominal_gpu_hours()
 
 
 def load_sia(

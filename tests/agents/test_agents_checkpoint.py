@@ -101,3 +101,38 @@ def test_auto_picks_cuda_when_available(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == torch.device("cuda")
     assert resolve_device("cuda:1") == torch.device("cuda:1")
+
+
+def test_missing_checkpoint_names_the_given_path(tmp_path):
+    nope = tmp_path / "nope"
+    for path in (nope, nope / "model.pt"):
+        with pytest.raises(FileNotFoundError, match=r"nope(/model\.pt)?: no such checkpoint$") as info:
+            agents.load(path)
+        assert str(path) in str(info.value) and "meta.json" not in str(info.value)
+        with pytest.raises(FileNotFoundError, match="no such checkpoint"):
+            ckpt.read_meta(path)
+
+
+def test_meta_holds_the_model_hash_and_a_mismatch_is_one_clear_error(saved):
+    import hashlib
+
+    path, net, env = saved
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["model_sha256"] == hashlib.sha256((path / "model.pt").read_bytes()).hexdigest()
+    # an interrupted save: new model.pt, old meta.json
+    state = {k: v + 1 for k, v in torch.load(path / "model.pt", weights_only=True).items()}
+    torch.save(state, path / "model.pt")
+    with pytest.raises(
+        ckpt.CheckpointCorruptError, match=r"model\.pt does not match meta\.json \(interrupted save\?\)"
+    ):
+        agents.load(path)
+
+
+def test_checkpoint_without_hash_still_loads(saved):
+    path, net, env = saved
+    meta = json.loads((path / "meta.json").read_text())
+    del meta["model_sha256"]
+    (path / "meta.json").write_text(json.dumps(meta))
+    agent = agents.load(path)
+    obs, _ = env.reset(seed=0)
+    assert isinstance(agent.act(obs), int)

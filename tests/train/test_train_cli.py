@@ -178,3 +178,65 @@ def test_ppo_with_subprocess_envs(tmp_path):
         str(out),
     )
     assert json.loads((out / "checkpoint" / "meta.json").read_text())["steps"] >= 256
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["ppo", "--env", "nope"], "error: unknown env id 'nope'; registered: gpusched/"),
+        (["ppo", "--set", "encoder=bogus"], "error: encoder: 'bogus' is not one of gnn, cnn, mlp"),
+        (["ddqn", "--set", "args.encoder=bogus"], "error: encoder: 'bogus' is not one of gnn, cnn, mlp"),
+        (["topdrl", "--set", "encoder=gnn"], "is not one of cnn"),
+        (["ppo", "--set", "device=bogus"], "error: device: 'bogus' is not one of auto, cpu, cuda"),
+        (["ddqn", "--set", "steps=abc"], "error: steps: expected an integer, got 'abc'"),
+    ],
+)
+def test_bad_env_id_or_choice_is_one_line_with_the_valid_values(tmp_path, args, expected):
+    result = runner_cli.invoke(app, [*args, "--out", str(tmp_path / "x"), "--no-progress"])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert "gpusched/JobSelect-v0" in result.output or "--env" not in args
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_python_m_train_unknown_env_is_one_line_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "train",
+            "ppo",
+            "--env",
+            "nope",
+            "--out",
+            str(tmp_path / "x"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().startswith("error: unknown env id 'nope'; registered: ")
+    assert "gpusched/JobSelect-v0" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_validation_is_in_build_config_and_runner():
+    with pytest.raises(ValueError, match=r"encoder: 'bogus' is not one of gnn, cnn, mlp"):
+        build_config("ppo", None, None, None, None, None, None, None, ["encoder=bogus"], False)
+    with pytest.raises(ValueError, match=r"unknown env id 'nope'"):
+        build_config("ddqn", "nope", None, None, None, None, None, None, [], False)
+    cfg = RunConfig(algorithm="ppo", args={"encoder": "bogus"})  # e.g. a hand-edited config.json on --resume
+    with pytest.raises(ValueError, match=r"encoder: 'bogus' is not one of gnn, cnn, mlp"):
+        runner.obs_mode_for(cfg)
+
+
+def test_a_bare_key_error_is_readable():
+    from train.cli import user_error_message
+
+    assert user_error_message(KeyError("bogus")) == "missing or unknown key 'bogus'"
+    assert user_error_message(ValueError("plain")) == "plain"

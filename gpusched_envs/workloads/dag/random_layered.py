@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpusched_envs.sim.defaults import sim_defaults
+
 from .model import DAG
 
-DEFAULT_BANDWIDTH = 10e9  # bytes/s, reference bandwidth at which ``ccr`` holds (≈ PCIe 3 x16)
+# bytes/s, reference bandwidth at which ``ccr`` holds: ``data/sim_defaults.yaml`` (with its source)
+DEFAULT_BANDWIDTH = float(sim_defaults()["dag_reference_bandwidth_bytes_per_s"]["value"])
 
 
 def _level_widths(n: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
