@@ -89,6 +89,7 @@ class DelayTuningEnv(ClusterEnv):
         if levels.ndim != 1 or len(levels) < 1 or np.any(levels < 0):
             raise ValueError("timer_levels must be a non-empty list of seconds >= 0")
         self.timer_levels = levels
+        self._top_level = float(levels.max())
         self.thresholds = np.asarray(sorted(sensitivity_thresholds), dtype=np.float64)
         self.num_classes = len(self.thresholds) + 1
         num_actions = len(levels) ** self.num_classes
@@ -142,7 +143,7 @@ class DelayTuningEnv(ClusterEnv):
         enc.action_mask[:] = 1
         jobs = self._window_jobs()
         k = self.num_classes
-        top = self.timer_levels.max()
+        top = self._top_level
         enc.context[:k] = self.timers / top if top > 0 else 0.0
         q = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
         counts = np.bincount(self.job_class[q], minlength=k)

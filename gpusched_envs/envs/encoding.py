@@ -19,6 +19,7 @@ Times are ``log1p(seconds / time_scale)``; bandwidths ``(log10(GB/s) + 1) / 3``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -302,9 +303,9 @@ class ClusterEncoder:
         rack[:R, 1] = np.bincount(c.server_rack, weights=sim.server_free, minlength=R) * self.inv_rack_gpus
         rack[:R, 2] = np.log1p(sim.rack_crossing)
         self.cluster[0] = free_gpus / G
-        self.cluster[1] = np.log1p(len(sim.queue))
-        self.cluster[2] = np.log1p(len(sim.running))
-        self.cluster[3] = np.log1p(queued_beyond)
+        self.cluster[1] = math.log1p(len(sim.queue))
+        self.cluster[2] = math.log1p(len(sim.running))
+        self.cluster[3] = math.log1p(queued_beyond)
         if self.mode == "image":
             img = self.image
             s, slot = c.gpu_server, self.gpu_slot
@@ -344,20 +345,15 @@ class ClusterEncoder:
 
 def gpu_remaining_time(sim, out: np.ndarray) -> np.ndarray:
     """(G,) seconds until the job on each GPU finishes at its current rate (0 on free GPUs, the restart delay while
-    restarting); written into ``out``."""
+    restarting; a shared GPU shows one of its jobs); written into ``out``."""
     out[:] = 0.0
-    running = sim.running
-    if not running:
+    if not sim.running:
         return out
-    jobs = np.fromiter(running, dtype=np.int64, count=len(running))
+    held = np.flatnonzero(sim.gpu_job >= 0)
+    jobs = sim.gpu_job[held]
     rate = sim.rate[jobs]
     left = sim.job_work[jobs] - sim.done_work[jobs] - rate * (sim.now - sim.last_update[jobs])
     seconds = np.full(len(jobs), sim.restart_delay)
     np.divide(left, rate, out=seconds, where=rate > 0)
-    gpus = sim.job_gpus
-    held = [gpus[j] for j in running]
-    counts = np.fromiter(map(len, held), dtype=np.int64, count=len(held))
-    out[np.concatenate(held)] = np.repeat(
-        np.maximum(seconds, 0.0), counts
-    )  # a shared GPU shows one of its jobs
+    out[held] = np.maximum(seconds, 0.0)
     return out

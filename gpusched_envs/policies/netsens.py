@@ -96,7 +96,13 @@ class DelaySchedulingPolicy(Policy):
             may_fit = sim.job_milli[job] < FULL_GPU or sim.job_gpus_n[job] <= free
             gpus = consolidate(sim, job) if may_fit else None
             cls = int(self.job_class[job])
-            if gpus is None and self.preemption and cls == self.top_class and self.top_class > 0:
+            preemptive = (  # consolidating by preemption needs a whole-GPU job that one server can hold
+                self.preemption
+                and cls == self.top_class > 0
+                and sim.job_milli[job] >= FULL_GPU
+                and sim.job_gpus_n[job] <= sim.cluster.max_server_gpus
+            )
+            if gpus is None and preemptive:
                 if victims is None:
                     victims = self._any_preemptible(sim)
                 if victims:

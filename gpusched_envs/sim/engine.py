@@ -182,6 +182,9 @@ class Simulator:
                 ideal[j] = cache[key]
             self.job_ideal_iter = ideal
         self.job_work = w.duration / self.job_ideal_iter
+        slow = c.catalog.colocation_slowdown
+        # one factor for every pair (no measured pairs): skip the per-neighbour lookup in the hot loop
+        self._uniform_slowdown = float(slow.flat[0]) if slow.size and (slow == slow.flat[0]).all() else 0.0
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
@@ -208,9 +211,9 @@ class Simulator:
         self.demand_at_arrival = np.zeros(n)  # demand integral (GPU-seconds) when the job arrived
         self._demand_at_finish = np.zeros(n)
 
-        self.gpu_free_milli = np.full(
-            c.num_gpus, FULL_GPU, dtype=np.int64
-        )  # (G,) unallocated share of each GPU
+        # (G,) unallocated share of each GPU, and a job holding it (one of its sharers; -1 when free)
+        self.gpu_free_milli = np.full(c.num_gpus, FULL_GPU, dtype=np.int64)
+        self.gpu_job = np.full(c.num_gpus, -1, dtype=np.int64)
         self.server_free = c.server_num_gpus.astype(np.int64).copy()  # (S,) wholly free GPUs per server
         self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
         self.gpu_sharers: dict[int, dict[int, None]] = {}  # GPU -> jobs holding a fraction of it
@@ -297,6 +300,7 @@ class Simulator:
         now = self.now
         milli = self.job_milli[job]
         self.gpu_free_milli[gpus] -= min(milli, FULL_GPU)
+        self.gpu_job[gpus] = job
         c = self.cluster
         servers = c.gpu_server[gpus].tolist()
         if milli >= FULL_GPU:
@@ -476,11 +480,13 @@ class Simulator:
         if milli >= FULL_GPU:
             for s in servers:
                 self.server_free[s] += 1
+            self.gpu_job[gpus] = -1
         else:
             g = int(gpus[0])
             del self.gpu_sharers[g][job]
             if not self.gpu_sharers[g]:
                 del self.gpu_sharers[g]
+            self.gpu_job[g] = next(iter(self.gpu_sharers[g])) if g in self.gpu_sharers else -1
             if self.gpu_free_milli[g] == FULL_GPU:
                 self.server_free[servers[0]] += 1
         held = self.now - self.run_start[job]
@@ -553,7 +559,9 @@ class Simulator:
                     if self.job_milli[job] < FULL_GPU:  # GPU sharers count through space sharing only
                         others.difference_update(self.gpu_sharers.get(int(self.job_gpus[job][0]), ()))
                     if others:
-                        slowdown = float(cat.colocation_slowdown[m, self.job_model[list(others)]].max())
+                        slowdown = self._uniform_slowdown or float(
+                            cat.colocation_slowdown[m, self.job_model[list(others)]].max()
+                        )
                 share = 1.0
                 if self.job_milli[job] < FULL_GPU:
                     sharers = [o for o in self.gpu_sharers.get(int(self.job_gpus[job][0]), ()) if o != job]

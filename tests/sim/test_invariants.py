@@ -117,6 +117,9 @@ def check_state(sim):
         used[sim.job_gpus[j]] += min(sim.job_milli[j], FULL_GPU)
         assert sim.first_start[j] >= sim.workload.submit_time[j], "started before arrival"
     assert (used <= FULL_GPU).all(), "a GPU holds more than its capacity"
+    held = np.flatnonzero(sim.gpu_job >= 0)
+    assert np.array_equal(sim.gpu_job >= 0, used > 0), "gpu_job out of step with the allocations"
+    assert all(g in sim.job_gpus[j] for g, j in zip(held, sim.gpu_job[held], strict=True))
     assert np.array_equal(FULL_GPU - used, sim.gpu_free_milli), "free-GPU bookkeeping out of step"
     whole_free = np.bincount(sim.cluster.gpu_server[used == 0], minlength=sim.cluster.num_servers)
     assert np.array_equal(whole_free, sim.server_free)
