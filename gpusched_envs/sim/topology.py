@@ -18,7 +18,7 @@ Schema of a cluster YAML file (every bandwidth name refers to ``links`` in the c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -146,9 +146,14 @@ def list_presets() -> list[str]:
 
 
 def load_cluster(name_or_path: str | Path, catalog: Catalog | None = None) -> Cluster:
-    """Load a preset by name (see :data:`PRESETS`) or a custom cluster from a YAML path."""
-    catalog = catalog or default_catalog()
+    """Load a preset by name (see :data:`PRESETS`) or a custom cluster from a YAML path.
+
+    A preset with the bundled catalogue is built once per process and shared (clusters are immutable: their arrays
+    are read-only), so every env on it shares the per-cluster caches (network sensitivities)."""
     key = str(name_or_path)
+    if key in PRESETS and (catalog is None or catalog is default_catalog()):
+        return _preset(key)
+    catalog = catalog or default_catalog()
     if key in PRESETS:
         text = resources.files("gpusched_envs").joinpath(f"data/clusters/{key}.yaml").read_text()
         where = f"cluster preset {key!r}"
@@ -165,6 +170,12 @@ def load_cluster(name_or_path: str | Path, catalog: Catalog | None = None) -> Cl
     except yaml.YAMLError as exc:
         raise ClusterConfigError(f"{where}: invalid YAML: {str(exc).splitlines()[0]}") from None
     return build_cluster(doc, catalog, where=where)
+
+
+@cache
+def _preset(name: str) -> Cluster:
+    text = resources.files("gpusched_envs").joinpath(f"data/clusters/{name}.yaml").read_text()
+    return build_cluster(yaml.safe_load(text), default_catalog(), where=f"cluster preset {name!r}")
 
 
 def _int_field(spec: dict, key: str, where: str, default=None, minimum: int = 1) -> int:
@@ -277,7 +288,7 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
     server_rack = rows[:, 0].astype(np.int32)
     server_type = rows[:, 1].astype(np.int16)
     server_label = rows[:, 2].astype(np.int16)
-    return Cluster(
+    cluster = Cluster(
         name=str(doc.get("name", where)),
         description=str(doc.get("description", "")),
         catalog=catalog,
@@ -301,3 +312,7 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
         pool_names=tuple(pool_names),
         source=where,
     )
+    for value in vars(cluster).values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False  # immutable: presets are shared between envs
+    return cluster
