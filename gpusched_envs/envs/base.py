@@ -128,7 +128,11 @@ class ClusterEnv(gym.Env):
 
     # ------------------------------------------------------------------ episode
     def _sim_config(self, seed: int) -> SimConfig:
-        return SimConfig(seed=seed, interference=self.interference, speed_model=self.speed_model)
+        # on a cluster of VC pools a job larger than its VC's quota is dropped with a warning, as in `gpusched simulate`
+        oversize = "drop" if self.cluster.pool_names else "error"
+        return SimConfig(
+            seed=seed, interference=self.interference, speed_model=self.speed_model, oversize=oversize
+        )
 
     def _new_episode(self) -> None:
         rng = self.np_random

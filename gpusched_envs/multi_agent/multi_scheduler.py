@@ -235,7 +235,12 @@ class MultiSchedulerEnv(ParallelEnv):
         wl_seed = int(rng.integers(2**31)) if self.workload_seed is None else int(self.workload_seed)
         sim_seed = int(rng.integers(2**31))
         workload = make_workload(self.workload_arg, self.cluster, wl_seed, self.num_jobs, self.load)
-        config = SimConfig(seed=sim_seed, interference=self.interference, speed_model=self.speed_model)
+        config = SimConfig(
+            seed=sim_seed,
+            interference=self.interference,
+            speed_model=self.speed_model,
+            oversize="drop" if self.cluster.pool_names else "error",  # a job larger than its VC's quota
+        )
         self.sim = Simulator(self.cluster, workload, config)
         self.owner = self._route(workload)  # (J,) agent index of every job
         sim = self.sim
