@@ -229,6 +229,13 @@ def save_policy(
     )
 
 
+def resumed_config(cfg: RunConfig, out: Path) -> tuple[RunConfig, str]:
+    """On ``--resume`` the run's own saved configuration and command hold; only the step budget may change."""
+    saved, command = read_config(out)
+    saved.steps, saved.progress = cfg.steps, cfg.progress
+    return saved, command
+
+
 # ------------------------------------------------------------------------------------------------------ DDQN
 def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> dict:
     """Train DDQN (or TopDRL) per ``cfg`` into ``out``; returns the final evaluation."""
@@ -238,10 +245,8 @@ def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> d
 
     resume_path = out / CHECKPOINT_DIR / RESUME_FILE
     resume = resume and resume_path.exists()
-    if resume:  # the run's own configuration; only the step budget may change
-        saved, command = read_config(out)
-        saved.steps, saved.progress = cfg.steps, cfg.progress
-        cfg = saved
+    if resume:
+        cfg, command = resumed_config(cfg, out)
     if cfg.algorithm == "topdrl":
         cfg.env_kwargs = topdrl_env_kwargs(**{k: v for k, v in cfg.env_kwargs.items() if k != "obs_mode"})
         cfg.args.setdefault("encoder", "cnn")
@@ -339,10 +344,8 @@ def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> di
 
     sb3_path = out / CHECKPOINT_DIR / SB3_FILE
     resume = resume and sb3_path.exists()
-    if resume:  # the run's own configuration; only the step budget may change
-        saved, command = read_config(out)
-        saved.steps, saved.progress = cfg.steps, cfg.progress
-        cfg = saved
+    if resume:
+        cfg, command = resumed_config(cfg, out)
     args = build_args(PPOArgs, {**cfg.args, "seed": cfg.seed})
     mode = obs_mode_for(cfg)
     cfg.env_kwargs = {**cfg.env_kwargs, "obs_mode": mode}

@@ -153,6 +153,16 @@ class ClusterEnv(gym.Env):
         self.drained = False
         self._last_mark = None
 
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._new_episode()
+        self._first_decision()
+        return self._observe(), self._info(False, False)
+
+    def _first_decision(self) -> None:
+        """Run the new episode's simulator to its first decision for the agent (each env says how)."""
+        raise NotImplementedError
+
     def _advance(self) -> bool:
         """Run the simulator to its next decision point; False once it has drained."""
         more = self.sim.next_decision()

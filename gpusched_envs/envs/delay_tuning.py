@@ -131,6 +131,7 @@ class DelayTuningEnv(ClusterEnv):
 
     # ------------------------------------------------------------------ episode
     def _new_episode(self) -> None:
+        self.timers = np.zeros(self.num_classes)
         super()._new_episode()
         self.job_class = sensitivity_classes(self.sensitivity, self.thresholds)
         self.policy = DelaySchedulingPolicy(
@@ -152,12 +153,8 @@ class DelayTuningEnv(ClusterEnv):
         enc.context[2 * k :] = np.log1p(waits / np.maximum(counts, 1) / self.time_scale)
         return self._encode(jobs, self._count_fits(jobs))
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self.timers = np.zeros(self.num_classes)
-        self._new_episode()
+    def _first_decision(self) -> None:
         self._advance()  # the first decision point is left pending for the first action's timers
-        return self._observe(), self._info(False, False)
 
     def step(self, action):
         a = self._check_action(action)

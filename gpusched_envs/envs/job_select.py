@@ -162,11 +162,8 @@ class JobSelectEnv(ClusterEnv):
         return self._encode(self._jobs, self._fits)
 
     # ------------------------------------------------------------------ gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self._new_episode()
+    def _first_decision(self) -> None:
         self._settle()
-        return self._observe(), self._info(False, False)
 
     def step(self, action):
         a = self._check_action(action)

@@ -243,11 +243,8 @@ class WorkerPlacementEnv(ClusterEnv):
         return int(ok[0])
 
     # ------------------------------------------------------------------ gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self._new_episode()
+    def _first_decision(self) -> None:
         self._settle()
-        return self._observe(), self._info(False, False)
 
     def step(self, action):
         a = self._check_action(action)
