@@ -69,6 +69,10 @@ def load_openb(
     dropped = {"cpu_only": int(n - (gpus >= 1).sum()) if gpu_only else 0, "zero_duration": int(zero.sum())}
     keep &= ~zero
     idx = np.flatnonzero(keep)
+    if not len(idx):
+        raise WorkloadError(
+            "no GPU pod with a duration > 0; nothing to simulate", file=t.file, field="num_gpu"
+        )
 
     spec = t.strings("gpu_spec") if t.has("gpu_spec") else [""] * n
     spec_names = sorted({spec[i].strip() for i in idx} - {""})
