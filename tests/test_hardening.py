@@ -108,6 +108,17 @@ def test_checkpoint_evaluate_agent_refuses_the_same(tmp_path, monkeypatch):
     assert not marker.exists()
 
 
+def test_train_config_env_naming_a_module_is_refused_before_import(tmp_path, monkeypatch):
+    from agents.common import make_env
+
+    marker = tmp_path / "ran"
+    (tmp_path / "evil_cfg_mod.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="env id 'evil_cfg_mod:Evil-v0' is not registered"):
+        make_env("evil_cfg_mod:Evil-v0", {})
+    assert not marker.exists() and "evil_cfg_mod" not in sys.modules
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
