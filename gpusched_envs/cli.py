@@ -55,13 +55,12 @@ def fail(message: str) -> None:
 
 
 def fit_workload_to_cluster(spec: str, cluster) -> str:
-    """A synthetic spec used with a cluster gets ``max_gpus=<cluster GPUs>`` unless it names ``max_gpus`` itself,
-    so ``gpusched simulate --cluster tiny --workload synthetic`` works (SPEC: sized to the cluster)."""
+    """A workload spec sized to the cluster it runs on, unless the spec says otherwise: a synthetic spec gets
+    ``max_gpus=<cluster GPUs>`` (so ``gpusched simulate --cluster tiny --workload synthetic`` works), and a trace
+    spec with ``oversize=drop`` but no ``max_gpus`` drops the jobs larger than the cluster."""
     name, _, rest = spec.strip().partition(":")
-    if name.strip() != "synthetic":
-        return spec
     keys = {part.partition("=")[0].strip() for part in rest.split(",") if part.strip()}
-    if "max_gpus" in keys:
+    if "max_gpus" in keys or not (name.strip() == "synthetic" or "oversize" in keys):
         return spec
     extra = f"max_gpus={cluster.num_gpus}"
     return f"{spec.strip()},{extra}" if rest.strip() else f"synthetic:{extra}"
@@ -120,6 +119,11 @@ def run_simulation(
             metrics = sim.run(pol)
     else:
         metrics = sim.run(pol)
+    if not metrics.get("jobs"):
+        raise UserError(
+            f"no job of workload {workload!r} ran on cluster {c.name!r} ({len(w)} loaded, all dropped); "
+            "nothing to report"
+        )
     return {
         "schema": "gpusched.simulate/1",
         "cluster": c.name,
@@ -243,6 +247,8 @@ def workloads(
     cluster: Annotated[str | None, typer.Option(help="State the offered load on this cluster.")] = None,
 ) -> None:
     """List named workloads, or summarise one (jobs, span, GPU sizes, duration percentiles, offered load)."""
+    if seed < 0:
+        fail(f"--seed must be >= 0, got {seed}")
     from rich.table import Table
 
     from gpusched_envs.workloads import describe as describe_workload

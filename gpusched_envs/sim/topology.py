@@ -188,10 +188,10 @@ def _int_field(
     value = spec.get(key, default)
     if value is None:
         raise ClusterConfigError(f"{where}: missing field {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise ClusterConfigError(
-            f"{where}.{key}: must be an integer in {minimum}..{maximum:,}, got {value!r}"
-        )
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ClusterConfigError(f"{where}.{key}: must be an integer >= {minimum}, got {value!r}")
+    if value > maximum:  # a typo or a bomb: refused before arrays of that size are built
+        raise ClusterConfigError(f"{where}.{key}: must be at most {maximum:,}, got {value!r}")
     return value
 
 

@@ -55,11 +55,18 @@ class WorkloadSpec:
     loader: Callable[[dict, int], Workload]
 
 
+# upper bounds of integer keys: a typo such as jobs=1000000000000 must not try to allocate terabytes
+_INT_LIMITS = {"jobs": 10_000_000, "gpus": 2**31 - 1, "max_gpus": 2**31 - 1}
+
+
 def _int(key: str, value: str) -> int:
     try:
         out = int(value)
     except ValueError:
         raise WorkloadError(f"{key}={value!r} is not an integer", field=key) from None
+    limit = _INT_LIMITS.get(key)
+    if limit is not None and out > limit:
+        raise WorkloadError(f"{key}={value} is more than the limit of {limit:,}", field=key)
     return out
 
 
