@@ -400,6 +400,26 @@ LOADERS = {
 }
 
 
+def _load_alibaba2018(path):
+    from gpusched_envs.workloads.dag import load_alibaba2018
+
+    class Digest:  # a list of DAGs, compared by its structure
+        def __init__(self, dags):
+            self.key = repr([(d.name, d.summary()) for d in dags])
+
+        def fingerprint(self):
+            return self.key
+
+    return Digest(load_alibaba2018(path))
+
+
+LOADERS["alibaba2018"] = (
+    "batch_task.csv",
+    "M1,10,j_1,1,Terminated,100,110,100,0.5\nR2_1,5,j_1,1,Terminated,110,120,50,0.3\n",
+    _load_alibaba2018,
+)
+
+
 @pytest.mark.parametrize("loader", sorted(LOADERS))
 def test_every_loader_names_compression_and_encoding_problems(tmp_path, loader):
     name, text, load = LOADERS[loader]
