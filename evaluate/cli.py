@@ -107,6 +107,7 @@ def leaderboard(
         if not specs:
             _fail("no agents to evaluate")
         out = out or Path("results") / "leaderboard" / s.name
+        _check_output_folder(out)  # before the grid runs, not after
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run_grid(
@@ -237,6 +238,16 @@ def evaluate(
         console.print(f"wrote {json_out}")
     if doc["failed"]:
         raise typer.Exit(code=1)
+
+
+def _check_output_folder(out: Path) -> None:
+    """The leaderboard's output folder: absent or a folder, whose result files are absent or regular files."""
+    from gpusched_envs.io import OutputPathError, check_output_path
+
+    if out.exists() and not out.is_dir():
+        raise OutputPathError(f"{out}: --out must be a folder, this is a file")
+    for name in ("leaderboard.md", "leaderboard.json"):
+        check_output_path(out / name)
 
 
 def _check_scenario_env(sc) -> None:

@@ -8,6 +8,7 @@ library never imports them: an entry point names a ``typer.Typer`` app or a plai
 from __future__ import annotations
 
 import json
+import math
 import sys
 import warnings
 from importlib.metadata import entry_points
@@ -183,6 +184,8 @@ def simulate(
     capped at the cluster's size unless the spec gives max_gpus."""
     if seed < 0:
         fail(f"--seed must be >= 0, got {seed}")
+    if restart_delay is not None and not (math.isfinite(restart_delay) and restart_delay >= 0):
+        fail(f"--restart-delay must be a finite number of seconds >= 0, got {restart_delay}")
     if json_out is not None:
         check_output_path(json_out)  # refuse a FIFO or device before simulating
     if describe:

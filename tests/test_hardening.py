@@ -203,6 +203,21 @@ def test_simulate_json_to_a_fifo_is_one_line_and_the_fifo_stays(tmp_path, gpusch
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
+def test_leaderboard_output_fifo_is_refused_before_the_grid_runs(tmp_path, capsys):
+    from evaluate import cli as ecli
+
+    (tmp_path / "lb").mkdir()
+    os.mkfifo(tmp_path / "lb" / "leaderboard.json")
+    t0 = time.perf_counter()
+    with pytest.raises(SystemExit) as exc:
+        ecli.main(["leaderboard", "--suite", "quick", "--agents", "fifo", "--out", str(tmp_path / "lb")])
+    out, err = capsys.readouterr()
+    assert_one_line(exc.value.code, out, err, "leaderboard.json: is a FIFO")
+    assert time.perf_counter() - t0 < 10 and sorted(p.name for p in (tmp_path / "lb").iterdir()) == [
+        "leaderboard.json"
+    ]
+
+
 def test_checkpoint_save_and_leaderboard_writers_share_the_check(tmp_path):
     import inspect
 
@@ -480,6 +495,15 @@ def test_unknown_gpu_spec_in_openb_pods_is_named(write_file, gpusched):
 def test_negative_seed_names_the_flag(gpusched):
     code, out, err = gpusched("simulate", "--seed", "-1", "--workload", "synthetic:jobs=5")
     assert_one_line(code, out, err, "--seed must be >= 0")
+    code, out, err = gpusched("workloads", "synthetic:jobs=5", "--seed", "-3")
+    assert_one_line(code, out, err, "--seed must be >= 0")
+    code, out, err = gpusched("simulate", "--restart-delay", "nan", "--workload", "synthetic:jobs=5")
+    assert_one_line(code, out, err, "--restart-delay must be a finite number")
+
+
+def test_workload_spec_integers_have_limits():
+    with pytest.raises(WorkloadError, match=r"field 'jobs': jobs=1000000000000 is more than the limit"):
+        load_workload("synthetic:jobs=1000000000000")
 
 
 @pytest.fixture
