@@ -94,7 +94,8 @@ _U = UNBOUNDED
 BOUNDS: dict[str, tuple[float, float]] = {
     # shares, flags, one-hots
     **dict.fromkeys(("busy", "in_placement", "free", "fits", "running", "gpus"), (0.0, 1.0)),
-    "preempted": (0.0, _U),  # a 0/1 flag, bounded as its non-clairvoyant twin "preemptions": same spaces in both
+    # a 0/1 flag, bounded as its non-clairvoyant twin "preemptions" so that both settings have the same spaces
+    "preempted": (0.0, _U),
     **dict.fromkeys(("gpu_server", "server_rack", "rack_cluster"), (0.0, 1.0)),
     "slot_exists": (-1.0, 1.0),
     # non-negative: log1p times and counts, speeds, raw counts
