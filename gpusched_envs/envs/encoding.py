@@ -34,7 +34,10 @@ job column 6       ``preempted``: waits to         ``preemptions``: log1p(times 
 =================  =============================  =====================================================
 
 Every other column (GPUs asked, age, network sensitivity of the job's model, fits, occupancy, bandwidths, queue
-lengths) is known to a real scheduler and is the same in both settings. JobSelect's ``preemption=True`` appends
+lengths) is known to a real scheduler and is the same in both settings. The contexts are set by each env (named by
+``context_names``; non-clairvoyant ones count only what has happened). One bit about the future remains in both
+settings: waiting is masked when nothing runs and no job is still to arrive, since it would end the episode in a
+deadlock. JobSelect's ``preemption=True`` appends
 the columns :data:`PREEMPTION_JOB_FEATURES` and rows for running jobs after the queue rows.
 :func:`flat_feature_names` names every entry of the ``flat`` vector.
 """
