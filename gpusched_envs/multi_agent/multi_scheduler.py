@@ -51,80 +51,95 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from gpusched_envs.envs.base import check_choice, make_workload, resolve_cluster
+from gpusched_envs.envs.base import (
+    InvalidActionError,
+    check_choice,
+    episode_simulator,
+    make_workload,
+    resolve_cluster,
+)
 from gpusched_envs.envs.encoding import ClusterEncoder, Layout, gpu_remaining_time
 from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
-from gpusched_envs.policies.placement import get_placement
-from gpusched_envs.sim import SimConfig, Simulator
+from gpusched_envs.envs.render import render_ansi, render_rgb
+from gpusched_envs.policies.placement import closest_in_rack, get_placement
+from gpusched_envs.sim import Simulator
 from gpusched_envs.sim import throughput as tp
-from gpusched_envs.sim.engine import FULL_GPU
+from gpusched_envs.sim.engine import DONE
 from gpusched_envs.sim.sensitivity import job_sensitivities
+from gpusched_envs.sim.topology import Cluster, build_cluster
 from gpusched_envs.sim.workload import Workload
 
 BASE_CANDIDATES = ("closest", "consolidate", "first-fit", "pack", "spread")
 CANDIDATE_FEATURES = ("valid", "servers", "racks", "log_slowdown", "colocated_jobs")
 ROUTINGS = ("auto", "vc", "tenant", "round_robin")
 OBS_MODES = ("graph", "flat")
+RENDER_MODES = ("human", "ansi", "rgb_array")
 CONTEXT = 3
 
 
-def spread_placement(sim, job: int) -> np.ndarray | None:
-    """The most spread placement: free GPUs dealt round-robin over racks, then over servers within a rack."""
-    free = sim.free_mask(job)
-    n = 1 if sim.job_milli[job] < FULL_GPU else int(sim.job_gpus_n[job])
-    idx = np.flatnonzero(free)
-    if len(idx) < n:
-        return None
-    c = sim.cluster
-    server = c.gpu_server[idx]
-    first = np.r_[True, server[1:] != server[:-1]]
-    start = np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
-    slot = np.arange(len(idx)) - start  # rank of each free GPU among the free GPUs of its server
-    rack = c.gpu_rack[idx]
-    server_rank = np.zeros(len(idx), dtype=np.int64)
-    for r in np.unique(rack):
-        in_rack = rack == r
-        _, server_rank[in_rack] = np.unique(server[in_rack], return_inverse=True)
-    order = np.lexsort((rack, server_rank, slot))
-    return np.sort(idx[order[:n]])
+class EpisodeEndedError(InvalidActionError):
+    """``step()`` called when no agent is alive: before ``reset()`` or after the episode ended."""
 
 
-def rack_placement(sim, job: int, rack: int) -> np.ndarray | None:
-    """Closest placement restricted to one rack: best-fit server, else the rack's fullest-free servers."""
-    c = sim.cluster
-    if rack >= c.num_racks:
-        return None
-    free = sim.free_mask(job) & (c.gpu_rack == rack)
-    if sim.job_milli[job] < FULL_GPU:
-        idx = np.flatnonzero(free)
-        if not len(idx):
-            return None
-        return idx[np.lexsort((idx, sim.gpu_free_milli[idx]))][:1]
-    n = int(sim.job_gpus_n[job])
-    if np.count_nonzero(free) < n:
-        return None
-    counts = np.bincount(c.gpu_server[free], minlength=c.num_servers)
-    fits = np.flatnonzero(counts >= n)
-    if len(fits):
-        servers = [int(fits[np.argmin(counts[fits])])]
-    else:
-        in_rack = np.flatnonzero(counts > 0)
-        servers = in_rack[np.argsort(-counts[in_rack], kind="stable")].tolist()
-    out, need = [], n
-    for s in servers:
-        lo = c.server_first_gpu[s]
-        got = lo + np.flatnonzero(free[lo : lo + c.server_num_gpus[s]])[:need]
-        out.append(got)
-        need -= len(got)
-        if not need:
-            break
-    return np.concatenate(out)
+def datacenter_cluster(
+    racks: int = 16, servers: int = 4, gpus: int = 4, gpu_type: str = "V100", oversubscription: float = 2.0
+) -> Cluster:
+    """A generated data centre of identical racks (the HMARL setting's larger cluster): ``racks`` × ``servers`` ×
+    ``gpus`` GPUs of one type, PCIe inside a server, 25 GbE NICs, rack uplinks oversubscribed by ``oversubscription``
+    (links as the ``topdrl`` preset)."""
+    doc = {
+        "name": f"datacenter-{racks}x{servers}x{gpus}",
+        "description": "generated data centre (multi_scheduler_v0)",
+        "racks": [
+            {
+                "count": int(racks),
+                "oversubscription": float(oversubscription),
+                "servers": [
+                    {
+                        "count": int(servers),
+                        "gpus": int(gpus),
+                        "gpu_type": gpu_type,
+                        "intra_link": "pcie3",
+                        "nic": "eth25",
+                    }
+                ],
+            }
+        ],
+    }
+    return build_cluster(doc, where="datacenter cluster")
+
+
+def resolve_multi_cluster(cluster: str | Cluster) -> Cluster:
+    """A preset, a YAML path, a built :class:`Cluster` or ``"datacenter:racks=R,servers=S,gpus=G"`` (any of the
+    keys of :func:`datacenter_cluster`; e.g. ``"datacenter:racks=16"``)."""
+    if isinstance(cluster, str) and cluster.split(":", 1)[0] == "datacenter":
+        kwargs: dict[str, Any] = {}
+        rest = cluster.split(":", 1)[1] if ":" in cluster else ""
+        for item in filter(None, rest.split(",")):
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if key not in DATACENTER_KEYS or not value:
+                raise ValueError(
+                    f"cluster {cluster!r}: bad item {item!r} (expected key=value with key one of "
+                    f"{', '.join(DATACENTER_KEYS)})"
+                )
+            try:
+                kwargs[key] = DATACENTER_KEYS[key](value)
+            except ValueError:
+                raise ValueError(
+                    f"cluster {cluster!r}: {key}={value!r} is not a {DATACENTER_KEYS[key].__name__}"
+                ) from None
+        return datacenter_cluster(**kwargs)
+    return resolve_cluster(cluster)
+
+
+DATACENTER_KEYS = {"racks": int, "servers": int, "gpus": int, "gpu_type": str, "oversubscription": float}
 
 
 class MultiSchedulerEnv(ParallelEnv):
     """K schedulers sharing one cluster (see the module docstring for spaces, rewards and arguments)."""
 
-    metadata = {"name": "multi_scheduler_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    metadata = {"name": "multi_scheduler_v0", "render_modes": list(RENDER_MODES), "is_parallelizable": True}
 
     def __init__(
         self,
@@ -139,26 +154,43 @@ class MultiSchedulerEnv(ParallelEnv):
         agent_share: float = 0.0,
         interference: bool = True,
         speed_model: str = "throughput",
-        max_steps: int | None = None,
+        max_cycles: int | None = None,
         time_scale: float = 3600.0,
         invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
         workload_seed: int | None = None,
         render_mode: str | None = None,
+        max_steps: int | None = None,
     ):
         check_choice("routing", routing, ROUTINGS)
         check_choice("obs_mode", obs_mode, OBS_MODES)
         check_choice("invalid_action", invalid_action, ("penalize", "raise"))
-        check_choice("render_mode", render_mode, (None, "ansi"))
+        check_choice("render_mode", render_mode, (None, *RENDER_MODES))
         if not 0.0 <= agent_share <= 1.0:
             raise ValueError(f"agent_share must be in [0, 1], got {agent_share}")
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
-        self.cluster = resolve_cluster(cluster)
+        if max_steps is not None and max_cycles is not None and max_steps != max_cycles:
+            raise ValueError(
+                f"max_cycles={max_cycles} and its alias max_steps={max_steps} disagree: give one"
+            )
+        max_cycles = (
+            max_cycles if max_cycles is not None else max_steps
+        )  # PettingZoo's name; max_steps: alias
+        if max_cycles is not None and (
+            isinstance(max_cycles, bool) or int(max_cycles) != max_cycles or max_cycles < 1
+        ):
+            raise ValueError(f"max_cycles must be an integer >= 1 or None, got {max_cycles!r}")
+        if not np.isfinite(time_scale) or time_scale <= 0:
+            raise ValueError(f"time_scale must be a finite number > 0 (seconds), got {time_scale}")
+        if not np.isfinite(invalid_penalty):
+            raise ValueError(f"invalid_penalty must be finite, got {invalid_penalty}")
+        self.cluster = resolve_multi_cluster(cluster)
         self.workload_arg, self.num_jobs, self.load = workload, int(num_jobs), float(load)
         self.window, self.obs_mode, self.agent_share = int(window), obs_mode, float(agent_share)
         self.interference, self.speed_model = bool(interference), speed_model
-        self.max_steps, self.time_scale = max_steps, float(time_scale)
+        self.max_cycles = None if max_cycles is None else int(max_cycles)
+        self.time_scale = float(time_scale)
         self.invalid_action, self.invalid_penalty = invalid_action, float(invalid_penalty)
         self.workload_seed, self.render_mode = workload_seed, render_mode
 
@@ -185,7 +217,7 @@ class MultiSchedulerEnv(ParallelEnv):
         self.candidate_names = BASE_CANDIDATES + tuple(f"rack-{r}" for r in range(self.cluster.num_racks))
         self.num_candidates = len(self.candidate_names)
         self.wait_action = self.num_candidates
-        self._placers = [get_placement(n) if n != "spread" else spread_placement for n in BASE_CANDIDATES]
+        self._placers = [get_placement(n) for n in BASE_CANDIDATES]
         layout = Layout.for_clusters([self.cluster], self.window, CONTEXT, self.num_candidates + 1)
         self.encoder = ClusterEncoder(layout, obs_mode, self.time_scale)
         self.encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
@@ -209,6 +241,11 @@ class MultiSchedulerEnv(ParallelEnv):
         self.sim: Simulator | None = None
         self._rng = np.random.default_rng()
 
+    @property
+    def max_steps(self) -> int | None:
+        """Alias of ``max_cycles`` (the name the single-agent envs use)."""
+        return self.max_cycles
+
     # ------------------------------------------------------------------ PettingZoo API
     @functools.cache  # noqa: B019 - one space object per agent, as PettingZoo expects
     def observation_space(self, agent: str) -> spaces.Dict:
@@ -219,6 +256,8 @@ class MultiSchedulerEnv(ParallelEnv):
         return self._action_space
 
     def state(self) -> np.ndarray:
+        if self.sim is None:
+            raise EpisodeEndedError("state() called before reset()")
         sim, enc = self.sim, self.state_encoder
         heads = np.array([h for h in self._heads if h >= 0], dtype=np.int64)
         enc.encode_cluster(sim, self.sim.free_gpus(), gpu_remaining_time(sim, self._gpu_remaining), None, 0)
@@ -231,19 +270,8 @@ class MultiSchedulerEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None or self.sim is None:
             self._rng = np.random.default_rng(seed)
-        rng = self._rng
-        wl_seed = int(rng.integers(2**31)) if self.workload_seed is None else int(self.workload_seed)
-        sim_seed = int(rng.integers(2**31))
-        workload = make_workload(self.workload_arg, self.cluster, wl_seed, self.num_jobs, self.load)
-        config = SimConfig(
-            seed=sim_seed,
-            interference=self.interference,
-            speed_model=self.speed_model,
-            oversize="drop" if self.cluster.pool_names else "error",  # a job larger than its VC's quota
-        )
-        self.sim = Simulator(self.cluster, workload, config)
-        self.owner = self._route(workload)  # (J,) agent index of every job
-        sim = self.sim
+        self.sim = sim = episode_simulator(self, self._rng)  # the single-agent envs' episode setup
+        self.owner = self._route(sim.workload)  # (J,) agent index of every job
         self.sensitivity = job_sensitivities(self.cluster, sim.job_model, sim.job_gpus_n)
         self.log_sensitivity = np.log(self.sensitivity)
         k = len(self.possible_agents)
@@ -258,7 +286,36 @@ class MultiSchedulerEnv(ParallelEnv):
         infos = {a: {"time": sim.now} for a in self.agents}
         return self._observations(), infos
 
+    def _parse_actions(self, actions) -> np.ndarray:
+        """(K,) integer actions (a missing agent waits); a malformed one raises :class:`InvalidActionError` naming
+        the agent, whatever ``invalid_action`` says (it is a programming error, not a policy's choice)."""
+        if not isinstance(actions, dict):
+            raise InvalidActionError(
+                f"actions must be a dict of agent -> action, got {type(actions).__name__}"
+            )
+        unknown = set(actions) - set(self.agent_index)
+        if unknown:
+            raise InvalidActionError(
+                f"actions: unknown agents {sorted(map(str, unknown))} (agents: {', '.join(self.possible_agents)})"
+            )
+        out = np.full(len(self.possible_agents), self.wait_action, dtype=np.int64)
+        for agent, action in actions.items():
+            arr = np.asarray(action)
+            if arr.size != 1 or arr.dtype.kind not in "iuf" or (arr.dtype.kind == "b"):
+                raise InvalidActionError(f"actions[{agent!r}]: expected one integer action, got {action!r}")
+            value = arr.reshape(()).item()
+            if not np.isfinite(value) or float(value) != int(value):
+                raise InvalidActionError(f"actions[{agent!r}]: expected an integer action, got {value!r}")
+            out[self.agent_index[agent]] = int(value)
+        return out
+
     def step(self, actions: dict[str, int]):
+        if not self.agents:
+            raise EpisodeEndedError(
+                "step() called with no live agents: the episode has ended (or reset() was never called); "
+                "call reset() first"
+            )
+        parsed = self._parse_actions(actions)
         sim = self.sim
         k = len(self.possible_agents)
         mark = self._mark()
@@ -267,12 +324,12 @@ class MultiSchedulerEnv(ParallelEnv):
         placed = False
         for i in self._rng.permutation(k):
             agent = self.possible_agents[i]
-            action = actions.get(agent, self.wait_action)
-            a = int(np.asarray(action).reshape(()))
+            a = int(parsed[i])
             if not 0 <= a <= self.num_candidates or not self._masks[i, a]:
                 if self.invalid_action == "raise":
-                    raise ValueError(
-                        f"{agent}: invalid action {a} (valid: {np.flatnonzero(self._masks[i]).tolist()})"
+                    raise InvalidActionError(
+                        f"actions[{agent!r}]: invalid action {a} "
+                        f"(valid now: {np.flatnonzero(self._masks[i]).tolist()})"
                     )
                 rewards[agent] -= self.invalid_penalty
                 infos[agent]["invalid_action"] = True
@@ -292,7 +349,7 @@ class MultiSchedulerEnv(ParallelEnv):
             own = self._reward_since(mark, self.own_totals[i]) if self.agent_share else 0.0
             rewards[agent] += (1 - self.agent_share) * shared + self.agent_share * own
         terminated = sim.drained
-        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
+        truncated = not terminated and self.max_cycles is not None and self.steps >= self.max_cycles
         observations = self._observations()
         for i, agent in enumerate(self.possible_agents):
             infos[agent].update(
@@ -307,20 +364,29 @@ class MultiSchedulerEnv(ParallelEnv):
         truncations = dict.fromkeys(self.agents, truncated)
         if terminated or truncated:
             self.agents = []
+        if self.render_mode == "human":
+            self.render()
         return observations, rewards, terminations, truncations, infos
 
     def render(self):
-        if self.render_mode != "ansi" or self.sim is None:
+        """``"ansi"``: the cluster map and every agent's head job as text; ``"human"``: that text printed (returns
+        None); ``"rgb_array"``: the occupancy image of the single-agent envs."""
+        if self.render_mode is None or self.sim is None:
             return None
         sim = self.sim
-        lines = [
-            f"t={sim.now:,.0f}s  running={len(sim.running)}  queued={len(sim.queue)}  done={sim.finished}"
-        ]
+        heads = [int(h) for h in self._heads if h >= 0]
+        if self.render_mode == "rgb_array":
+            return render_rgb(sim, heads, self.cluster.max_server_gpus)
+        lines = []
         for i, agent in enumerate(self.possible_agents):
             head = int(self._heads[i])
             what = "idle" if head < 0 else f"head job {head} ({sim.job_gpus_n[head]} GPUs)"
             lines.append(f"  {agent}: {what}, valid {np.flatnonzero(self._masks[i]).tolist()}")
-        return "\n".join(lines)
+        text = render_ansi(sim, heads, "multi_scheduler_v0", "\n".join(lines))
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
 
     def close(self) -> None:
         pass
@@ -374,7 +440,7 @@ class MultiSchedulerEnv(ParallelEnv):
                     if c < len(BASE_CANDIDATES):
                         gpus = self._placers[c](sim, job)
                     else:
-                        gpus = rack_placement(sim, job, c - len(BASE_CANDIDATES))
+                        gpus = closest_in_rack(sim, job, c - len(BASE_CANDIDATES))
                     if gpus is None:
                         continue
                     key = np.sort(gpus).tobytes()
@@ -455,7 +521,7 @@ class MultiSchedulerEnv(ParallelEnv):
         total = self.own_count[i]
         if not total:
             return 1.0
-        done = np.count_nonzero((self.owner == i) & (self.sim.status == 4))
+        done = np.count_nonzero((self.owner == i) & (self.sim.status == DONE))
         return done / total
 
     def action_masks(self, agent: str) -> np.ndarray:
@@ -465,7 +531,7 @@ class MultiSchedulerEnv(ParallelEnv):
     def _agent_metrics(self, i: int) -> dict:
         sim = self.sim
         mine = self.owner == i
-        jct = (sim.finish_time - sim.workload.submit_time)[mine & (sim.status == 4)]
+        jct = (sim.finish_time - sim.workload.submit_time)[mine & (sim.status == DONE)]
         return {
             "jobs": int(len(jct)),
             "avg_jct": float(jct.mean()) if len(jct) else float("nan"),
