@@ -8,15 +8,17 @@ again at the next step (``infos[agent]["conflict"]``). After a step in which som
 while any agent can still place its head; otherwise the simulator runs to the next instant at which one can.
 
 ## Action Space (per agent)
-``Discrete(C + 1)``: candidate ``c < C`` places the head job with the c-th candidate placement, ``C`` waits.
+``Discrete(H · C + 1)`` with ``H = heads`` (default 1): action ``h · C + c`` places the agent's h-th oldest waiting
+job (h = 0: its head job) with the c-th candidate placement, ``H · C`` waits. ``heads > 1`` lets an agent start a
+later job of its queue when its head does not fit (backfilling learnt instead of fixed FIFO).
 Candidates: :data:`BASE_CANDIDATES` (``closest``, ``consolidate``, ``first-fit``, ``pack``, ``spread``), then one
 per rack (``rack-r``: the closest placement inside rack r). A candidate is valid when it exists now and differs
-from every earlier candidate; waiting is valid unless nothing runs and nothing is still to arrive while this agent
-could place its head.
+from every earlier candidate of the same job; waiting is valid unless nothing runs and nothing is still to arrive
+while this agent could place a job.
 
 ## Observation Space (per agent)
 The padded Dict of :mod:`gpusched_envs.envs.encoding` (``obs_mode`` ``"graph"`` or ``"flat"``) with the agent's own
-queue as the job window, plus ``candidate_features (C, 5)`` = (valid, servers spanned ÷ max server count, racks
+queue as the job window, plus ``candidate_features (H · C, 5)`` = (valid, servers spanned ÷ max server count, racks
 spanned ÷ racks, log of the predicted iteration time ÷ ideal, log1p of jobs already on the candidate's servers),
 ``context (3,)`` = (share of own jobs finished, log1p own queue length, agent index ÷ K) and ``action_mask``.
 :meth:`state` is one flat vector for a central critic: the flat cluster encoding with every agent's head job.
@@ -29,14 +31,15 @@ the same integral over its own jobs. An invalid action (``invalid_action="penali
 
 ## Episode End
 All agents terminate when every job has finished (``infos[agent]["metrics"]`` then holds the global metrics and
-``infos[agent]["agent_metrics"]`` those of the agent's own jobs); all truncate after ``max_steps`` steps.
+``infos[agent]["agent_metrics"]`` those of the agent's own jobs); all truncate after ``max_cycles`` steps (``max_steps`` is accepted as an alias).
 
 ## Arguments
 ``num_agents`` (None: one per pool of the cluster, else one per VC of the workload, else 4), ``cluster``,
 ``workload`` (spec string, Workload or callable; None: Philly-fitted synthetic at ``load``), ``num_jobs``, ``load``,
-``routing`` (``"auto"`` | ``"vc"`` | ``"tenant"`` | ``"round_robin"``), ``window`` (own jobs shown), ``obs_mode``,
+``routing`` (``"auto"`` | ``"vc"`` | ``"tenant"`` | ``"round_robin"``), ``window`` (own jobs shown), ``heads`` (jobs an
+agent may choose among, oldest first), ``obs_mode``,
 ``agent_share``, ``interference`` (True: co-located jobs of different agents slow each other), ``speed_model``,
-``max_steps``, ``time_scale``, ``invalid_action``, ``invalid_penalty``, ``workload_seed``.
+``max_cycles``, ``time_scale``, ``invalid_action``, ``invalid_penalty``, ``workload_seed``.
 
 ## Version History
 - v0: initial version.
@@ -136,6 +139,61 @@ def resolve_multi_cluster(cluster: str | Cluster) -> Cluster:
 DATACENTER_KEYS = {"racks": int, "servers": int, "gpus": int, "gpu_type": str, "oversubscription": float}
 
 
+class PhillyWindows:
+    """Workload generator ``f(cluster, rng)``: the first ``jobs`` Philly jobs (that fit the cluster) submitted after a
+    start drawn uniformly between day ``first`` and day ``last`` of the trace, arrivals rescaled to offered load
+    ``load`` on the cluster's GPUs. Disjoint day ranges give disjoint train and held-out workloads.
+
+    Spec string (the env's ``workload`` argument): ``"philly-windows:first=20,last=80,jobs=150,load=1.0"``."""
+
+    KEYS = {"first": float, "last": float, "jobs": int, "load": float}
+
+    def __init__(self, first: float = 20.0, last: float = 80.0, jobs: int = 150, load: float = 1.0):
+        if not 0 <= first <= last:
+            raise ValueError(f"philly-windows: need 0 <= first <= last (days), got first={first}, last={last}")
+        if jobs < 2 or not np.isfinite(load) or load <= 0:
+            raise ValueError(f"philly-windows: need jobs >= 2 and load > 0, got jobs={jobs}, load={load}")
+        self.first, self.last, self.jobs, self.load = float(first), float(last), int(jobs), float(load)
+
+    @classmethod
+    def parse(cls, spec: str) -> PhillyWindows:
+        kwargs: dict[str, Any] = {}
+        for item in filter(None, spec.split(":", 1)[1].split(",") if ":" in spec else []):
+            key, _, value = item.partition("=")
+            if key not in cls.KEYS or not value:
+                raise ValueError(
+                    f"workload {spec!r}: bad item {item!r} (keys: {', '.join(cls.KEYS)})"
+                )
+            try:
+                kwargs[key] = cls.KEYS[key](value)
+            except ValueError:
+                raise ValueError(f"workload {spec!r}: {key}={value!r} is not a number") from None
+        return cls(**kwargs)
+
+    def __call__(self, cluster: Cluster, rng: np.random.Generator) -> Workload:
+        from gpusched_envs.workloads import scale_to_load, select
+
+        trace = _philly_trace()
+        start = float(rng.uniform(self.first, self.last)) * 86400.0
+        window = select(trace, start=start)
+        window = window.subset(np.flatnonzero(window.num_gpus <= cluster.num_gpus)[: self.jobs])
+        return scale_to_load(window, self.load, cluster.num_gpus)
+
+
+@functools.cache
+def _philly_trace() -> Workload:
+    from gpusched_envs.workloads import load_workload
+
+    return load_workload("philly", seed=0)
+
+
+def resolve_multi_workload(workload):
+    """``"philly-windows:..."`` becomes a :class:`PhillyWindows`; anything else is the envs' workload argument."""
+    if isinstance(workload, str) and workload.split(":", 1)[0] == "philly-windows":
+        return PhillyWindows.parse(workload)
+    return workload
+
+
 class MultiSchedulerEnv(ParallelEnv):
     """K schedulers sharing one cluster (see the module docstring for spaces, rewards and arguments)."""
 
@@ -150,6 +208,7 @@ class MultiSchedulerEnv(ParallelEnv):
         load: float = 0.9,
         routing: str = "auto",
         window: int = 8,
+        heads: int = 1,
         obs_mode: str = "graph",
         agent_share: float = 0.0,
         interference: bool = True,
@@ -170,6 +229,8 @@ class MultiSchedulerEnv(ParallelEnv):
             raise ValueError(f"agent_share must be in [0, 1], got {agent_share}")
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
+        if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or not 1 <= heads <= window:
+            raise ValueError(f"heads must be an integer in 1..window ({window}), got {heads!r}")
         if max_steps is not None and max_cycles is not None and max_steps != max_cycles:
             raise ValueError(
                 f"max_cycles={max_cycles} and its alias max_steps={max_steps} disagree: give one"
@@ -186,8 +247,10 @@ class MultiSchedulerEnv(ParallelEnv):
         if not np.isfinite(invalid_penalty):
             raise ValueError(f"invalid_penalty must be finite, got {invalid_penalty}")
         self.cluster = resolve_multi_cluster(cluster)
-        self.workload_arg, self.num_jobs, self.load = workload, int(num_jobs), float(load)
+        self.workload_arg = resolve_multi_workload(workload)
+        self.num_jobs, self.load = int(num_jobs), float(load)
         self.window, self.obs_mode, self.agent_share = int(window), obs_mode, float(agent_share)
+        self.heads = int(heads)
         self.interference, self.speed_model = bool(interference), speed_model
         self.max_cycles = None if max_cycles is None else int(max_cycles)
         self.time_scale = float(time_scale)
@@ -200,7 +263,9 @@ class MultiSchedulerEnv(ParallelEnv):
             if self.cluster.pool_names:
                 self.vc_agents = self.cluster.pool_names
             else:
-                probe = make_workload(workload, self.cluster, workload_seed or 0, self.num_jobs, self.load)
+                probe = make_workload(
+                    self.workload_arg, self.cluster, workload_seed or 0, self.num_jobs, self.load
+                )
                 self.vc_agents = tuple(probe.vc_names)
             num_agents = len(self.vc_agents) or 4
         if num_agents < 1:
@@ -215,10 +280,11 @@ class MultiSchedulerEnv(ParallelEnv):
         self.agents: list[str] = []
 
         self.candidate_names = BASE_CANDIDATES + tuple(f"rack-{r}" for r in range(self.cluster.num_racks))
-        self.num_candidates = len(self.candidate_names)
-        self.wait_action = self.num_candidates
+        self.num_candidates = len(self.candidate_names)  # C, per head job
+        self.num_choices = self.heads * self.num_candidates  # (head h, candidate c) is action h·C + c
+        self.wait_action = self.num_choices
         self._placers = [get_placement(n) for n in BASE_CANDIDATES]
-        layout = Layout.for_clusters([self.cluster], self.window, CONTEXT, self.num_candidates + 1)
+        layout = Layout.for_clusters([self.cluster], self.window, CONTEXT, self.num_choices + 1)
         self.encoder = ClusterEncoder(layout, obs_mode, self.time_scale)
         self.encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
         self.state_encoder = ClusterEncoder(
@@ -227,15 +293,15 @@ class MultiSchedulerEnv(ParallelEnv):
         self.state_encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
         obs_space = self.encoder.observation_space()
         obs_space.spaces["candidate_features"] = spaces.Box(
-            -np.inf, np.inf, shape=(self.num_candidates, len(CANDIDATE_FEATURES)), dtype=np.float32
+            -np.inf, np.inf, shape=(self.num_choices, len(CANDIDATE_FEATURES)), dtype=np.float32
         )
         self._observation_space = obs_space
-        self._action_space = spaces.Discrete(self.num_candidates + 1)
+        self._action_space = spaces.Discrete(self.num_choices + 1)
         self.state_space = spaces.Box(
             -np.inf, np.inf, shape=self.state_encoder.buffers["obs"].shape, dtype=np.float32
         )
         self._candidate_buf = np.zeros(
-            (num_agents, self.num_candidates, len(CANDIDATE_FEATURES)), dtype=np.float32
+            (num_agents, self.num_choices, len(CANDIDATE_FEATURES)), dtype=np.float32
         )
         self._gpu_remaining = np.zeros(self.cluster.num_gpus)
         self.sim: Simulator | None = None
@@ -280,8 +346,10 @@ class MultiSchedulerEnv(ParallelEnv):
         self.own_count = np.bincount(self.owner[~sim.initially_dropped], minlength=k)
         self.agents = list(self.possible_agents)
         self.steps = 0
-        self._heads = np.full(k, -1, dtype=np.int64)
+        self._head_jobs = np.full((k, self.heads), -1, dtype=np.int64)  # the jobs each agent may place now
+        self._heads = self._head_jobs[:, 0]  # (K,) view: the oldest waiting job of each agent
         self._candidates: list[list[np.ndarray | None]] = [[] for _ in range(k)]
+        self._same_as = np.full((k, self.num_choices), -1, dtype=np.int64)
         self._advance(force=True)
         infos = {a: {"time": sim.now} for a in self.agents}
         return self._observations(), infos
@@ -325,7 +393,7 @@ class MultiSchedulerEnv(ParallelEnv):
         for i in self._rng.permutation(k):
             agent = self.possible_agents[i]
             a = int(parsed[i])
-            if not 0 <= a <= self.num_candidates or not self._masks[i, a]:
+            if not 0 <= a <= self.num_choices or not self._masks[i, a]:
                 if self.invalid_action == "raise":
                     raise InvalidActionError(
                         f"actions[{agent!r}]: invalid action {a} "
@@ -336,7 +404,7 @@ class MultiSchedulerEnv(ParallelEnv):
                 continue
             if a == self.wait_action:
                 continue
-            job, gpus = int(self._heads[i]), self._candidates[i][a]
+            job, gpus = int(self._head_jobs[i, a // self.num_candidates]), self._candidates[i][a]
             if sim.free_mask(job)[gpus].all():
                 sim.start(job, gpus)
                 placed = True
@@ -419,24 +487,29 @@ class MultiSchedulerEnv(ParallelEnv):
         """Heads, candidate placements and masks of every agent at the current instant."""
         sim = self.sim
         k = len(self.possible_agents)
-        self._heads[:] = -1
+        self._head_jobs[:] = -1
         if sim.queue:
             queued = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
             owners = self.owner[queued]
             for i in range(k):
                 mine = queued[owners == i]
                 if len(mine):
-                    self._heads[i] = mine.min()  # oldest waiting job of the agent
-        masks = np.zeros((k, self.num_candidates + 1), dtype=bool)
+                    first = np.sort(mine)[: self.heads]  # oldest waiting jobs of the agent
+                    self._head_jobs[i, : len(first)] = first
+        nc = self.num_candidates
+        masks = np.zeros((k, self.num_choices + 1), dtype=bool)
         feats = self._candidate_buf
         feats[...] = 0.0
         stuck = not sim.running and sim.next_arrival >= sim.num_jobs
+        self._same_as[...] = -1
         for i in range(k):
-            job = int(self._heads[i])
-            cands: list[np.ndarray | None] = [None] * self.num_candidates
-            if job >= 0:
-                seen: set[bytes] = set()
-                for c in range(self.num_candidates):
+            cands: list[np.ndarray | None] = [None] * self.num_choices
+            for h in range(self.heads):
+                job = int(self._head_jobs[i, h])
+                if job < 0:
+                    break
+                seen: dict[bytes, int] = {}
+                for c in range(nc):
                     if c < len(BASE_CANDIDATES):
                         gpus = self._placers[c](sim, job)
                     else:
@@ -444,14 +517,17 @@ class MultiSchedulerEnv(ParallelEnv):
                     if gpus is None:
                         continue
                     key = np.sort(gpus).tobytes()
+                    a = h * nc + c
                     if key in seen:
+                        self._same_as[i, a] = seen[key]  # a duplicate: the earlier candidate places the same
                         continue
-                    seen.add(key)
-                    cands[c] = gpus
-                    masks[i, c] = True
-                    self._candidate_features(job, gpus, feats[i, c])
+                    seen[key] = a
+                    self._same_as[i, a] = a
+                    cands[a] = gpus
+                    masks[i, a] = True
+                    self._candidate_features(job, gpus, feats[i, a])
             self._candidates[i] = cands
-            can_place = masks[i, : self.num_candidates].any()
+            can_place = masks[i, : self.num_choices].any()
             masks[i, self.wait_action] = not (stuck and can_place)
         self._masks = masks
 
@@ -474,7 +550,7 @@ class MultiSchedulerEnv(ParallelEnv):
         sim = self.sim
         if not force:
             self._compute_candidates()
-            if self._masks[:, : self.num_candidates].any():
+            if self._masks[:, : self.num_choices].any():
                 return
         while True:
             more = sim.next_decision()
@@ -485,7 +561,7 @@ class MultiSchedulerEnv(ParallelEnv):
                 self._compute_candidates()
                 return
             self._compute_candidates()
-            if self._masks[:, : self.num_candidates].any():
+            if self._masks[:, : self.num_choices].any():
                 return
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
@@ -504,8 +580,8 @@ class MultiSchedulerEnv(ParallelEnv):
             mine = np.sort(queued[owners == i])
             window = mine[: self.window]
             fits = np.zeros(len(window), dtype=bool)
-            if len(window) and window[0] == self._heads[i]:
-                fits[0] = self._masks[i, : self.num_candidates].any()
+            for h in range(min(self.heads, len(window))):  # the window starts with the agent's head jobs
+                fits[h] = self._masks[i, h * self.num_candidates : (h + 1) * self.num_candidates].any()
             enc.cluster[3] = np.log1p(max(0, len(mine) - len(window)))
             enc.encode_jobs(sim, window, fits, self.log_sensitivity)
             enc.context[0] = self._own_finished(i)
@@ -524,6 +600,34 @@ class MultiSchedulerEnv(ParallelEnv):
         done = np.count_nonzero((self.owner == i) & (self.sim.status == DONE))
         return done / total
 
+    def head_job(self, agent: str) -> int:
+        """The job the agent places now (its oldest waiting job), -1 when its queue is empty."""
+        return int(self._heads[self.agent_index[agent]])
+
+    def head_jobs(self, agent: str) -> np.ndarray:
+        """(heads,) the jobs the agent may place now, oldest first (-1 pads)."""
+        return self._head_jobs[self.agent_index[agent]].copy()
+
+    def candidate_placements(self, agent: str) -> list[np.ndarray | None]:
+        """(heads · C,) the GPUs of each (head job, candidate) action now (None where not valid); the job of
+        action ``a`` is ``head_jobs(agent)[a // num_candidates]``."""
+        return list(self._candidates[self.agent_index[agent]])
+
+    def candidate_action(self, agent: str, name: str, head: int = 0) -> int:
+        """The action that places the agent's ``head``-th waiting job (0: its head job) as candidate ``name`` would
+        (``closest``, ``rack-2``, ...; a duplicate maps to the earlier identical candidate), or the wait action when
+        that candidate cannot place it now."""
+        try:
+            c = self.candidate_names.index(name)
+        except ValueError:
+            raise ValueError(
+                f"unknown candidate {name!r}; candidates: {', '.join(self.candidate_names)}"
+            ) from None
+        if not 0 <= head < self.heads:
+            raise ValueError(f"head must be in 0..{self.heads - 1}, got {head}")
+        same = int(self._same_as[self.agent_index[agent], head * self.num_candidates + c])
+        return same if same >= 0 else self.wait_action
+
     def action_masks(self, agent: str) -> np.ndarray:
         """(C + 1,) bool valid actions of one agent now."""
         return self._masks[self.agent_index[agent]].copy()
@@ -541,17 +645,26 @@ class MultiSchedulerEnv(ParallelEnv):
 
 class HeuristicMultiAgent:
     """Every agent places its head job with one named candidate (default ``closest``) whenever it is valid, else
-    waits: per-agent FIFO with that placement. On a cluster whose pools are the agents' VCs this reproduces
+    waits: per-agent FIFO with that placement; with ``backfill`` (and ``heads > 1``) the oldest of its later
+    head jobs that the candidate can place goes instead (per-agent FIFO with backfilling). On a cluster whose pools are the agents' VCs this reproduces
     ``Simulator.run(make_policy("fifo", placement))`` exactly."""
 
-    def __init__(self, placement: str = "closest"):
+    def __init__(self, placement: str = "closest", backfill: bool = False):
         if placement not in BASE_CANDIDATES:
             raise ValueError(f"placement must be one of {', '.join(BASE_CANDIDATES)}, got {placement!r}")
-        self.candidate = BASE_CANDIDATES.index(placement)
+        self.placement, self.backfill = placement, bool(backfill)
 
     def __call__(self, env: MultiSchedulerEnv, observations: dict) -> dict[str, int]:
         actions = {}
         for agent, obs in observations.items():
-            mask = obs["action_mask"]
-            actions[agent] = self.candidate if mask[self.candidate] else env.wait_action
+            a = env.candidate_action(agent, self.placement)
+            if self.backfill and a == env.wait_action:  # the head does not fit: the oldest later job that does
+                for h in range(1, env.heads):
+                    a = env.candidate_action(agent, self.placement, head=h)
+                    if a != env.wait_action:
+                        break
+            # waiting is masked only when nothing else can happen: then place the head anywhere (no deadlock)
+            if not obs["action_mask"][a]:
+                a = int(np.flatnonzero(obs["action_mask"])[0])
+            actions[agent] = a
         return actions
