@@ -225,7 +225,7 @@ class HMARLPolicy:
     def batch(self, env, observations: dict) -> dict[str, np.ndarray]:
         agents = list(observations)
         interference = (
-            self.interference.candidate_scores(env)[[env.agent_index[a] for a in agents]]
+            self.interference.candidate_scores(env, agents)
             if self.interference is not None
             else np.zeros((len(agents), env.num_choices), np.float32)
         )

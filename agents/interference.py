@@ -184,12 +184,13 @@ class InterferenceModel:
             xt = torch.as_tensor((np.asarray(X, np.float32) - self.mean) / self.std)
             return np.maximum(self.net(xt).squeeze(-1).numpy(), 0.0)
 
-    def candidate_scores(self, env) -> np.ndarray:
-        """(K, H·C) predicted log slowdown of the job of each agent's action on its placement (0 where invalid)."""
-        k, n = len(env.possible_agents), env.num_choices
-        out = np.zeros((k, n), dtype=np.float32)
+    def candidate_scores(self, env, agents: list[str] | None = None) -> np.ndarray:
+        """(K, H·C) predicted log slowdown of the job of each agent's action (of ``agents``, default all) on its
+        placement (0 where invalid)."""
+        agents = list(env.possible_agents) if agents is None else agents
+        out = np.zeros((len(agents), env.num_choices), dtype=np.float32)
         rows, where = [], []
-        for i, agent in enumerate(env.possible_agents):
+        for i, agent in enumerate(agents):
             heads = env.head_jobs(agent)
             for ci, gpus in enumerate(env.candidate_placements(agent)):
                 if gpus is not None:
