@@ -129,6 +129,8 @@ def evaluate_scenario(
                 continue
             policy = load(path)
             env_kw = dict(kw)
+            # the observation encoding the actor was trained on (older checkpoints: the clairvoyant one)
+            env_kw["information"] = policy.meta["env_kwargs"].get("information", "clairvoyant")
             if policy.meta["env_kwargs"].get("num_agents") == 1:  # the centralised scheduler: one agent
                 env_kw.update(num_agents=1, routing="round_robin")
             env = make_env(env_kw)
