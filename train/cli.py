@@ -1,4 +1,4 @@
-"""``python -m train {ddqn,ppo,topdrl}`` (also ``gpusched train ...`` through the ``gpusched.commands`` entry point).
+"""``python -m train {ddqn,ppo,topdrl,hmarl}`` (also ``gpusched train ...`` through the ``gpusched.commands`` entry point).
 
     python -m train ddqn --env gpusched/JobSelect-v0 --steps 20000 --seed 0 --out runs/ddqn-gnn
     python -m train topdrl --config topdrl --out runs/topdrl
@@ -182,6 +182,35 @@ def topdrl(
 ) -> None:
     """TopDRL: CNN job selector + closest-GPU placer on JobSelect-v0 (image observations), trained with DDQN."""
     _train("topdrl", env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+
+
+@app.command()
+def hmarl(
+    config: Annotated[str, typer.Option("--config", help="YAML file or a name in train/configs.")] = "hmarl",
+    steps: StepsOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = None,
+    out: OutOpt = Path("runs/hmarl"),
+    resume: ResumeOpt = False,
+    set_: SetOpt = None,
+) -> None:
+    """HMARL (agents.hmarl): MAPPO with a hierarchical-GNN shared actor on multi_scheduler_v0 (configs hmarl*)."""
+    from agents.hmarl import train_command
+    from gpusched_envs.errors import USER_ERRORS
+
+    command = invoked_command(
+        "hmarl", config=config, steps=steps, seed=seed, device=device, set=set_, out=out
+    )
+    try:
+        result = train_command(config, out, steps, seed, device, resume, set_, command, log=typer.echo)
+    except USER_ERRORS as exc:
+        typer.echo(f"error: {user_error_message(exc)}", err=True)
+        raise typer.Exit(2) from None
+    ev = result.get("evaluation") or {}
+    typer.echo(
+        f"hmarl: {result['steps']} steps; eval avg JCT {ev.get('avg_jct', float('nan')):,.0f} s on seeds "
+        f"{ev.get('seeds')}; checkpoint {out / 'checkpoint'}"
+    )
 
 
 @app.command()
