@@ -4,6 +4,10 @@ included, on the CPU by default.
     from agents.bench import training_samples_per_second, training_benchmarks
     training_samples_per_second("ppo", "gnn", steps=2000)      # one figure, in gpusched bench's record format
     training_benchmarks(quick=True)                              # DDQN and PPO × GNN / CNN / MLP
+
+The GNN is measured twice in the same run, with the ``torch_geometric`` reference implementation
+(``gnn_impl="pyg"``, the encoder before issue 10) and the default dense scatter one, so the speed-up is read off
+figures taken under the same machine load; a ``speedup`` record gives the ratio.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ def training_samples_per_second(
     env_kwargs: dict | None = None,
     device: str = "cpu",
     seed: int = 0,
+    gnn_impl: str = "scatter",
 ) -> dict:
     """Env steps per second of ``algorithm`` (``"ddqn"`` | ``"ppo"``) training with ``encoder`` for ``steps`` steps
     after a short warm-up (DDQN: one gradient step of batch 64 every 4 env steps; PPO: rollouts of 256, 4 epochs of
@@ -36,7 +41,12 @@ def training_samples_per_second(
 
         warmup = 300
         args = DDQNArgs(
-            encoder=encoder, device=device, seed=seed, learning_starts=warmup // 2, buffer_size=steps + warmup
+            encoder=encoder,
+            device=device,
+            seed=seed,
+            learning_starts=warmup // 2,
+            buffer_size=steps + warmup,
+            gnn_impl=gnn_impl,
         )
         algo = DDQN(args, [make_env(env_id, kwargs, mode)], total_steps=steps + warmup)
         algo.learn(warmup)
@@ -49,7 +59,15 @@ def training_samples_per_second(
         from agents.ppo import PPOArgs, make_ppo
 
         env = make_env(env_id, kwargs, mode)
-        args = PPOArgs(encoder=encoder, device=device, seed=seed, n_steps=256, batch_size=64, n_epochs=4)
+        args = PPOArgs(
+            encoder=encoder,
+            device=device,
+            seed=seed,
+            n_steps=256,
+            batch_size=64,
+            n_epochs=4,
+            gnn_impl=gnn_impl,
+        )
         model = make_ppo(env, config_for_env(env, encoder, args.hidden, args.layers), args)
         model.learn(256)
         t0 = time.perf_counter()
@@ -58,17 +76,46 @@ def training_samples_per_second(
         done = model.num_timesteps - 256
     else:
         raise ValueError(f"algorithm must be 'ddqn' or 'ppo', got {algorithm!r}")
+    impl = f"_{gnn_impl}" if encoder == "gnn" else ""
     return {
-        "name": f"train_{algorithm}_{encoder}",
+        "name": f"train_{algorithm}_{encoder}{impl}",
         "value": done / elapsed,
         "unit": "samples/s",
         "target": "",
         "meets": None,
-        "detail": {"env": env_id, "env_kwargs": kwargs, "steps": done, "seconds": elapsed, "device": device},
+        "detail": {
+            "env": env_id,
+            "env_kwargs": kwargs,
+            "steps": done,
+            "seconds": elapsed,
+            "device": device,
+            "gnn_impl": gnn_impl if encoder == "gnn" else None,
+        },
     }
 
 
 def training_benchmarks(quick: bool = False, encoders: tuple[str, ...] = ("gnn", "cnn", "mlp")) -> list[dict]:
-    """:func:`training_samples_per_second` for DDQN and PPO with each encoder (``quick``: 300 steps each)."""
+    """:func:`training_samples_per_second` for DDQN and PPO with each encoder (``quick``: 300 steps each); the GNN
+    with both implementations (``pyg`` before, ``scatter`` after) and their ratio, measured back to back."""
     steps = 300 if quick else 2000
-    return [training_samples_per_second(alg, enc, steps=steps) for alg in ("ddqn", "ppo") for enc in encoders]
+    out = []
+    for alg in ("ddqn", "ppo"):
+        for enc in encoders:
+            if enc != "gnn":
+                out.append(training_samples_per_second(alg, enc, steps=steps))
+                continue
+            before = training_samples_per_second(alg, enc, steps=steps, gnn_impl="pyg")
+            after = training_samples_per_second(alg, enc, steps=steps, gnn_impl="scatter")
+            ratio = after["value"] / before["value"]
+            out += [before, after]
+            out.append(
+                {
+                    "name": f"train_{alg}_gnn_speedup",
+                    "value": ratio,
+                    "unit": "x (scatter / pyg)",
+                    "target": ">= 5",
+                    "meets": bool(ratio >= 5.0),
+                    "detail": {"pyg": before["value"], "scatter": after["value"]},
+                }
+            )
+    return out

@@ -180,13 +180,17 @@ class Agent:
         spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
         env_id = spec.id if spec is not None else None
         check_compatible(self.meta, self.where, env_id, getattr(env.unwrapped, "obs_mode", None))
-        shapes = {k: tuple(s.shape) for k, s in env.observation_space.spaces.items()}
-        mine = {k: tuple(s.shape) for k, s in self.observation_space.spaces.items()}
-        if shapes != mine:
-            raise CheckpointMismatchError(
-                f"checkpoint {self.where} was trained on {self.env_id} with observation shapes {mine} but the env "
-                f"has {shapes} (another cluster layout or window)"
-            )
+        from agents.networks import layout_mismatch
+
+        # a GNN reads any cluster size and window; the CNN and MLP need the trained shapes
+        reason = layout_mismatch(
+            self.meta["network"]["encoder"],
+            self.observation_space,
+            env.observation_space,
+            fixed_actions=self.meta["policy"] == "logits",
+        )
+        if reason is not None:
+            raise CheckpointMismatchError(f"checkpoint {self.where} was trained on {self.env_id}: {reason}")
 
     def __call__(self, env) -> int:
         if self._checked is not env:
@@ -237,6 +241,11 @@ def load(
             meta, str(folder), spec.id if spec else None, getattr(env.unwrapped, "obs_mode", None)
         )
     cfg = NetworkConfig(**meta["network"])
+    if env is not None:
+        from agents.networks import for_env
+
+        if meta["policy"] != "logits":  # PPO's action net is sized by the action count
+            cfg = for_env(cfg, env)  # a GNN runs on any cluster size (its parameters do not depend on it)
     module = policy_module(meta["policy"], cfg, probe.observation_space)
     state = torch.load(io.BytesIO(read_model_bytes(folder, meta)), map_location="cpu", weights_only=True)
     module.load_state_dict(state)

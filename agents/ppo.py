@@ -23,10 +23,10 @@ from agents.networks import ActionScorer, NetworkConfig, build_network
 class ScorerExtractor(BaseFeaturesExtractor):
     """A :class:`~agents.networks.ActionScorer` (GNN, CNN or MLP) as a features extractor."""
 
-    def __init__(self, observation_space, network_config: dict):
+    def __init__(self, observation_space, network_config: dict, gnn_impl: str = "scatter"):
         cfg = NetworkConfig(**network_config)
         super().__init__(observation_space, features_dim=cfg.num_actions + cfg.hidden)
-        self.scorer: ActionScorer = build_network(cfg, observation_space)
+        self.scorer: ActionScorer = build_network(cfg, observation_space, gnn_impl)
         self.num_actions = cfg.num_actions
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -57,6 +57,8 @@ class PPOArgs:
     """width of the network's layers"""
     layers: int = 1
     """GNN: up/down sweeps; CNN/MLP: hidden layers"""
+    gnn_impl: str = "scatter"
+    """GNN implementation: scatter (dense per-level segment reductions) | pyg (the torch_geometric reference)"""
     learning_rate: float = 3e-4
     """Adam step size"""
     n_steps: int = 256
@@ -113,7 +115,7 @@ def make_ppo(
     device = resolve_device(args.device)
     policy_kwargs = dict(
         features_extractor_class=EXTRACTORS[network_config.encoder],
-        features_extractor_kwargs=dict(network_config=network_config.to_dict()),
+        features_extractor_kwargs=dict(network_config=network_config.to_dict(), gnn_impl=args.gnn_impl),
         net_arch=dict(pi=[], vf=[network_config.hidden]),
         share_features_extractor=True,
     )

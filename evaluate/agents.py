@@ -260,6 +260,17 @@ class CheckpointEvalAgent(EvalAgent):
         )
         try:
             mine, theirs = _shapes(trained.observation_space), _shapes(env.observation_space)
+            encoder = (self.meta.get("network") or {}).get("encoder")
+            if encoder == "gnn":  # size-agnostic: any cluster and window with the same feature columns
+                from agents.networks import layout_mismatch
+
+                reason = layout_mismatch(
+                    encoder,
+                    trained.observation_space,
+                    env.observation_space,
+                    fixed_actions=self.meta.get("policy") == "logits",
+                )
+                return None if reason is None else f"observation layout differs ({reason})"
             if mine != theirs or trained.action_space != env.action_space:
                 return "observation layout differs (another cluster size or window)"
         finally:
