@@ -4,7 +4,8 @@ and ``meta.json`` (env id, env kwargs, obs mode, algorithm, network config, step
 ``meta.json`` schema (``format`` 1)::
 
     {"format": 1, "algorithm": "ddqn" | "ppo" | "topdrl", "policy": "q" | "logits",
-     "env_id": str, "env_kwargs": {...}, "obs_mode": "graph" | "image" | "flat",
+     "env_id": str, "env_kwargs": {...}, "information": "non-clairvoyant" | "clairvoyant",
+     "obs_mode": "graph" | "image" | "flat",
      "network": {NetworkConfig fields}, "steps": int, "seed": int, "command": str,
      "evaluation": {...} | null, "created": ISO time, "args": {algorithm arguments},
      "model_sha256": hex digest of model.pt}
@@ -101,6 +102,8 @@ def save(
         "policy": policy,
         "env_id": env_id,
         "env_kwargs": env_kwargs,
+        # what the policy saw: the cluster envs' default is non-clairvoyant (no traced durations or remaining work)
+        "information": env_kwargs.get("information", "non-clairvoyant"),
         "obs_mode": obs_mode,
         "network": network.to_dict(),
         "steps": int(steps),
