@@ -44,7 +44,15 @@ HEURISTICS: dict[str, str] = {
 """Default heuristics of the leaderboard: policy → placement."""
 
 # env kwargs that fix a learned policy's observation layout or the meaning of its actions: taken from the checkpoint
-LAYOUT_KWARGS = ("obs_mode", "window", "placement", "task_clusters")
+LAYOUT_KWARGS = (
+    "obs_mode",
+    "window",
+    "placement",
+    "task_clusters",
+    "information",
+    "preemption",
+    "preempt_window",
+)
 # consecutive invalid actions after which an episode is abandoned (the env would otherwise never end)
 MAX_CONSECUTIVE_INVALID = 10_000
 JCT_QUANTILES = np.linspace(0.0, 100.0, 101)
