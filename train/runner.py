@@ -71,8 +71,21 @@ def obs_mode_for(cfg: RunConfig) -> str:
     return mode
 
 
-def make_train_env(env_id: str, env_kwargs: dict, obs_mode: str, reward_scale: float = 1.0):
-    env = make_env(env_id, env_kwargs, obs_mode)
+def make_train_env(
+    env_id: str,
+    env_kwargs: dict,
+    obs_mode: str,
+    reward_scale: float = 1.0,
+    curriculum: list | None = None,
+    num_envs: int = 1,
+):
+    """A training env: the config's env, or a :class:`~train.curriculum.CurriculumEnv` over its stages."""
+    if curriculum:
+        from train.curriculum import CurriculumEnv
+
+        env = CurriculumEnv(env_id, env_kwargs, curriculum, obs_mode, num_envs)
+    else:
+        env = make_env(env_id, env_kwargs, obs_mode)
     return ScaleReward(env, reward_scale) if reward_scale != 1.0 else env
 
 
@@ -316,9 +329,10 @@ def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> d
     if not resume:
         out.mkdir(parents=True, exist_ok=True)
         write_config(out, cfg, command)
-    envs = [
-        make_env(cfg.env, cfg.env_kwargs, mode) for _ in range(cfg.num_envs)
-    ]  # DDQN scales rewards itself
+    envs = [  # DDQN scales rewards itself
+        make_train_env(cfg.env, cfg.env_kwargs, mode, 1.0, cfg.curriculum, cfg.num_envs)
+        for _ in range(cfg.num_envs)
+    ]
     cls = TopDRL if cfg.algorithm == "topdrl" else DDQN
     algo = cls(args, envs, total_steps=cfg.steps)
     if resume:  # our own file (pickled envs): weights_only cannot read it
@@ -419,7 +433,9 @@ def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> di
     if not resume:
         out.mkdir(parents=True, exist_ok=True)
         write_config(out, cfg, command)
-    factory = partial(make_train_env, cfg.env, cfg.env_kwargs, mode, args.reward_scale)
+    factory = partial(
+        make_train_env, cfg.env, cfg.env_kwargs, mode, args.reward_scale, cfg.curriculum, cfg.num_envs
+    )
     vec_cls = SubprocVecEnv if cfg.num_envs > 1 else DummyVecEnv
     venv = VecMonitor(vec_cls([factory] * cfg.num_envs))  # episode returns/lengths in info["episode"]
     eval_env = make_env(cfg.env, cfg.env_kwargs, mode)
