@@ -1,5 +1,5 @@
 """Curricula: the training env follows the stages' kwargs by the run's step count, rejects stages that change the
-layout, and a DDQN run trains through one."""
+layout, and a DDQN run trains through one (and its learning curves plot)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,9 @@ def test_ddqn_trains_through_a_curriculum(tmp_path):
     )
     result = runner.run_ddqn(cfg, tmp_path / "run", "test")
     assert result["steps"] == 60 and result["evaluation"]["avg_jct"] > 0
+    from train.curves import plot, read_scalars
+
+    steps, values = read_scalars(tmp_path / "run", "eval/avg_jct")
+    assert list(steps) == [60] and values[0] == pytest.approx(result["evaluation"]["avg_jct"], rel=1e-6)
+    png = plot([tmp_path / "run"], tmp_path / "curves.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
