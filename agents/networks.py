@@ -1,5 +1,6 @@
-"""Policy / Q-networks over the envs' padded Dict observations: a hierarchical GNN (torch_geometric) for ``graph``,
-TopDRL's multi-branch CNN for ``image`` and an MLP for ``flat``.
+"""Policy / Q-networks over the envs' padded Dict observations: a hierarchical GNN for ``graph`` (dense per-level
+scatter/gather message passing; size-agnostic: one set of parameters reads any cluster and window, see
+:class:`GraphEncoder`), TopDRL's multi-branch CNN for ``image`` and an MLP for ``flat``.
 
 Every network takes a batch of observations (a dict of tensors with a leading batch dimension, exactly the env's
 keys) and returns one score per action, ``(B, A)`` with ``A = action_mask.shape[-1]``. Slot-indexed actions are
