@@ -181,6 +181,12 @@ def _netsens(**kwargs):
     return DelaySchedulingPolicy(**kwargs)
 
 
+def _netsens_auto(**kwargs):
+    from gpusched_envs.policies.netsens import AutoDelaySchedulingPolicy
+
+    return AutoDelaySchedulingPolicy(**kwargs)
+
+
 POLICIES = {
     "fifo": FIFO,
     "sjf": SJF,
@@ -188,12 +194,13 @@ POLICIES = {
     "tiresias": Tiresias,
     "gandiva": Gandiva,
     "netsens": _netsens,
+    "netsens-auto": _netsens_auto,
 }
 
 
 def make_policy(name: str, placement: str | None = None, **kwargs) -> Policy:
-    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``netsens``) with a placement
-    rule (NetSens picks its own: consolidate, then closest after the delay)."""
+    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``netsens``, ``netsens-auto``)
+    with a placement rule (NetSens picks its own: consolidate, then closest after the delay)."""
     try:
         cls = POLICIES[name]
     except KeyError:

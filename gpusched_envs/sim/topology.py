@@ -139,6 +139,8 @@ class Cluster:
 
 
 PRESETS = ("tiny", "topdrl", "hetero64", "philly", "philly-vc", "openb", "pai2020")
+# NetSens congested-network family: rack uplinks oversubscribed 1:1, 4:1, 16:1 (same layout otherwise)
+PRESETS += ("congested-1x", "congested-4x", "congested-16x")
 
 
 def list_presets() -> list[str]:
