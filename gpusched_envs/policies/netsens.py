@@ -19,16 +19,16 @@ thresholds and fixed timers in ``data/sim_defaults.yaml``; ``DelayTuning-v0`` pa
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
-
-from typing import NamedTuple
 
 from gpusched_envs.policies.base import Policy
 from gpusched_envs.policies.placement import closest, consolidate
 from gpusched_envs.policies.schedulers import policy_defaults
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.engine import FULL_GPU, RUNNING
+from gpusched_envs.sim.sensitivity import job_sensitivities, sensitivity_classes
 
 CONSOLIDATED, SPREAD, PREEMPTED_FOR = 0, 1, 2
 HOW_NAMES = ("consolidated", "spread", "by preemption")
@@ -43,7 +43,6 @@ class StartRecord(NamedTuple):
     waited: float  # seconds since the job (re-)entered the queue
     how: int  # CONSOLIDATED, SPREAD or PREEMPTED_FOR
     penalty: float  # estimated seconds spreading adds to the rest of the job (0 unless SPREAD)
-from gpusched_envs.sim.sensitivity import job_sensitivities, sensitivity_classes
 
 
 class DelaySchedulingPolicy(Policy):
