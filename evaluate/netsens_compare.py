@@ -3,7 +3,8 @@ levels — what waiting for consolidation, network-sensitive preemption and time
 oversubscribed, against FIFO and Tiresias with the ``consolidate`` and ``closest`` placements.
 
 Scenario family (one per congestion level): the ``congested-1x`` / ``-4x`` / ``-16x`` cluster presets (4 racks x 2
-servers x 4 V100, rack uplinks oversubscribed 1:1, 4:1, 16:1), the distributed-job Philly fit (``fit=netsens``: half
+servers x 4 V100, rack uplinks oversubscribed 1:1, 4:1, 16:1) and ``congested-nic`` (1:1 uplinks, 10 GbE NICs shared
+by the multi-server jobs crossing them), the distributed-job Philly fit (``fit=netsens``: half
 the jobs use 2-8 GPUs) with a communication-heavy model mix, on ``gpusched/DelayTuning-v0`` (timer levels 0 s .. 1 day,
 one decision an hour). Every variant of a seed meets the same workload and simulator seed: the schedulers run on a
 fresh simulator built from the env after ``reset(seed)`` (as the leaderboard does), the RL tuner in the env itself.
@@ -36,7 +37,12 @@ import numpy as np
 import typer
 
 # the scenario family; numbers are assumptions of this comparison (stated in the README's NetSens section)
-LEVELS: dict[str, str] = {"1:1": "congested-1x", "4:1": "congested-4x", "16:1": "congested-16x"}
+LEVELS: dict[str, str] = {
+    "1:1": "congested-1x",
+    "4:1": "congested-4x",
+    "16:1": "congested-16x",
+    "1:1, 10GbE NICs": "congested-nic",  # NIC-bound: the shared server NICs are the bottleneck
+}
 MODEL_MIX = "vgg16+bert+transformer+deepspeech2+yolov3+lm+resnet50+resnet18"  # large gradients: comm-heavy
 TIMER_LEVELS = (0.0, 900.0, 3600.0, 14400.0, 86400.0)  # jobs run hours (Philly): timers up to a day
 FIXED_LEVELS = (0, 2, 3)  # fixed timers per class: 0 s, 1 h, 4 h (also the auto-tuner's start)

@@ -62,7 +62,7 @@ def test_bad_options_fail_with_one_line(capsys):
 def test_congested_presets_differ_only_in_their_uplinks():
     from gpusched_envs.sim import load_cluster
 
-    one, four, sixteen = (load_cluster(c) for c in nc.LEVELS.values())
+    one, four, sixteen, nic = (load_cluster(c) for c in nc.LEVELS.values())
     nic_sum = 2 * one.server_nic_bandwidth[0]  # two servers per rack, oversubscription 1:1
     assert one.rack_uplink_bandwidth == pytest.approx([nic_sum] * 4)
     assert four.rack_uplink_bandwidth == pytest.approx(one.rack_uplink_bandwidth / 4)
@@ -71,3 +71,5 @@ def test_congested_presets_differ_only_in_their_uplinks():
         assert c.num_gpus == one.num_gpus == 32
         assert (c.server_rack == one.server_rack).all()
         assert (c.server_nic_bandwidth == one.server_nic_bandwidth).all()
+    assert nic.rack_uplink_bandwidth == pytest.approx([2 * nic.server_nic_bandwidth[0]] * 4)  # 1:1, slower NICs
+    assert nic.server_nic_bandwidth[0] < one.server_nic_bandwidth[0]
