@@ -71,5 +71,6 @@ def test_congested_presets_differ_only_in_their_uplinks():
         assert c.num_gpus == one.num_gpus == 32
         assert (c.server_rack == one.server_rack).all()
         assert (c.server_nic_bandwidth == one.server_nic_bandwidth).all()
-    assert nic.rack_uplink_bandwidth == pytest.approx([2 * nic.server_nic_bandwidth[0]] * 4)  # 1:1, slower NICs
+    # 1:1 uplinks over slower NICs
+    assert nic.rack_uplink_bandwidth == pytest.approx([2 * nic.server_nic_bandwidth[0]] * 4)
     assert nic.server_nic_bandwidth[0] < one.server_nic_bandwidth[0]
