@@ -1,6 +1,6 @@
 """The NetSens auto-tuner (:class:`~gpusched_envs.policies.netsens.TimerTuner`, hill climbing over timer levels) as
 an agent on ``gpusched/DelayTuning-v0``: at every interval it reads the starts the env's delay-scheduling policy made
-since its last action (their waits, how they were placed and what spreading cost them) and answers with the action
+since its last action (their waits, how they were placed and how much spreading slowed them) and answers with the action
 that sets the tuned levels. No learning: the non-RL baseline the RL tuner is compared with.
 
     env = gym.make("gpusched/DelayTuning-v0", cluster="congested-4x")
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpusched_envs.policies.netsens import TimerTuner
+from gpusched_envs.policies.netsens import TimerTuner, observed_runtime
 from gpusched_envs.sim.defaults import sim_defaults
 
 
@@ -50,6 +50,6 @@ class NetSensAutoAgent:
             self._policy, self._seen = policy, 0
             self.tuner = TimerTuner(self.env.timer_levels, self.initial_level)
         else:
-            self.tuner.update(policy.start_log[self._seen :])
+            self.tuner.update(policy.start_log[self._seen :], observed_runtime(self.env.sim))
         self._seen = len(policy.start_log)
         return self.env.action_of(self.tuner.level)

@@ -27,7 +27,7 @@ from gpusched_envs.policies.base import Policy
 from gpusched_envs.policies.placement import closest, consolidate
 from gpusched_envs.policies.schedulers import policy_defaults
 from gpusched_envs.sim import throughput as tp
-from gpusched_envs.sim.engine import FULL_GPU, RUNNING
+from gpusched_envs.sim.engine import DONE, FULL_GPU, RUNNING
 from gpusched_envs.sim.sensitivity import job_sensitivities, sensitivity_classes
 
 CONSOLIDATED, SPREAD, PREEMPTED_FOR = 0, 1, 2
@@ -42,7 +42,7 @@ class StartRecord(NamedTuple):
     cls: int
     waited: float  # seconds since the job (re-)entered the queue
     how: int  # CONSOLIDATED, SPREAD or PREEMPTED_FOR
-    penalty: float  # estimated seconds spreading adds to the rest of the job (0 unless SPREAD)
+    slowdown: float  # iteration time on the spread placement ÷ the ideal (consolidated) one; 1 unless SPREAD
 
 
 class DelaySchedulingPolicy(Policy):
@@ -153,24 +153,25 @@ class DelaySchedulingPolicy(Policy):
                 else:
                     soonest = min(soonest, deadline)
             if gpus is not None:
-                penalty = self._spread_penalty(sim, job, gpus) if how == SPREAD else 0.0
+                slowdown = self._spread_slowdown(sim, job, gpus) if how == SPREAD else 1.0
                 sim.start(job, gpus)
                 del self.enqueued[job]
-                self.start_log.append(StartRecord(now, int(job), cls, now - since, how, penalty))
+                self.start_log.append(StartRecord(now, int(job), cls, now - since, how, slowdown))
                 free = sim.free_gpus()
         return preempted, soonest
 
     @staticmethod
-    def _spread_penalty(sim, job: int, gpus) -> float:
-        """Seconds the rest of ``job`` would take longer on ``gpus`` (at the uplink sharing it meets now, this job
-        counted) than at its ideal, consolidated speed; interference is left out (consolidation meets it too)."""
+    def _spread_slowdown(sim, job: int, gpus) -> float:
+        """Iteration time of ``job`` on ``gpus`` (uplinks shared with the jobs crossing them now, this one counted)
+        ÷ its ideal, consolidated iteration time; interference is left out (consolidation meets it too). Known to a
+        real scheduler from the model's profile and the topology: nothing clairvoyant."""
         c = sim.cluster
         shape = tp.placement_shape(c, int(sim.job_model[job]), np.asarray(gpus))
         crossing = sim.rack_crossing.copy()
         if shape.crosses_racks:
             crossing[shape.racks] += 1
         it = tp.iteration_time_of_shape(c, int(sim.job_model[job]), shape, crossing)
-        return float(sim.remaining_work(job) * max(0.0, it.overlapped - sim.job_ideal_iter[job]))
+        return float(max(1.0, it.overlapped / sim.job_ideal_iter[job]))
 
     def _eligible(self, sim, v: int) -> bool:
         """Whether running job ``v`` may be preempted now."""
@@ -255,13 +256,14 @@ class TimerTuner:
 
     - *timed out*: jobs that waited their whole timer for consolidation and were spread anyway (waiting wasted);
     - *paid off*: jobs that waited and were then consolidated (or placed by preemption);
-    - *spread cost* P: mean estimated seconds that spreading added to the rest of the spread jobs
-      (:attr:`StartRecord.penalty`).
+    - *spread cost* P: the seconds spreading adds to a job, estimated without clairvoyance as (mean slowdown of the
+      spread jobs, :attr:`StartRecord.slowdown`, − 1) × ``expected_runtime``, the mean running time of the jobs
+      finished so far (:func:`observed_runtime`).
 
     Step up one level when spread jobs lost more than the next level's timer (P > next level) and waiting did not
     mostly fail (paid off ≥ timed out): a longer wait is cheaper than spreading. Step down when waiting mostly failed
     (timed out > paid off) and the wasted wait exceeds what spreading costs (P < current level). Otherwise stay.
-    A class that had no start in the period keeps its level.
+    A class without spread jobs in the period, or a period before any job has finished, keeps its level.
     """
 
     def __init__(self, levels, initial_level):
@@ -277,25 +279,27 @@ class TimerTuner:
     def timers(self) -> np.ndarray:
         return self.levels[self.level]
 
-    def feedback(self, records, cls: int) -> tuple[int, int, float]:
-        """(timed out, paid off, mean spread cost or nan) of class ``cls`` in ``records``."""
+    def feedback(self, records, cls: int, expected_runtime: float) -> tuple[int, int, float]:
+        """(timed out, paid off, spread cost in seconds or nan) of class ``cls`` in ``records``."""
         timed_out = paid_off = 0
-        penalties = []
+        slowdowns = []
         for r in records:
             if r.cls != cls:
                 continue
             if r.how == SPREAD:
-                penalties.append(r.penalty)
+                slowdowns.append(r.slowdown)
                 timed_out += r.waited > 0
             elif r.waited > 0:
                 paid_off += 1
-        return timed_out, paid_off, float(np.mean(penalties)) if penalties else math.nan
+        if not slowdowns or not expected_runtime > 0:
+            return timed_out, paid_off, math.nan
+        return timed_out, paid_off, (float(np.mean(slowdowns)) - 1.0) * float(expected_runtime)
 
-    def update(self, records) -> np.ndarray:
+    def update(self, records, expected_runtime: float) -> np.ndarray:
         """Move each class's level from the period's ``records``; returns the new timers (seconds per class)."""
         top = len(self.levels) - 1
         for k in range(len(self.level)):
-            timed_out, paid_off, cost = self.feedback(records, k)
+            timed_out, paid_off, cost = self.feedback(records, k, expected_runtime)
             i = int(self.level[k])
             if math.isnan(cost):
                 continue
@@ -305,6 +309,12 @@ class TimerTuner:
                 self.level[k] = i - 1
         self.history.append(self.level.copy())
         return self.timers
+
+
+def observed_runtime(sim) -> float:
+    """Mean running time (seconds making progress) of the jobs finished so far; nan before the first finishes."""
+    done = sim.status == DONE
+    return float(sim.running_time[done].mean()) if done.any() else math.nan
 
 
 class AutoDelaySchedulingPolicy(DelaySchedulingPolicy):
@@ -361,7 +371,7 @@ class AutoDelaySchedulingPolicy(DelaySchedulingPolicy):
         if not hasattr(self, "next_tune"):
             self.reset(sim)
         if sim.now >= self.next_tune:
-            self.timers = self.tuner.update(self.start_log[self._seen :])
+            self.timers = self.tuner.update(self.start_log[self._seen :], observed_runtime(sim))
             self._seen = len(self.start_log)
             self.next_tune += self.period * math.floor((sim.now - self.next_tune) / self.period + 1)
         self.horizon = self.next_tune  # wake up when the next period starts (if jobs wait)

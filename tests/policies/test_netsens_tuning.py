@@ -69,14 +69,14 @@ def test_waiting_for_consolidation_beats_spreading():
 
 def test_waiting_for_consolidation_loses_when_nothing_frees_up():
     # A runs 1000 s: B waits its whole 300 s timer for nothing, then is spread at 301 and ends 300 s later than if
-    # spread at once; the log records a timed-out wait with its spreading cost 50/0.115 * (0.4 - 0.115) s
+    # spread at once; the log records a timed-out wait and the spread slowdown 0.4 / 0.115
     waited, policy = run(rows_with_a_lasting(1000), CLASSES, [0.0, 300.0, 300.0], preemption=False)
     spread, _ = run(rows_with_a_lasting(1000), CLASSES, [0.0, 0.0, 0.0], preemption=False)
     assert spread.finish_time[4] == pytest.approx(1 + b_spread_runtime())
     assert waited.finish_time[4] == pytest.approx(301 + b_spread_runtime())
     record = policy.start_log[-1]
     assert (record.job, record.how, record.waited) == (4, SPREAD, pytest.approx(300.0))
-    assert record.penalty == pytest.approx(50 / CONSOLIDATED_ITER * (SPREAD_ITER - CONSOLIDATED_ITER))
+    assert record.slowdown == pytest.approx(SPREAD_ITER / CONSOLIDATED_ITER)
 
 
 # duration model (a job runs exactly its duration): jobs 0, 1 class 0 on GPUs 0, 1 from t=0; jobs 2, 3 class 1 on
@@ -162,26 +162,29 @@ def test_no_job_is_preempted_more_than_the_bound(bound):
 LEVELS = [0.0, 100.0, 400.0]
 
 
-def record(cls, waited, how, penalty=0.0):
-    return StartRecord(0.0, 0, cls, waited, how, penalty)
+def record(cls, waited, how, slowdown=1.0):
+    return StartRecord(0.0, 0, cls, waited, how, slowdown)
 
 
 def test_tuner_raises_a_timer_when_spreading_costs_more_than_the_next_level():
+    # jobs have run 100 s on average so far: a 2.5x slowdown costs 150 s, a 1.5x one 50 s
     tuner = TimerTuner(LEVELS, [0, 0, 0])
-    tuner.update([record(1, 0.0, SPREAD, 150.0), record(2, 0.0, SPREAD, 50.0)])
+    tuner.update([record(1, 0.0, SPREAD, 2.5), record(2, 0.0, SPREAD, 1.5)], expected_runtime=100.0)
     assert tuner.level.tolist() == [0, 1, 0]  # class 1: 150 > 100 -> up; class 2: 50 < 100 -> stays
     assert tuner.timers.tolist() == [0.0, 100.0, 0.0]
+    # before any job has finished there is no runtime to weigh the slowdown by: no move
+    tuner.update([record(1, 0.0, SPREAD, 9.0)], expected_runtime=float("nan"))
+    assert tuner.level.tolist() == [0, 1, 0]
 
 
 def test_tuner_lowers_a_timer_when_waits_time_out_and_spreading_is_cheap():
     tuner = TimerTuner(LEVELS, [2, 2, 2])
-    timed_out = [record(1, 400.0, SPREAD, 50.0)] * 3
-    tuner.update([*timed_out, record(1, 30.0, CONSOLIDATED)])  # 3 timed out > 1 paid off, cost 50 < 400
+    timed_out = [record(1, 400.0, SPREAD, 1.5)] * 3
+    tuner.update([*timed_out, record(1, 30.0, CONSOLIDATED)], 100.0)  # 3 timed out > 1 paid off, 50 s < 400
     assert tuner.level.tolist() == [2, 1, 2]
     # waits that paid off more often than they timed out: no step down, and 50 s of cost is no reason to go up
-    tuner.update(
-        [record(1, 400.0, SPREAD, 50.0), record(1, 30.0, CONSOLIDATED), record(1, 60.0, PREEMPTED_FOR)]
-    )
+    paid = [record(1, 30.0, CONSOLIDATED), record(1, 60.0, PREEMPTED_FOR)]
+    tuner.update([record(1, 400.0, SPREAD, 1.5), *paid], 100.0)
     assert tuner.level.tolist() == [2, 1, 2]
     assert [h.tolist() for h in tuner.history] == [[2, 2, 2], [2, 1, 2], [2, 1, 2]]
 
@@ -194,11 +197,12 @@ def test_tuner_rejects_bad_levels():
 
 
 def test_netsens_auto_policy_raises_the_timer_after_a_costly_spread():
-    # B (class 1, timer 0) is spread at t=1 at a cost of 50/0.115 * 0.285 = 124 s > the next level (100 s); a later
-    # one-GPU job makes t=60 a decision point after the first 50 s period: the tuner moves class 1 up one level
-    rows = [*rows_with_a_lasting(100), (60, 10, 1)]
+    # B (class 1, timer 0) is spread at t=1, slowed 0.4 / 0.115 = 3.48x. A later one-GPU job makes t=160 a decision
+    # point after the first 150 s period; the four A jobs have finished by then after running 100 s each, so the
+    # spread cost 2.48 * 100 = 248 s exceeds the next level (100 s): the tuner moves class 1 up one level
+    rows = [*rows_with_a_lasting(100), (160, 10, 1)]
     policy = AutoDelaySchedulingPolicy(
-        np.asarray([*CLASSES, 0]), levels=LEVELS, initial_level=[0, 0, 0], period=50.0, preemption=False
+        np.asarray([*CLASSES, 0]), levels=LEVELS, initial_level=[0, 0, 0], period=150.0, preemption=False
     )
     sim, _ = run(rows, None, None, policy=policy)
     assert sim.finish_time[4] == pytest.approx(1 + b_spread_runtime())
@@ -214,11 +218,11 @@ def test_netsens_auto_is_a_registered_policy():
 def test_auto_agent_on_delay_tuning_raises_the_timer_after_a_costly_spread():
     from agents.netsens_auto import NetSensAutoAgent
 
-    rows = [*rows_with_a_lasting(100), (60, 10, 1)]
+    rows = [*rows_with_a_lasting(100), (160, 10, 1)]
     env = DelayTuningEnv(
         toy_cluster(),
         make_workload(rows),
-        interval=50.0,
+        interval=150.0,
         timer_levels=LEVELS,
         interference=False,
         preemption=False,
