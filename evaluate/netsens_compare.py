@@ -41,7 +41,7 @@ LEVELS: dict[str, str] = {
     "1:1": "congested-1x",
     "4:1": "congested-4x",
     "16:1": "congested-16x",
-    "1:1, 10GbE NICs": "congested-nic",  # NIC-bound: the shared server NICs are the bottleneck
+    "1:1 10GbE-NIC": "congested-nic",  # NIC-bound: the shared server NICs are the bottleneck
 }
 MODEL_MIX = "vgg16+bert+transformer+deepspeech2+yolov3+lm+resnet50+resnet18"  # large gradients: comm-heavy
 TIMER_LEVELS = (0.0, 900.0, 3600.0, 14400.0, 86400.0)  # jobs run hours (Philly): timers up to a day

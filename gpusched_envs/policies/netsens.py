@@ -261,9 +261,10 @@ class TimerTuner:
       spread jobs, :attr:`StartRecord.slowdown`, − 1) × ``expected_runtime``, the mean running time of the jobs
       finished so far (:func:`observed_runtime`).
 
-    Step up one level when spread jobs lost more than the next level's timer (P > next level) and waiting did not
-    mostly fail (paid off ≥ timed out): a longer wait is cheaper than spreading. Step down when waiting mostly failed
-    (timed out > paid off) and the wasted wait exceeds what spreading costs (P < current level). Otherwise stay.
+    Step up one level when spread jobs lost more than the next level's timer (P > next level): even a wait that
+    ends in spreading anyway costs less than that, so a longer timer cannot lose much and wins whenever consolidation
+    comes in time. Step down when waiting mostly failed (timed out > paid off) and the wasted wait exceeds what
+    spreading costs (P < current level). Otherwise stay.
     A class without spread jobs in the period, or a period before any job has finished, keeps its level.
     """
 
@@ -304,7 +305,7 @@ class TimerTuner:
             i = int(self.level[k])
             if math.isnan(cost):
                 continue
-            if i < top and cost > self.levels[i + 1] and paid_off >= timed_out:
+            if i < top and cost > self.levels[i + 1]:
                 self.level[k] = i + 1
             elif i > 0 and timed_out > paid_off and cost < self.levels[i]:
                 self.level[k] = i - 1

@@ -240,3 +240,10 @@ def test_auto_agent_on_delay_tuning_raises_the_timer_after_a_costly_spread():
     assert env.job_class.tolist()[4] == 1
     assert actions[0] == [0.0, 0.0, 0.0]  # B is spread in the first interval at timer 0
     assert actions[1] == [0.0, 100.0, 0.0]  # the agent then raises class 1's timer
+
+
+def test_tuner_climbs_even_after_a_timed_out_wait_when_spreading_costs_more_than_the_next_level():
+    # a wait of 100 s ended in spreading with a 6x slowdown: 500 s lost, more than the next level (400 s) -> up
+    tuner = TimerTuner(LEVELS, [0, 1, 0])
+    tuner.update([record(1, 100.0, SPREAD, 6.0)], 100.0)
+    assert tuner.level.tolist() == [0, 2, 0]
