@@ -79,7 +79,7 @@ class DelaySchedulingPolicy(Policy):
         )
         min_run = defaults["min_run_s"]["value"] if min_run is None else min_run
         self.preemption = preemption
-        self.preemptive = bool(preemption)  # the Policy flag: may call sim.preempt (reads nothing clairvoyant)
+        self.preemptive = bool(preemption)  # Policy flag: may call sim.preempt
         self.min_run = float(min_run)
         if max_preemptions is None:
             max_preemptions = defaults["max_preemptions"]["value"]
