@@ -30,7 +30,9 @@ def _env(case: int, preset: str, mode: str, information: str):
     env_id, kw = CASES[case]
     if mode == "image" and env_id == "gpusched/DelayTuning-v0":
         mode = "flat"
-    return gym.make(env_id, cluster=preset, num_jobs=40, load=2.0, obs_mode=mode, information=information, **kw)
+    return gym.make(
+        env_id, cluster=preset, num_jobs=40, load=2.0, obs_mode=mode, information=information, **kw
+    )
 
 
 def _change_durations(sim, rng) -> None:
@@ -68,6 +70,7 @@ def _same(a: dict, b: dict) -> bool:
 def test_non_clairvoyant_observation_ignores_durations(case, preset, mode, seed, steps):
     env = _env(case, preset, mode, "non-clairvoyant")
     obs = _walk(env, seed, steps)
+    assert env.observation_space.contains(obs)  # the finite bounds hold on every preset and mode
     u = env.unwrapped
     _change_durations(u.sim, np.random.default_rng(seed))
     assert _same(obs, u._observe()), "a non-clairvoyant observation changed with the traced durations"
