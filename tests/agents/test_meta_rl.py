@@ -160,3 +160,21 @@ def test_adaptation_on_drift_tasks(tiny_checkpoint):
         tiny_checkpoint / "meta", None, ["metaplace", "pack"], 1, [0, 1], 1, drift=True, log=lambda m: None
     )
     assert "DriftTask" in results[0]["task"] and table["pack"]["1"]["mean"] > 0
+
+
+def test_adapt_command_reports_bad_input_in_one_line(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from evaluate.adapt import adapt_cmd
+
+    app = typer.Typer()
+    app.command()(adapt_cmd)
+    app.command("other")(lambda: None)  # a group, so the command is named
+    runner = CliRunner()
+    r = runner.invoke(app, ["adapt-cmd", "--adapt-episodes", "0,x"])
+    assert r.exit_code == 2 and "--adapt-episodes: expected a comma list of integers" in r.output
+    r = runner.invoke(app, ["adapt-cmd", "--agents", "metaplace,bogus"])
+    assert r.exit_code == 2 and "unknown bogus" in r.output
+    r = runner.invoke(app, ["adapt-cmd", "--checkpoint", str(tmp_path)])
+    assert r.exit_code == 2 and "no MetaPlace checkpoint there" in r.output
