@@ -9,7 +9,7 @@ A scheduler acts only at decision points, through three calls: :meth:`Simulator.
     metrics = sim.metrics()
 
 Progress of a running job is integrated lazily: on every change of its rate (its placement, its server neighbours,
-or the jobs sharing its rack uplinks) the work done so far is banked, the completion time recomputed and the job's
+or the jobs sharing its NICs or rack uplinks) the work done so far is banked, the completion time recomputed and the job's
 version bumped, so that completion events pushed earlier are recognised as stale and dropped.
 """
 
@@ -217,8 +217,18 @@ class Simulator:
         self.server_free = c.server_num_gpus.astype(np.int64).copy()  # (S,) wholly free GPUs per server
         self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
         self.gpu_sharers: dict[int, dict[int, None]] = {}  # GPU -> jobs holding a fraction of it
-        self.rack_crossing = np.zeros(c.num_racks, dtype=np.int64)  # (R,) jobs whose ring crosses the uplink
+        # network sharing (throughput.py): only jobs making progress send, so a job holds NIC / uplink shares from
+        # the moment it runs (not while it waits out its restart delay) until it leaves its GPUs
+        self.on_network = np.zeros(n, dtype=bool)  # job currently sends across servers
+        self.rack_crossing = np.zeros(
+            c.num_racks, dtype=np.int64
+        )  # (R,) running jobs whose ring crosses the uplink
         self.rack_crossers: list[dict[int, None]] = [{} for _ in range(c.num_racks)]
+        self.uplink_load = np.zeros(c.num_racks)  # (R,) bytes/s offered to each uplink by its crossers
+        self.nic_users: list[dict[int, None]] = [
+            {} for _ in range(c.num_servers)
+        ]  # running multi-server jobs
+        self.nic_load = np.zeros(c.num_servers)  # (S,) bytes/s offered to each NIC
 
         self.queue: dict[int, None] = {}  # waiting jobs, in the order they (re)entered the queue
         self.running: dict[int, None] = {}  # jobs holding GPUs (running or restarting)
@@ -320,12 +330,7 @@ class Simulator:
             self.first_start[job] = now
         for s in set(servers):
             self.server_jobs[s][job] = None
-        shape = tp.placement_shape(c, int(self.job_model[job]), gpus)
-        self._shape[job] = shape
-        if shape.crosses_racks:
-            self.rack_crossing[shape.racks] += 1
-            for r in shape.racks:
-                self.rack_crossers[r][job] = None
+        self._shape[job] = tp.placement_shape(c, int(self.job_model[job]), gpus)
         self.last_update[job] = now
         if self.needs_restart[job] and self.restart_delay > 0:
             self.status[job] = RESTARTING
@@ -336,6 +341,7 @@ class Simulator:
         else:
             self.status[job] = RUNNING
             self.needs_restart[job] = False
+            self._join_network(job)
             self._refresh_rates(self._neighbours(job) | {job})
         self.changed = True
 
@@ -420,6 +426,7 @@ class Simulator:
                     self.status[job] = RUNNING
                     self.needs_restart[job] = False
                     self.last_update[job] = t
+                    self._join_network(job)
                     self._refresh_rates(self._neighbours(job) | {job})
                 self.changed = True
             if self.on_progress is not None and self.events_processed & 4095 == 0:
@@ -496,11 +503,7 @@ class Simulator:
         neighbours = self._neighbours(job)
         for s in set(servers):
             del self.server_jobs[s][job]
-        shape = self._shape[job]
-        if shape is not None and shape.crosses_racks:
-            self.rack_crossing[shape.racks] -= 1
-            for r in shape.racks:
-                del self.rack_crossers[r][job]
+        self._leave_network(job)
         del self.running[job]
         self.job_gpus[job] = None
         self._shape[job] = None
@@ -520,8 +523,41 @@ class Simulator:
         self.finished += 1
         self._demand -= self.job_gpus_n[job] * min(self.job_milli[job], FULL_GPU) / FULL_GPU
 
+    def _join_network(self, job: int) -> None:
+        """The job starts sending: it takes its traffic-weighted share of every NIC and uplink its ring crosses."""
+        shape = self._shape[job]
+        if self.config.speed_model == "duration" or not shape.crosses_servers:
+            return
+        self.on_network[job] = True
+        for s in shape.servers:
+            self.nic_users[s][job] = None
+            self._sum_load(self.nic_users[s], self.nic_load, s)
+        if shape.crosses_racks:
+            self.rack_crossing[shape.racks] += 1
+            for r in shape.racks:
+                self.rack_crossers[r][job] = None
+                self._sum_load(self.rack_crossers[r], self.uplink_load, r)
+
+    def _leave_network(self, job: int) -> None:
+        if not self.on_network[job]:
+            return
+        self.on_network[job] = False
+        shape = self._shape[job]
+        for s in shape.servers:
+            del self.nic_users[s][job]
+            self._sum_load(self.nic_users[s], self.nic_load, s)
+        if shape.crosses_racks:
+            self.rack_crossing[shape.racks] -= 1
+            for r in shape.racks:
+                del self.rack_crossers[r][job]
+                self._sum_load(self.rack_crossers[r], self.uplink_load, r)
+
+    def _sum_load(self, users: dict[int, None], load: np.ndarray, i: int) -> None:
+        # summed afresh (not += / -=) so that a link's load is exactly its users' traffic, with no drift
+        load[i] = sum(self._shape[k].traffic for k in users)
+
     def _neighbours(self, job: int) -> set[int]:
-        """Jobs whose speed depends on this job's presence: same servers, same GPUs, same crossed uplinks."""
+        """Jobs whose speed depends on this job's presence: same servers, same GPUs, same NICs and uplinks."""
         if self.config.speed_model == "duration":
             return set()
         out: set[int] = set()
@@ -534,9 +570,12 @@ class Simulator:
                 out.update(self.server_jobs[s])
         if self.job_milli[job] < FULL_GPU:
             out.update(self.gpu_sharers.get(int(gpus[0]), ()))
-        if shape.crosses_racks:
-            for r in shape.racks:
-                out.update(self.rack_crossers[r])
+        if self.on_network[job]:
+            for s in shape.servers:
+                out.update(self.nic_users[s])
+            if shape.crosses_racks:
+                for r in shape.racks:
+                    out.update(self.rack_crossers[r])
         return out
 
     def _refresh_rates(self, jobs) -> None:
@@ -568,7 +607,14 @@ class Simulator:
                     if sharers:
                         share = float(cat.space_sharing[m, self.job_model[sharers]].min())
                 it = tp.iteration_time_of_shape(
-                    self.cluster, m, self._shape[job], self.rack_crossing, slowdown, share
+                    self.cluster,
+                    m,
+                    self._shape[job],
+                    None,
+                    slowdown,
+                    share,
+                    nic_load=self.nic_load,
+                    uplink_load=self.uplink_load,
                 )
                 rate, comm = 1.0 / it.total, it.communication_fraction
             self.rate[job] = rate
