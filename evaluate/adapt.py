@@ -30,8 +30,8 @@ import typer
 
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
 LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "multitask", "scratch")
-DEFAULT_META = "checkpoints/metaplace_workerplacement_gnn"
-DEFAULT_MULTITASK = "checkpoints/metaplace_workerplacement_gnn/multitask"
+DEFAULT_META = "checkpoints/metaplace/workerplacement_gnn"
+DEFAULT_MULTITASK = "checkpoints/metaplace/multitask_gnn"
 
 
 def _heuristic_jct(env, task, placement: str, seed: int) -> float:
