@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import pickle
+import re
 from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,8 +64,9 @@ class CheckpointCorruptError(CheckpointError):
 ALGORITHMS = ("ddqn", "ppo", "topdrl")
 POLICY_KINDS = ("q", "logits")
 OBS_MODES = ("graph", "image", "flat")
-# workload-spec keys whose value is a file path
-_PATH_KEYS = ("path", "job_table", "fit")
+# spec keys whose value is a file path (a fit is a file when its value looks like one, else a bundled fit name)
+_PATH_KEY = re.compile(r"(?:^|[:,])\s*(?:path|job_table)\s*=[^,]*")
+_FIT_FILE = re.compile(r"(?:^|[:,])\s*fit\s*=\s*[^,]*(?:[/\\]|\.ya?ml)[^,]*", re.IGNORECASE)
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -112,17 +114,13 @@ def _check_env_kwargs(kwargs: dict, where: str, allow_paths: bool) -> None:
                 f"{where}: env_kwargs['cluster'] = {cluster!r} is not a bundled preset ({', '.join(PRESETS)}); "
                 "a checkpoint may not name a file (pass allow_paths=True to trust it)"
             )
-    workload = kwargs.get("workload")
-    if isinstance(workload, str):
-        for part in workload.partition(":")[2].split(","):
-            key, _, value = (x.strip() for x in part.partition("="))
-            if key in _PATH_KEYS and (
-                key != "fit" or "/" in value or "\\" in value or value.endswith(".yaml")
-            ):
-                raise CheckpointError(
-                    f"{where}: env_kwargs['workload'] names a file ({key}={value}); a checkpoint may not name "
-                    "files (pass allow_paths=True to trust it)"
-                )
+    for key, value in kwargs.items():  # workload / dag specs (any string): no path=, job_table=, fit=<file>
+        hit = isinstance(value, str) and (_PATH_KEY.search(value) or _FIT_FILE.search(value))
+        if hit:
+            raise CheckpointError(
+                f"{where}: env_kwargs[{key!r}] names a file ({hit.group(0).strip(':, ')}); a checkpoint may not "
+                "name files (pass allow_paths=True to trust it)"
+            )
 
 
 def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = False) -> dict:
