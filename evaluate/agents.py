@@ -228,10 +228,17 @@ class CheckpointEvalAgent(EvalAgent):
         meta_path = folder / "meta.json"
         if not meta_path.is_file() or not (folder / "model.pt").is_file():
             raise AgentSpecError(f"{folder}: not a checkpoint (expected model.pt + meta.json)")
-        from agents.checkpoint import CheckpointError, read_meta
+        from agents.checkpoint import ALGORITHMS, CheckpointError, read_meta, validate_meta
 
-        try:  # every field checked (env id registered by the package, no file paths) before anything is built
+        try:
             self.meta = read_meta(folder)
+            # a single-agent policy: every field checked (env id registered by the package, no file paths) before
+            # anything is built; other kinds of checkpoint (HMARL actors, interference models) run on no scenario
+            self._other_kind = None
+            if self.meta["algorithm"] in ALGORITHMS:
+                validate_meta(self.meta, str(meta_path))
+            else:
+                self._other_kind = f"a {self.meta['algorithm']} checkpoint, not a single-agent policy"
         except CheckpointError as exc:
             raise AgentSpecError(str(exc)) from None
         self.folder = folder.resolve()
@@ -248,6 +255,8 @@ class CheckpointEvalAgent(EvalAgent):
         return {"kind": self.kind, "files": file_digest(self.folder), "agents_code": _agents_code_digest()}
 
     def applies_to(self, scenario: Scenario) -> str | None:
+        if self._other_kind is not None:
+            return self._other_kind
         key = scenario.content_hash()
         if key not in self._applies:
             self._applies[key] = self._check(scenario)
