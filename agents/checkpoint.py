@@ -62,7 +62,6 @@ class CheckpointCorruptError(CheckpointError):
     readable weights file."""
 
 
-ALGORITHMS = ("ddqn", "ppo", "topdrl")
 POLICY_KINDS = ("q", "logits")
 OBS_MODES = ("graph", "image", "flat")
 # spec keys whose value is a file path (a fit is a file when its value looks like one, else a bundled fit name)
@@ -131,7 +130,8 @@ def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = Fals
     _check_type(meta, "format", int, where)
     if meta["format"] != FORMAT:
         raise CheckpointError(f"{where}: checkpoint format {meta['format']!r}, this version reads {FORMAT}")
-    for key, choices in (("algorithm", ALGORITHMS), ("policy", POLICY_KINDS), ("obs_mode", OBS_MODES)):
+    _check_type(meta, "algorithm", str, where)  # a label (ddqn, ppo, metaplace, ...): it selects no code
+    for key, choices in (("policy", POLICY_KINDS), ("obs_mode", OBS_MODES)):
         _check_type(meta, key, str, where)
         if meta[key] not in choices:
             raise CheckpointError(
