@@ -88,6 +88,7 @@ class SearchResult:
     curve: list[float] = field(default_factory=list)
     evaluations: int = 0
     seconds: float = 0.0
+    stats: dict = field(default_factory=dict)  # searcher-specific counters (WORL-RTGS: injections, steering)
 
     @property
     def plan(self) -> tuple[np.ndarray, np.ndarray]:

@@ -58,8 +58,10 @@ def config_for_env(
     u = env.unwrapped
     a = int(env.observation_space["action_mask"].shape[-1])
     lo = getattr(u, "layout", None)
-    if lo is None:  # not a cluster env (DAGSchedule-v0): only the MLP over the flat observation applies
+    if lo is None:  # not a cluster env (DAGSchedule-v0): its own GNN (agents.dag_networks) or the MLP
         env_id = u.spec.id if u.spec is not None else type(u).__name__
+        if encoder == "gnn" and hasattr(u, "max_tasks"):  # DAGSchedule-v0, obs_mode="graph"
+            return NetworkConfig(encoder, a, "dag", a, 0, 0, 0, int(u.max_tasks), hidden, layers)
         if encoder != "mlp":
             raise ValueError(
                 f"encoder {encoder!r} reads the cluster observations of JobSelect, WorkerPlacement and DelayTuning; "
@@ -298,6 +300,10 @@ class ActionScorer(nn.Module):
 
 
 def build_network(cfg: NetworkConfig, obs_space) -> ActionScorer:
+    if cfg.slots == "dag":  # DAGSchedule-v0's task-DAG + GPU network (same interface as ActionScorer)
+        from agents.dag_networks import DAGScorer
+
+        return DAGScorer(cfg, obs_space)
     return ActionScorer(cfg, obs_space)
 
 
