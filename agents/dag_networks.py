@@ -10,7 +10,9 @@ edge features), so a task hears its parents, children and GPU, and a GPU hears t
     h_v ← LayerNorm(h_v + MLP([h_v, mean_{u→v} MLP([h_u, e_uv, dir])]))
 
 Readout: the current task's embedding (the task node flagged ``current``), the masked mean of the task nodes and the
-context form the state embedding; GPU ``g`` scores ``MLP([h_g, h_current, state])``. Masking is the caller's
+context form the state embedding; GPU ``g`` scores ``MLP([h_g, h_current, state]) − w · gap_g`` where ``gap_g`` is
+the observed (finish time of the current task on ``g`` − makespan) ÷ time scale and ``w`` a learned weight (1 at
+start): the untrained network is earliest-finish-time list scheduling, and learning corrects it. Masking is the caller's
 (:func:`agents.networks.masked`), as for the cluster networks.
 """
 
@@ -21,10 +23,12 @@ import torch.nn as nn
 from torch_geometric.nn import MessagePassing
 
 from agents.networks import NetworkConfig, mlp
+from gpusched_envs.envs.dag_schedule import GPU_FEATURES, TASK_FEATURES
 from gpusched_envs.graph import to_pyg
 
-# node feature layout of DAGScheduleEnv: [is_task, is_gpu, 8 task features, 4 GPU features]
-CURRENT_COLUMN = 2 + 4  # TASK_FEATURES.index("current") after the two kind flags
+# node feature layout of DAGScheduleEnv: [is_task, is_gpu, task features, GPU features]
+CURRENT_COLUMN = 2 + TASK_FEATURES.index("current")
+FINISH_GAP_COLUMN = 2 + len(TASK_FEATURES) + GPU_FEATURES.index("makespan_if_here")
 
 
 class DAGConv(MessagePassing):
@@ -63,6 +67,12 @@ class DAGScorer(nn.Module):
         self.convs = nn.ModuleList(DAGConv(h, edge_dim) for _ in range(max(1, cfg.layers) * 2))
         self.state_out = mlp([2 * h + ctx, h, h], last_activation=True)
         self.gpu_head = mlp([3 * h, h, 1])
+        # prior: − w · (finish there − makespan) / time_scale, the immediate cost of a placement (w starts at 1),
+        # so an untrained network already acts as earliest-finish-time list scheduling and learning corrects it
+        self.prior_weight = nn.Parameter(torch.ones(()))
+        with torch.no_grad():  # the correction starts at 0: exactly the prior's choices
+            self.gpu_head[-1].weight.zero_()
+            self.gpu_head[-1].bias.zero_()
         self.out_dim = h
 
     def _encode(self, obs: dict[str, torch.Tensor]):
@@ -92,7 +102,8 @@ class DAGScorer(nn.Module):
         state, h_cur, gpus = self._encode(obs)
         g = gpus.shape[1]
         z = torch.cat([gpus, h_cur.unsqueeze(1).expand(-1, g, -1), state.unsqueeze(1).expand(-1, g, -1)], -1)
-        return self.gpu_head(z).squeeze(-1), state
+        prior = obs["node_features"][:, -g:, FINISH_GAP_COLUMN]
+        return self.gpu_head(z).squeeze(-1) - self.prior_weight * prior, state
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.scores_and_embedding(obs)[0]

@@ -21,7 +21,7 @@ from agents.checkpoint import NetworkConfig, policy_module, read_meta, read_mode
 from agents.networks import masked, obs_to_tensors
 
 ENV_ID = "gpusched/DAGSchedule-v0"
-SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints"
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "dag"  # one level down: not JobSelect-style
 
 
 class PolicyPlanner:
@@ -106,7 +106,7 @@ class PolicyPlanner:
 
 
 def shipped_planner(name: str = "ddqn_dagschedule_gnn") -> PolicyPlanner:
-    """The planner shipped in ``checkpoints/<name>`` (DDQN plan generator, or ``ppo_dagschedule_gnn``)."""
+    """The planner shipped in ``checkpoints/dag/<name>`` (DDQN plan generator, or ``ppo_dagschedule_gnn``)."""
     path = SHIPPED / name
     if not (path / "meta.json").exists():
         raise FileNotFoundError(

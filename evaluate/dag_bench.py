@@ -454,3 +454,66 @@ def dag_bench(
         typer.echo(f"wrote {json_out} and {md}", err=True)
     elif markdown is not None:
         atomic_write_text(markdown, table)
+
+
+# ---------------------------------------------------------------------------------------------- leaderboard agents
+DAG_ENV_ID = "gpusched/DAGSchedule-v0"
+LEADERBOARD_AGENTS = tuple(f"dag-{a}" for a in AGENTS if a not in ("lower-bound", "worl-rtgs+heft", "cpsat"))
+"""Leaderboard agent specs of the DAG agents (``evaluate.agents.resolve_agent`` knows them): they run on
+``DAGSchedule-v0`` scenarios only (budgets: 40 x 60 plans; DDQN / PPO: the shipped planners)."""
+
+
+def dag_eval_agent(spec: str):
+    """The leaderboard's :class:`~evaluate.agents.EvalAgent` for ``dag-<agent>`` (``dag-heft``, ``dag-worl-rtgs``,
+    ...): on a ``DAGSchedule-v0`` scenario it takes the DAG and GPU set of ``env.reset(seed=seed)`` and returns its
+    plan's makespan (plus the analytic lower bound) as the episode's metrics."""
+    from evaluate.agents import AgentSpecError, EvalAgent, file_digest
+
+    name = spec[len("dag-") :]
+    if name not in AGENTS or name == "lower-bound":
+        raise AgentSpecError(
+            f"unknown DAG agent {spec!r}; valid: {', '.join(f'dag-{a}' for a in AGENTS[:-1])}"
+        )
+
+    class DAGEvalAgent(EvalAgent):
+        kind = "dag"
+
+        def identity(self) -> dict:
+            return {"kind": self.kind, "agent": name, "source": file_digest(Path(__file__))}
+
+        def applies_to(self, scenario) -> str | None:
+            return None if scenario.env_id == DAG_ENV_ID else f"runs on {DAG_ENV_ID} scenarios"
+
+        def run_episode(self, scenario, seed: int) -> dict:
+            from agents.metaheuristics import lower_bound
+
+            env = scenario.make_env()
+            try:
+                env.reset(seed=int(seed))
+                u = env.unwrapped
+                args = {
+                    "cluster": u.cluster,
+                    "gpus": u.num_gpus if len(u.gpu_ids) < u.cluster.num_gpus else None,
+                    "time_limit": 10.0,
+                    "population": 40,
+                    "iterations": 60,
+                    "injection_rate": 0.1,
+                    "planner_plans": 8,
+                    "temperature": 0.5,
+                    "cpsat_max_tasks": 30,
+                    "checkpoints": None,
+                }
+                inst = Instance(scenario.name, 0, u.dag, u, args)
+                rec = run_agent(name, inst, int(seed))
+                if "makespan" not in rec:
+                    raise RuntimeError(rec.get("skipped", "no makespan"))
+                lb = lower_bound(u.dag, u.speed, u.bandwidth, gpu_types=u.gpu_types)
+                return {
+                    "makespan": float(rec["makespan"]),
+                    "lower_bound_makespan": lb,
+                    "tasks": u.dag.num_tasks,
+                }
+            finally:
+                env.close()
+
+    return DAGEvalAgent(spec, spec)

@@ -74,8 +74,10 @@ class DAGScheduleEnv(gym.Env):
     :data:`TASK_FEATURES` on task nodes and :data:`GPU_FEATURES` on GPU nodes), ``node_mask``, ``edge_index (2, E)``
     with the DAG's edges and one task→GPU edge per placed task, ``edge_features (E, 3)``, ``edge_mask``,
     ``context (4,)``, ``action_mask (GPUs,)``. ``"flat"``: ``obs`` (task and GPU features and context in one
-    vector, without edges) and ``action_mask``. Times are ``log1p(seconds / time_scale)``; ``makespan_if_here`` is
-    (makespan if the current task goes there − current makespan) ÷ ``time_scale``. Padded to ``max_tasks`` /
+    vector, without edges) and ``action_mask``. Times are ``log1p(seconds / time_scale)``; ``makespan_if_here`` is,
+    in ``improve`` mode, (makespan if the current task moves there − current makespan) ÷ ``time_scale``, in
+    ``construct`` mode (the current task's finish time there − current makespan) ÷ ``time_scale``: the makespan
+    increase when positive, and ordered by finish time throughout (lowest = earliest finish). Padded to ``max_tasks`` /
     ``max_edges``. Image observations are not offered.
 
     ## Rewards
@@ -442,9 +444,9 @@ class DAGScheduleEnv(gym.Env):
                 gv[:, 3] = (self.candidates - self.makespan) / ts
             else:
                 finish = np.array([self._place(cur, q) for q in range(self.num_gpus)]) + self.runtime[cur]
-                gv[:, 3] = np.where(
-                    self.allowed[cur], (np.maximum(finish, self.makespan) - self.makespan) / ts, 0.0
-                )
+                # finish there − current makespan: the makespan increase when > 0, and still ordered by finish
+                # time when <= 0, so its minimum is the earliest-finish-time GPU (HEFT's choice)
+                gv[:, 3] = np.where(self.allowed[cur], (finish - self.makespan) / ts, 0.0)
         else:
             mask[:] = 1  # episode over: any action is a no-op
             gv[:, 3] = 0.0
