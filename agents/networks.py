@@ -60,12 +60,13 @@ def config_for_env(
     lo = getattr(u, "layout", None)
     if lo is None:  # not a cluster env (DAGSchedule-v0): its own GNN (agents.dag_networks) or the MLP
         env_id = u.spec.id if u.spec is not None else type(u).__name__
-        if encoder == "gnn" and hasattr(u, "max_tasks"):  # DAGSchedule-v0, obs_mode="graph"
+        if encoder == "gnn" and hasattr(u, "max_tasks") and getattr(u, "obs_mode", None) == "graph":
             return NetworkConfig(encoder, a, "dag", a, 0, 0, 0, int(u.max_tasks), hidden, layers)
         if encoder != "mlp":
             raise ValueError(
                 f"encoder {encoder!r} reads the cluster observations of JobSelect, WorkerPlacement and DelayTuning; "
-                f"{env_id} has none: use encoder=mlp"
+                f"{env_id} has none: use encoder=mlp (flat), or encoder=gnn with obs_mode='graph' (a DAG env's "
+                "own task-DAG network)"
             )
         return NetworkConfig(encoder, a, "none", 0, 0, 0, 0, 0, hidden, layers)
     if slots is None:
