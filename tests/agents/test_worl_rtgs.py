@@ -167,3 +167,19 @@ def test_dag_bench_grid_json_and_errors(tmp_path):
     assert bad.exit_code == 2 and "unknown agent(s) nope" in bad.output
     bad = CliRunner().invoke(app, ["dag-bench", "--dag", "no/such/file.csv", "--agents", "heft"])
     assert bad.exit_code == 2 and "neither a 'dag:' spec nor an existing file" in bad.output
+
+
+@pytest.mark.parametrize("name", ["ddqn_dagschedule_gnn", "ppo_dagschedule_gnn"])
+def test_shipped_dag_planners_load_and_plan(name):
+    from agents.dag_planner import SHIPPED, shipped_planner
+
+    meta = json.loads((SHIPPED / name / "meta.json").read_text())
+    assert (SHIPPED / name / "model.pt").stat().st_size <= 2 * 2**20
+    assert meta["env_id"] == "gpusched/DAGSchedule-v0" and meta["obs_mode"] == "graph"
+    assert meta["command"].startswith("python scripts/train_dag_planner.py")
+    assert len(meta["evaluation"]["ratio_to_heft_per_seed"]) == 20
+    planner = shipped_planner(name)
+    dag = load_dag("dag:tpch:q=2,ccr=1.0")
+    env = DAGScheduleEnv("hetero64", dag, gpus=8)
+    (a, p), *_ = planner.plans(dag, count=1)
+    assert len(a) == dag.num_tasks and np.isfinite(evaluate_plan(dag, env.speed, env.bandwidth, a, p))
