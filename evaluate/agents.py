@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import json
 import os
 import sys
 from abc import ABC, abstractmethod
@@ -226,13 +225,12 @@ class CheckpointEvalAgent(EvalAgent):
         meta_path = folder / "meta.json"
         if not meta_path.is_file() or not (folder / "model.pt").is_file():
             raise AgentSpecError(f"{folder}: not a checkpoint (expected model.pt + meta.json)")
-        try:
-            self.meta = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise AgentSpecError(f"{meta_path}: invalid JSON ({exc})") from None
-        for key in ("env_id", "obs_mode"):
-            if key not in self.meta:
-                raise AgentSpecError(f"{meta_path}: missing field {key!r}")
+        from agents.checkpoint import CheckpointError, read_meta
+
+        try:  # every field checked (env id registered by the package, no file paths) before anything is built
+            self.meta = read_meta(folder)
+        except CheckpointError as exc:
+            raise AgentSpecError(str(exc)) from None
         self.folder = folder.resolve()
         super().__init__(spec or str(path), f"ckpt:{folder.name}")
         self._applies: dict[str, str | None] = {}

@@ -62,7 +62,9 @@ def resolve_config_path(name: str | Path) -> Path:
 
 def load_yaml(path: str | Path) -> dict:
     path = resolve_config_path(path)
-    doc = yaml.safe_load(path.read_text()) or {}
+    from gpusched_envs.safety import load_yaml as safe_load_yaml
+
+    doc = safe_load_yaml(path.read_bytes(), str(path)) or {}  # limits on alias expansion (YAML bombs)
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: a config is a mapping of keys to values")
     unknown = set(doc) - TOP_KEYS

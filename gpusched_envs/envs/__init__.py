@@ -21,6 +21,8 @@ ENTRY_POINTS = {
     "gpusched/DAGSchedule-v0": "gpusched_envs.envs.dag_schedule:DAGScheduleEnv",
 }
 
+CLUSTER_ENVS = ("gpusched/JobSelect-v0", "gpusched/WorkerPlacement-v0", "gpusched/DelayTuning-v0")
+
 
 def register_envs() -> None:
     """Register every id (idempotent; ids whose module is not importable are skipped)."""
@@ -32,7 +34,12 @@ def register_envs() -> None:
         module = entry.split(":")[0]
         if importlib.util.find_spec(module) is None:
             continue
-        gym.register(id=env_id, entry_point=entry)
+        wrappers = ()
+        if env_id in CLUSTER_ENVS:  # fills info["metrics"] after gym.make's TimeLimit truncates an episode
+            from gymnasium.envs.registration import WrapperSpec
+
+            wrappers = (WrapperSpec("EpisodeMetrics", "gpusched_envs.envs.base:EpisodeMetrics", {}),)
+        gym.register(id=env_id, entry_point=entry, additional_wrappers=wrappers)
 
 
 def list_env_specs(**kwargs) -> list[tuple[str, object, object]]:

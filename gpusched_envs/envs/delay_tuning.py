@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from gpusched_envs.envs.base import ClusterEnv, WorkloadArg
+from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_bool, check_number
+from gpusched_envs.envs.encoding import NON_CLAIRVOYANT
 from gpusched_envs.policies.netsens import DelaySchedulingPolicy
 from gpusched_envs.policies.schedulers import policy_defaults
 from gpusched_envs.sim.sensitivity import sensitivity_classes
@@ -31,20 +32,23 @@ class DelayTuningEnv(ClusterEnv):
     ## Observation Space
     ``obs_mode="graph"`` (default) or ``"flat"``, as :class:`~gpusched_envs.envs.job_select.JobSelectEnv`; image
     observations are not offered. ``context (3K,)``: the current timers ÷ the largest level, log1p of the waiting
-    jobs per class, log1p of their mean wait ÷ ``time_scale`` per class.
+    jobs per class, log1p of their mean wait ÷ ``time_scale`` per class. ``information``
+    (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as JobSelect-v0's (table in
+    :mod:`gpusched_envs.envs.encoding`); the context carries nothing clairvoyant in either setting.
 
     ## Rewards
     ``−(jobs in system × elapsed time) / time_scale`` over the interval, exact over every event, so the return of a
     full episode is ``−Σ JCT / time_scale``.
 
     ## Episode End
-    Terminates when every job has finished; truncates after ``max_steps`` intervals. ``info["metrics"]`` at the end.
+    Terminates when every job has finished (a further ``step`` raises); truncates after ``max_steps`` intervals or
+    ``max_episode_steps``. ``info["metrics"]`` at the end.
 
     ## Arguments
     ``cluster`` (``"topdrl"``), ``workload``, ``num_jobs`` (200), ``load`` (0.9) as JobSelect-v0; ``interval``
     (900 s); ``timer_levels``, ``sensitivity_thresholds`` and ``min_run`` (seconds a job runs before it may be
     preempted), each ``None`` for the ``netsens`` defaults in ``data/sim_defaults.yaml`` (with their sources);
-    ``preemption`` (True); ``window`` (16); ``obs_mode``; ``max_steps``; ``time_scale``
+    ``preemption`` (True); ``window`` (16); ``information``; ``obs_mode``; ``max_steps``; ``time_scale``
     (3600 s); ``interference`` (True); ``workload_seed``; ``render_mode``. ``invalid_action`` /
     ``invalid_penalty`` apply to out-of-range actions only.
 
@@ -67,6 +71,7 @@ class DelayTuningEnv(ClusterEnv):
         preemption: bool = True,
         min_run: float | None = None,
         window: int = 16,
+        information: str = NON_CLAIRVOYANT,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -76,8 +81,8 @@ class DelayTuningEnv(ClusterEnv):
         workload_seed: int | None = None,
         render_mode: str | None = None,
     ):
-        if interval <= 0:
-            raise ValueError(f"interval must be > 0 seconds, got {interval}")
+        interval = check_number("interval", interval, positive=True)
+        preemption = check_bool("preemption", preemption)
         defaults = policy_defaults()["netsens"]  # each with its source
         if timer_levels is None:
             timer_levels = defaults["timer_levels_s"]["value"]
@@ -85,14 +90,20 @@ class DelayTuningEnv(ClusterEnv):
             sensitivity_thresholds = defaults["sensitivity_thresholds"]["value"]
         if min_run is None:
             min_run = defaults["min_run_s"]["value"]
+        min_run = check_number("min_run", min_run, low=0.0)
         levels = np.asarray(timer_levels, dtype=np.float64)
-        if levels.ndim != 1 or len(levels) < 1 or np.any(levels < 0):
-            raise ValueError("timer_levels must be a non-empty list of seconds >= 0")
+        if levels.ndim != 1 or len(levels) < 1 or not np.all(np.isfinite(levels) & (levels >= 0)):
+            raise ValueError(
+                f"timer_levels must be a non-empty list of finite seconds >= 0, got {timer_levels!r}"
+            )
         self.timer_levels = levels
         self._top_level = float(levels.max())
         self.thresholds = np.asarray(sorted(sensitivity_thresholds), dtype=np.float64)
         self.num_classes = len(self.thresholds) + 1
         num_actions = len(levels) ** self.num_classes
+        self.context_names = tuple(
+            f"{what}_{k}" for what in ("timer", "waiting", "mean_wait") for k in range(self.num_classes)
+        )
         super().__init__(
             cluster=cluster,
             workload=workload,
@@ -111,6 +122,7 @@ class DelayTuningEnv(ClusterEnv):
             render_mode=render_mode,
             context_size=3 * self.num_classes,
             num_actions=num_actions,
+            information=information,
         )
         self.interval = float(interval)
         self.preemption, self.min_run = bool(preemption), float(min_run)
@@ -156,11 +168,7 @@ class DelayTuningEnv(ClusterEnv):
     def _first_decision(self) -> None:
         self._advance()  # the first decision point is left pending for the first action's timers
 
-    def step(self, action):
-        a = self._check_action(action)
-        if self.drained:
-            return self._invalid(a, "the episode has ended; call reset()")
-        mark = self._mark()
+    def _apply(self, a: int) -> None:
         sim, policy = self.sim, self.policy
         self.timers = self.timers_of(a)
         policy.timers = self.timers
@@ -169,11 +177,6 @@ class DelayTuningEnv(ClusterEnv):
         policy.schedule(sim)
         while self._advance() and sim.now < end:
             policy.schedule(sim)
-        reward = self._reward_since(mark)
-        self.steps += 1
-        terminated = self.drained
-        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
-        return self._observe(), reward, terminated, truncated, self._info(terminated, truncated)
 
     def _render_extra(self) -> str:
         return "timers per class: " + ", ".join(f"{t:.0f}s" for t in self.timers)

@@ -15,6 +15,28 @@ types, then one block per kind (zero on nodes of other kinds) with the columns n
 :data:`SERVER_FEATURES`, :data:`RACK_FEATURES`, :data:`CLUSTER_FEATURES`. Edges (both directions) GPU–server
 (intra-server link), server–rack (NIC) and rack–cluster (uplink), with :data:`EDGE_FEATURES`.
 Times are ``log1p(seconds / time_scale)``; bandwidths ``(log10(GB/s) + 1) / 3``.
+
+Information setting (``information=`` on every cluster env): what the time columns show. ``"clairvoyant"`` keeps the
+v0 layout, whose columns are derived from the traced durations; ``"non-clairvoyant"`` (the default) shows only what
+a real scheduler knows, in the same columns (same shapes, so one network architecture serves both):
+
+=================  =============================  =====================================================
+column             ``"clairvoyant"``              ``"non-clairvoyant"``
+=================  =============================  =====================================================
+GPU column 2       ``remaining_time``: seconds    ``time_in_use``: seconds since the job on the GPU
+/ image channel 1  until its job ends              started its current allocation (0 when free)
+job column 3       ``duration`` (traced)          ``attained_service``: GPU-seconds allocated so far
+job column 4       ``remaining``: remaining work  ``time_in_state``: seconds since the job entered the
+                   × ideal iteration time         queue (arrival or last preemption), or since its
+                                                  current allocation started (running rows)
+job column 6       ``preempted``: waits to         ``preemptions``: log1p(times preempted)
+                   restart (0/1)
+=================  =============================  =====================================================
+
+Every other column (GPUs asked, age, network sensitivity of the job's model, fits, occupancy, bandwidths, queue
+lengths) is known to a real scheduler and is the same in both settings. JobSelect's ``preemption=True`` appends
+the columns :data:`PREEMPTION_JOB_FEATURES` and rows for running jobs after the queue rows.
+:func:`flat_feature_names` names every entry of the ``flat`` vector.
 """
 
 from __future__ import annotations
@@ -27,6 +49,10 @@ from gymnasium import spaces
 
 from gpusched_envs.sim.topology import Cluster
 
+INFORMATION = ("non-clairvoyant", "clairvoyant")
+CLAIRVOYANT, NON_CLAIRVOYANT = "clairvoyant", "non-clairvoyant"
+
+# The clairvoyant names are the v0 layout (kept so that checkpoints trained on it load unchanged).
 GPU_FEATURES = ("speed", "busy", "remaining_time", "in_placement")
 SERVER_FEATURES = ("gpus", "intra_bandwidth", "nic_bandwidth", "free", "jobs", "in_placement")
 RACK_FEATURES = ("uplink_bandwidth", "free", "crossing_jobs")
@@ -34,8 +60,70 @@ CLUSTER_FEATURES = ("free", "queued", "running", "waiting_beyond_window")
 JOB_FEATURES = ("gpus", "log_gpus", "age", "duration", "remaining", "sensitivity", "preempted", "fits")
 EDGE_FEATURES = ("bandwidth", "gpu_server", "server_rack", "rack_cluster")
 IMAGE_CHANNELS = ("busy", "remaining_time", "speed", "slot_exists", "in_placement")
+# per information setting (same lengths: only the meaning of a few columns changes)
+GPU_FEATURES_OF = {
+    CLAIRVOYANT: GPU_FEATURES,
+    NON_CLAIRVOYANT: ("speed", "busy", "time_in_use", "in_placement"),
+}
+JOB_FEATURES_OF = {
+    CLAIRVOYANT: JOB_FEATURES,
+    NON_CLAIRVOYANT: (
+        "gpus",
+        "log_gpus",
+        "age",
+        "attained_service",
+        "time_in_state",
+        "sensitivity",
+        "preemptions",
+        "fits",
+    ),
+}
+IMAGE_CHANNELS_OF = {
+    CLAIRVOYANT: IMAGE_CHANNELS,
+    NON_CLAIRVOYANT: ("busy", "time_in_use", "speed", "slot_exists", "in_placement"),
+}
+# appended to the job columns by JobSelect's preemption=True: 1 on the rows of running jobs, and a running job's
+# progress rate ÷ its ideal rate (placement quality: 1 = as fast as consolidated on the reference GPU, 0 restarting)
+PREEMPTION_JOB_FEATURES = ("running", "speed")
 OBS_MODES = ("graph", "image", "flat")
 KINDS = 4
+
+# Box bounds of each column: its known range, UNBOUNDED (a finite stand-in for "no known bound") where it has none
+UNBOUNDED = 1e30
+_U = UNBOUNDED
+BOUNDS: dict[str, tuple[float, float]] = {
+    # shares, flags, one-hots
+    **dict.fromkeys(("busy", "in_placement", "free", "fits", "running", "gpus"), (0.0, 1.0)),
+    "preempted": (0.0, _U),  # a 0/1 flag, bounded as its non-clairvoyant twin "preemptions": same spaces in both
+    **dict.fromkeys(("gpu_server", "server_rack", "rack_cluster"), (0.0, 1.0)),
+    "slot_exists": (-1.0, 1.0),
+    # non-negative: log1p times and counts, speeds, raw counts
+    **dict.fromkeys(
+        (
+            "speed",
+            "remaining_time",
+            "time_in_use",
+            "jobs",
+            "crossing_jobs",
+            "queued",
+            "waiting_beyond_window",
+            "log_gpus",
+            "age",
+            "duration",
+            "remaining",
+            "attained_service",
+            "time_in_state",
+            "preemptions",
+        ),
+        (0.0, _U),
+    ),
+    # log10-based bandwidths and log sensitivities: no known sign
+    **dict.fromkeys(
+        ("intra_bandwidth", "nic_bandwidth", "uplink_bandwidth", "bandwidth", "sensitivity"), (-_U, _U)
+    ),
+}
+# where a name means another thing in one block: the cluster's "running" is log1p(running jobs), not a 0/1 flag
+CLUSTER_BOUNDS = {**BOUNDS, "running": (0.0, _U)}
 
 
 def bandwidth_feature(bytes_per_s) -> np.ndarray:
@@ -80,18 +168,46 @@ class Layout:
 class ClusterEncoder:
     """Writes cluster state + queue window + context into the buffers of one obs mode."""
 
-    def __init__(self, layout: Layout, mode: str, time_scale: float):
+    def __init__(
+        self,
+        layout: Layout,
+        mode: str,
+        time_scale: float,
+        information: str = NON_CLAIRVOYANT,
+        running_rows: int = 0,
+        context_names: tuple[str, ...] | None = None,
+    ):
+        """``running_rows``: the last rows of the job block show running jobs (JobSelect's preemption) and the
+        job columns gain :data:`PREEMPTION_JOB_FEATURES`; ``context_names`` name the context entries."""
         if mode not in OBS_MODES:
             raise ValueError(f"obs_mode must be one of {', '.join(OBS_MODES)}, got {mode!r}")
+        if information not in INFORMATION:
+            raise ValueError(
+                f"information must be one of {', '.join(map(repr, INFORMATION))}, got {information!r}"
+            )
         self.layout, self.mode, self.time_scale = layout, mode, float(time_scale)
+        self.information, self.running_rows = information, int(running_rows)
         lo = layout
+        if not 0 <= self.running_rows < lo.window:
+            raise ValueError(f"running_rows must be in 0..{lo.window - 1}, got {running_rows}")
+        self.queue_rows = lo.window - self.running_rows
+        self.gpu_feature_names = GPU_FEATURES_OF[information]
+        self.job_feature_names = JOB_FEATURES_OF[information] + (
+            PREEMPTION_JOB_FEATURES if self.running_rows else ()
+        )
+        self.image_channel_names = IMAGE_CHANNELS_OF[information]
+        if context_names is None:
+            context_names = tuple(f"context_{i}" for i in range(lo.context))
+        if len(context_names) != lo.context:
+            raise ValueError(f"{len(context_names)} context names for {lo.context} context entries")
+        self.context_names = tuple(context_names)
         G, S, R, W = lo.num_gpus, lo.num_servers, lo.num_racks, lo.window
         self.num_node_features = (
             KINDS
             + lo.num_gpu_types
             + sum(map(len, (GPU_FEATURES, SERVER_FEATURES, RACK_FEATURES, CLUSTER_FEATURES)))
         )
-        self.job_features = np.zeros((W, len(JOB_FEATURES)), dtype=np.float32)  # (W, Fj)
+        self.job_features = np.zeros((W, len(self.job_feature_names)), dtype=np.float32)  # (W, Fj)
         self.job_mask = np.zeros(W, dtype=np.int8)  # (W,)
         self.context = np.zeros(lo.context, dtype=np.float32)  # (C,)
         self.action_mask = np.zeros(lo.actions, dtype=np.int8)  # (A,)
@@ -131,7 +247,7 @@ class ClusterEncoder:
                 len(CLUSTER_FEATURES),
             ]
             if mode == "flat":
-                sizes += [W * len(JOB_FEATURES), W, lo.context]
+                sizes += [W * len(self.job_feature_names), W, lo.context]
             self.flat = np.zeros(sum(sizes), dtype=np.float32)
             cuts = np.cumsum([0, *sizes])
             parts = [self.flat[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
@@ -140,7 +256,7 @@ class ClusterEncoder:
             self.rack = parts[2].reshape(R, len(RACK_FEATURES))
             self.cluster = parts[3]
             if mode == "flat":
-                self.job_features = parts[4].reshape(W, len(JOB_FEATURES))
+                self.job_features = parts[4].reshape(W, len(self.job_feature_names))
                 self._job_mask_f = parts[5]
                 self.context = parts[6]
                 self.buffers = {"obs": self.flat}
@@ -167,7 +283,14 @@ class ClusterEncoder:
         }
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["layout"], state["mode"], state["time_scale"])
+        self.__init__(
+            state["layout"],
+            state["mode"],
+            state["time_scale"],
+            state["information"],
+            state["running_rows"],
+            state["context_names"],
+        )
         for key, value in state.items():
             current = self.__dict__.get(key)
             if (
@@ -181,32 +304,66 @@ class ClusterEncoder:
 
     # ------------------------------------------------------------------ spaces
     def observation_space(self) -> spaces.Dict:
+        """Fixed-shape Boxes with finite bounds: the known range of each column (:data:`BOUNDS`; masks and
+        one-hots 0..1), ``±UNBOUNDED`` where a column has none (times, counts, bandwidths)."""
         lo = self.layout
-        inf = np.float32(np.inf)
 
-        def box(shape, low=-inf, high=inf, dtype=np.float32):
-            return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+        def box(low, high):
+            return spaces.Box(low=low.astype(np.float32), high=high.astype(np.float32), dtype=np.float32)
+
+        def cols(names, rows=1, bounds=BOUNDS):
+            """(rows, len(names)) bounds of a block, each column's range widened to hold 0."""
+            low = np.array([min(bounds[n][0], 0.0) for n in names])
+            high = np.array([max(bounds[n][1], 0.0) for n in names])
+            return np.tile(low, (rows, 1)), np.tile(high, (rows, 1))
 
         def mask(n):
             return spaces.Box(0, 1, shape=(n,), dtype=np.int8)
 
+        blocks = [
+            cols(self.gpu_feature_names, lo.num_gpus),
+            cols(SERVER_FEATURES, lo.num_servers),
+            cols(RACK_FEATURES, lo.num_racks),
+            cols(CLUSTER_FEATURES, bounds=CLUSTER_BOUNDS),
+        ]
+        jobs = cols(self.job_feature_names, lo.window)
+        ctx = (np.full(lo.context, -UNBOUNDED), np.full(lo.context, UNBOUNDED))
         d: dict[str, spaces.Space] = {}
         if self.mode == "graph":
-            d["node_features"] = box(self.node_features.shape)
+            n_static = KINDS + lo.num_gpu_types
+            low = [np.zeros(n_static)] + [b[0][0] for b in blocks]
+            high = [np.ones(n_static)] + [b[1][0] for b in blocks]
+            # a column of one kind's block is 0 on the other kinds' nodes (the ranges already hold 0)
+            d["node_features"] = box(
+                np.tile(np.concatenate(low), (lo.num_nodes, 1)),
+                np.tile(np.concatenate(high), (lo.num_nodes, 1)),
+            )
             d["node_mask"] = mask(lo.num_nodes)
             d["edge_index"] = spaces.Box(0, lo.num_nodes - 1, shape=self.edge_index.shape, dtype=np.int64)
-            d["edge_features"] = box(self.edge_features.shape)
+            e_low, e_high = cols(EDGE_FEATURES, lo.num_edges)
+            d["edge_features"] = box(e_low, e_high)
             d["edge_mask"] = mask(lo.num_edges)
-            d["job_features"] = box(self.job_features.shape)
+            d["job_features"] = box(*jobs)
             d["job_mask"] = mask(lo.window)
-        elif self.mode == "flat":
-            d["obs"] = box(self.flat.shape)
         else:
-            d["cluster_image"] = box(self.image.shape)
-            d["cluster_features"] = box(self.flat.shape)
-            d["queue"] = box(self.job_features.shape)
-            d["job_mask"] = mask(lo.window)
-        d["context"] = box((lo.context,))
+            parts = list(blocks)
+            if self.mode == "flat":
+                parts += [jobs, (np.zeros(lo.window), np.ones(lo.window)), ctx]
+            flat_low = np.concatenate([p[0].ravel() for p in parts])
+            flat_high = np.concatenate([p[1].ravel() for p in parts])
+            if self.mode == "flat":
+                d["obs"] = box(flat_low, flat_high)
+            else:
+                i_low, i_high = cols(self.image_channel_names)
+                shape = self.image.shape
+                d["cluster_image"] = box(
+                    np.broadcast_to(i_low[0][:, None, None], shape),
+                    np.broadcast_to(i_high[0][:, None, None], shape),
+                )
+                d["cluster_features"] = box(flat_low, flat_high)
+                d["queue"] = box(*jobs)
+                d["job_mask"] = mask(lo.window)
+        d["context"] = box(*ctx)
         d["action_mask"] = mask(lo.actions)
         return spaces.Dict(d)
 
@@ -226,14 +383,15 @@ class ClusterEncoder:
         self.G, self.S, self.R = G, S, R
         for a in (self.gpu, self.server, self.rack):
             a[...] = 0.0
-        self.gpu[:G, 0] = gpu_speed
-        self.server[:S, 0] = cluster.server_num_gpus / lo.max_server_gpus
-        self.server[:S, 1] = bandwidth_feature(cluster.server_intra_bandwidth)
-        self.server[:S, 2] = bandwidth_feature(cluster.server_nic_bandwidth)
-        self.rack[:R, 0] = bandwidth_feature(cluster.rack_uplink_bandwidth)
+        self.gpu[:G, _GPU["speed"]] = gpu_speed
+        self.server[:S, _SERVER["gpus"]] = cluster.server_num_gpus / lo.max_server_gpus
+        self.server[:S, _SERVER["intra_bandwidth"]] = bandwidth_feature(cluster.server_intra_bandwidth)
+        self.server[:S, _SERVER["nic_bandwidth"]] = bandwidth_feature(cluster.server_nic_bandwidth)
+        self.rack[:R, _RACK["uplink_bandwidth"]] = bandwidth_feature(cluster.rack_uplink_bandwidth)
         self.inv_rack_gpus = 1.0 / np.bincount(cluster.gpu_rack, minlength=R)
         self.inv_server_gpus = 1.0 / cluster.server_num_gpus
         self.gpu_slot = np.arange(G) - cluster.server_first_gpu[cluster.gpu_server]
+        self._gpu_seconds = np.zeros(G)
         if self.mode == "graph":
             Gm, Sm, Rm = lo.num_gpus, lo.num_servers, lo.num_racks
             nf, nm = self.node_features, self.node_mask
@@ -268,84 +426,177 @@ class ClusterEncoder:
                 self.edge_mask[sl] = 1
         elif self.mode == "image":
             self.image[...] = 0.0
-            self.image[3] = -1.0
-            self.image[3, cluster.gpu_server, self.gpu_slot] = 1.0
-            self.image[2, cluster.gpu_server, self.gpu_slot] = gpu_speed
+            self.image[_IMG["slot_exists"]] = -1.0
+            self.image[_IMG["slot_exists"], cluster.gpu_server, self.gpu_slot] = 1.0
+            self.image[_IMG["speed"], cluster.gpu_server, self.gpu_slot] = gpu_speed
 
     # ------------------------------------------------------------------ dynamic part
     def encode_cluster(
         self,
         sim,
         free_gpus: int,
-        gpu_remaining: np.ndarray,
+        gpu_seconds: np.ndarray | None,
         in_placement: np.ndarray | None,
         queued_beyond: int,
     ) -> None:
-        """Write the GPU/server/rack/cluster columns that change; ``gpu_remaining`` (G,) seconds."""
+        """Write the GPU/server/rack/cluster columns that change. ``gpu_seconds`` (G,): the GPU time column in
+        seconds, or None (preferred) to compute it for this encoder's information setting: remaining time
+        (clairvoyant) or time in use (non-clairvoyant). A non-clairvoyant encoder refuses a given array, so that a
+        caller cannot leak remaining times into it."""
         G, S, R = self.G, self.S, self.R
         c = sim.cluster
-        ts = self.time_scale
+        if gpu_seconds is None:
+            gpu_seconds = gpu_time_column(sim, self._gpu_seconds, self.information)
+        elif self.information != CLAIRVOYANT:
+            raise ValueError(
+                "a non-clairvoyant encoder computes its GPU time column itself: pass gpu_seconds=None"
+            )
         busy = 1.0 - sim.gpu_free_milli * 1e-3
         gpu, server, rack = self.gpu, self.server, self.rack
-        gpu[:G, 1] = busy
-        remaining = np.log1p(gpu_remaining / ts)
-        gpu[:G, 2] = remaining
-        server[:S, 3] = sim.server_free * self.inv_server_gpus
-        server[:S, 4] = list(map(len, sim.server_jobs))
+        gpu[:G, _GPU["busy"]] = busy
+        gpu_time = np.log1p(gpu_seconds * (1.0 / self.time_scale))
+        gpu[:G, _GPU["remaining_time"]] = gpu_time  # the time column (time_in_use when non-clairvoyant)
+        server[:S, _SERVER["free"]] = sim.server_free * self.inv_server_gpus
+        server[:S, _SERVER["jobs"]] = list(map(len, sim.server_jobs))
         if in_placement is None:
-            gpu[:G, 3] = 0.0
-            server[:S, 5] = 0.0
+            gpu[:G, _GPU["in_placement"]] = 0.0
+            server[:S, _SERVER["in_placement"]] = 0.0
         else:
-            gpu[:G, 3] = in_placement
-            server[:S, 5] = (
+            gpu[:G, _GPU["in_placement"]] = in_placement
+            server[:S, _SERVER["in_placement"]] = (
                 np.bincount(c.gpu_server, weights=in_placement, minlength=S) * self.inv_server_gpus
             )
-        rack[:R, 1] = np.bincount(c.server_rack, weights=sim.server_free, minlength=R) * self.inv_rack_gpus
-        rack[:R, 2] = np.log1p(sim.rack_crossing)
-        self.cluster[0] = free_gpus / G
-        self.cluster[1] = math.log1p(len(sim.queue))
-        self.cluster[2] = math.log1p(len(sim.running))
-        self.cluster[3] = math.log1p(queued_beyond)
+        rack[:R, _RACK["free"]] = (
+            np.bincount(c.server_rack, weights=sim.server_free, minlength=R) * self.inv_rack_gpus
+        )
+        rack[:R, _RACK["crossing_jobs"]] = np.log1p(sim.rack_crossing)
+        cl = self.cluster
+        cl[_CLUSTER["free"]] = free_gpus / G
+        cl[_CLUSTER["queued"]] = math.log1p(len(sim.queue))
+        cl[_CLUSTER["running"]] = math.log1p(len(sim.running))
+        cl[_CLUSTER["waiting_beyond_window"]] = math.log1p(queued_beyond)
         if self.mode == "image":
             img = self.image
             s, slot = c.gpu_server, self.gpu_slot
-            img[0, s, slot] = busy
-            img[1, s, slot] = remaining
-            img[4, s, slot] = 0.0 if in_placement is None else in_placement
+            img[_IMG["busy"], s, slot] = busy
+            img[_IMG["remaining_time"], s, slot] = gpu_time
+            img[_IMG["in_placement"], s, slot] = 0.0 if in_placement is None else in_placement
 
-    def encode_jobs(self, sim, jobs: np.ndarray, fits: np.ndarray, log_sensitivity: np.ndarray) -> None:
-        """Write the queue window: ``jobs`` (k,) ids in window order, ``fits`` (k,) bool."""
-        k = len(jobs)
-        jf = self.job_features
-        ts = self.time_scale
-        jf[k:] = 0.0
-        self.job_mask[:k] = 1
-        self.job_mask[k:] = 0
+    def encode_jobs(
+        self,
+        sim,
+        jobs: np.ndarray,
+        fits: np.ndarray,
+        log_sensitivity: np.ndarray,
+        running: np.ndarray | None = None,
+        preemptible: np.ndarray | None = None,
+    ) -> None:
+        """Write the job rows: ``jobs`` (k,) queued ids in window order with ``fits`` (k,) bool in the queue rows;
+        with ``running_rows``, ``running`` (r,) running ids with ``preemptible`` (r,) bool in the rows after them."""
+        self.job_features[...] = 0.0
+        self.job_mask[...] = 0
+        self._write_rows(sim, 0, jobs, fits, log_sensitivity, False)
+        if self.running_rows and running is not None:
+            self._write_rows(sim, self.queue_rows, running, preemptible, log_sensitivity, True)
         if self.mode == "flat":
-            self._job_mask_f[:k] = 1.0
-            self._job_mask_f[k:] = 0.0
+            self._job_mask_f[:] = self.job_mask
+
+    def _write_rows(self, sim, first: int, jobs, fits, log_sensitivity, running: bool) -> None:
+        k = len(jobs)
         if not k:
             return
+        rows = slice(first, first + k)
+        self.job_mask[rows] = 1
+        jf = self.job_features[rows]  # a view
+        now = sim.now
         n = sim.job_gpus_n[jobs]
-        jf[:k, 0] = n * (1.0 / self.G)
-        jf[:k, 1] = np.log2(n)
-        jf[:k, 2] = sim.now - sim.workload.submit_time[jobs]
-        jf[:k, 3] = sim.workload.duration[jobs]
-        jf[:k, 4] = np.maximum(sim.job_work[jobs] - sim.done_work[jobs], 0.0) * sim.job_ideal_iter[jobs]
-        times = jf[:k, 2:5]
-        times *= 1.0 / ts
+        submit = sim.workload.submit_time[jobs]
+        jf[:, _JOB["gpus"]] = n * (1.0 / self.G)
+        jf[:, _JOB["log_gpus"]] = np.log2(n)
+        jf[:, _JOB["age"]] = now - submit
+        if self.information == CLAIRVOYANT:
+            jf[:, _JOB["duration"]] = sim.workload.duration[jobs]
+            done = sim.done_work[jobs]
+            if running:  # progress since it was last banked
+                done = done + sim.rate[jobs] * (now - sim.last_update[jobs])
+            jf[:, _JOB["remaining"]] = np.maximum(sim.job_work[jobs] - done, 0.0) * sim.job_ideal_iter[jobs]
+            jf[:, _JOB["preempted"]] = sim.needs_restart[jobs]
+        else:
+            attained = sim.attained[jobs]
+            if running:
+                since = sim.run_start[jobs]
+                attained = attained + n * (now - since)
+            else:  # in the queue since its arrival, or since its last preemption (when its progress was banked)
+                since = np.where(sim.preemptions[jobs] > 0, sim.last_update[jobs], submit)
+            jf[:, _JOB["attained_service"]] = attained
+            jf[:, _JOB["time_in_state"]] = now - since
+            jf[:, _JOB["preempted"]] = np.log1p(sim.preemptions[jobs])
+        times = jf[:, _JOB["age"] : _JOB["remaining"] + 1]
+        times *= 1.0 / self.time_scale
         np.log1p(times, out=times)
-        jf[:k, 5] = log_sensitivity[jobs]
-        jf[:k, 6] = sim.needs_restart[jobs]
-        jf[:k, 7] = fits
+        jf[:, _JOB["sensitivity"]] = log_sensitivity[jobs]
+        jf[:, _JOB["fits"]] = fits
+        if self.running_rows:
+            f = len(JOB_FEATURES)
+            jf[:, f] = float(running)
+            if running:
+                jf[:, f + 1] = sim.rate[jobs] * sim.job_ideal_iter[jobs]
 
     def observation(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.buffers.items()}
 
+    # ------------------------------------------------------------------ names
+    def flat_feature_names(self) -> list[str]:
+        """The name of every entry of the ``flat`` observation vector (``obs["obs"]``), in order; in the other
+        modes, of ``cluster_features`` (image) or of the cluster blocks (graph) followed by the job block."""
+        lo = self.layout
+        names = [f"gpu{i}.{f}" for i in range(lo.num_gpus) for f in self.gpu_feature_names]
+        names += [f"server{i}.{f}" for i in range(lo.num_servers) for f in SERVER_FEATURES]
+        names += [f"rack{i}.{f}" for i in range(lo.num_racks) for f in RACK_FEATURES]
+        names += [f"cluster.{f}" for f in CLUSTER_FEATURES]
+        if self.mode == "flat":
+            names += [f"{self._row_name(i)}.{f}" for i in range(lo.window) for f in self.job_feature_names]
+            names += [f"{self._row_name(i)}.present" for i in range(lo.window)]
+            names += [f"context.{c}" for c in self.context_names]
+        return names
+
+    def _row_name(self, i: int) -> str:
+        return f"job{i}" if i < self.queue_rows else f"running{i - self.queue_rows}"
+
+
+# column indices by name (the clairvoyant names; the non-clairvoyant columns sit at the same indices)
+_GPU = {n: i for i, n in enumerate(GPU_FEATURES)}
+_SERVER = {n: i for i, n in enumerate(SERVER_FEATURES)}
+_RACK = {n: i for i, n in enumerate(RACK_FEATURES)}
+_CLUSTER = {n: i for i, n in enumerate(CLUSTER_FEATURES)}
+_JOB = {n: i for i, n in enumerate(JOB_FEATURES)} | {
+    n: i for i, n in enumerate(JOB_FEATURES_OF[NON_CLAIRVOYANT])
+}
+_IMG = {n: i for i, n in enumerate(IMAGE_CHANNELS)}
+
+
+def gpu_time_column(sim, out: np.ndarray, information: str) -> np.ndarray:
+    """(G,) seconds shown in the GPU time column: :func:`gpu_remaining_time` (clairvoyant) or
+    :func:`gpu_time_in_use` (non-clairvoyant)."""
+    if information == CLAIRVOYANT:
+        return gpu_remaining_time(sim, out)
+    return gpu_time_in_use(sim, out)
+
+
+def gpu_time_in_use(sim, out: np.ndarray) -> np.ndarray:
+    """(G,) seconds since the job on each GPU started its current allocation (0 on free GPUs; a shared GPU shows
+    one of its jobs); written into ``out``."""
+    out[:] = 0.0
+    held = np.flatnonzero(sim.gpu_job >= 0)
+    if len(held):
+        out[held] = sim.now - sim.run_start[sim.gpu_job[held]]
+    return out
+
 
 def gpu_remaining_time(sim, out: np.ndarray) -> np.ndarray:
     """(G,) seconds until the job on each GPU finishes at its current rate (0 on free GPUs, the restart delay while
-    restarting; a shared GPU shows one of its jobs); written into ``out``."""
+    restarting; a shared GPU shows one of its jobs); written into ``out``. Clairvoyant: derived from the traced
+    duration."""
     out[:] = 0.0
     if not sim.running:
         return out

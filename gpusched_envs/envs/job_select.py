@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
 from gymnasium import spaces
 
-from gpusched_envs.envs.base import ClusterEnv, WorkloadArg
+from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_bool, check_int
+from gpusched_envs.envs.encoding import CLAIRVOYANT, NON_CLAIRVOYANT
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
 from gpusched_envs.sim.topology import Cluster
 
 # placers that always place a job when enough GPUs (of its pool, type and share) are free: for them the action mask
 # is exact from free-GPU counts; any other placer is called once per window job to build the mask
 COUNT_EXACT_PLACEMENTS = ("closest", "first-fit", "pack", "random")
+CONTEXT_NAMES = {
+    CLAIRVOYANT: ("finished_share", "to_arrive"),
+    NON_CLAIRVOYANT: ("finished", "arrival_rate"),
+}
 
 
 class JobSelectEnv(ClusterEnv):
@@ -21,39 +27,59 @@ class JobSelectEnv(ClusterEnv):
 
     The simulator runs to a decision point (an arrival, a completion, ...) at which at least one job of the window
     can be placed; after a job starts the agent is asked again at the same instant, until it waits or nothing more
-    fits. Instants at which nothing in the window fits are skipped (waiting is the only choice there).
+    fits. Instants at which nothing in the window fits are skipped (waiting is the only choice there). With
+    ``preemption=True`` the agent is asked at every decision point of the simulator (whenever jobs wait), as
+    ``Simulator.run`` calls a heuristic, and may also preempt running jobs.
 
     ## Action Space
     ``Discrete(window + 1)``: action ``i < window`` starts the ``i``-th job of the window (the first ``window``
-    waiting jobs in queue order, oldest first); action ``window`` waits for the next decision point. Valid actions
-    are in ``obs["action_mask"]`` and :meth:`action_masks`: a window slot is valid when its job can be placed now;
-    waiting is valid unless nothing runs and no job is still to arrive (it would deadlock).
+    waiting jobs in queue order: arrival order, a preempted job re-enters at the back); action ``window`` waits for
+    the next decision point. With ``preemption=True``: ``Discrete(window + P + 1)`` with ``P = preempt_window``
+    (default ``window``): actions ``window + i`` preempt the ``i``-th running job (in start order; it keeps its
+    progress, returns to the queue and pays the restart delay when it starts again), the last action waits.
+    Valid actions are in ``obs["action_mask"]`` and :meth:`action_masks`: a window slot is valid when its job can
+    be placed now; a running slot when its job did not start at this instant (and a job preempted at this instant
+    restarts only if waiting would deadlock), which bounds the actions per instant; waiting is valid unless nothing
+    runs and no job is still to arrive (it would deadlock).
 
     ## Observation Space
-    A ``Dict`` of fixed-shape Boxes (see :mod:`gpusched_envs.envs.encoding` for every column):
+    A ``Dict`` of fixed-shape Boxes (see :mod:`gpusched_envs.envs.encoding` for every column, and
+    :meth:`flat_feature_names` for the ``flat`` vector):
     ``obs_mode="graph"``: ``node_features (N, F)``, ``node_mask (N,)``, ``edge_index (2, E)``, ``edge_features (E, 4)``,
     ``edge_mask (E,)`` for the GPU/server/rack/cluster tree, ``job_features (W, 8)`` and ``job_mask (W,)`` for the
     window, ``context (2,)``, ``action_mask (W + 1,)``. ``"image"``: ``cluster_image (5, servers, max GPUs per
-    server)`` (busy share, remaining time, speed, slot exists, in placement), ``cluster_features`` (the flat GPU,
+    server)`` (busy share, GPU time column, speed, slot exists, in placement), ``cluster_features`` (the flat GPU,
     server, rack and cluster columns), ``queue (W, 8)``, ``job_mask``, ``context``, ``action_mask``. ``"flat"``:
-    ``obs`` (one vector: all of the above without the topology) and ``action_mask``.
-    ``context`` = (share of the jobs finished, log1p of jobs still to arrive).
+    ``obs`` (one vector: all of the above without the topology) and ``action_mask``. With ``preemption=True`` the
+    job block has ``W + P`` rows (the running window after the queue window) and two more columns
+    (``running``, ``speed``: progress rate ÷ ideal rate).
+
+    ``information="non-clairvoyant"`` (default) shows only what a real scheduler knows: GPUs asked, age, attained
+    service (GPU-seconds), time since the job entered the queue / started its allocation, preemptions, the model's
+    network sensitivity, the GPUs' time in use, queue lengths; ``context`` = (log1p jobs finished, log1p arrivals
+    per ``time_scale`` so far). ``"clairvoyant"`` is the v0 layout: the job's traced ``duration`` and ``remaining``
+    ideal time, the GPUs' remaining time, ``context`` = (share of the workload's jobs finished, log1p jobs still to
+    arrive). Both have the same shapes; the table of columns is in :mod:`gpusched_envs.envs.encoding`.
 
     ## Rewards
     Between two decisions at times ``t0 < t1`` (0 for a decision at the same instant):
-    - ``"throughput"`` (default): ``(goodput − G·(t1 − t0)) / (G · time_scale)``, where goodput is the ideal
-      GPU-seconds of training progress made by all jobs in the interval (iterations done × ideal iteration time ×
-      GPUs) and ``G`` the cluster's GPU count. It is the normalised throughput (≤ 1) minus 1, times the interval:
-      ≤ 0, and 0 only when every GPU makes ideal progress. The return is ``total ideal GPU-work / (G·time_scale) −
-      elapsed / time_scale``, so maximising it finishes the work sooner.
-    - ``"jct"``: ``−(jobs in system × elapsed time) / time_scale``, integrated exactly over every event in the
-      interval (Decima's reward), so the undiscounted return of a full episode is ``−Σ JCT / time_scale``.
+    - ``"jct"`` (default, the leaderboard's metric): ``−∫ (jobs in system) dt / time_scale`` over ``[t0, t1]``,
+      integrated exactly over every arrival and completion in the interval (Decima's reward), so the undiscounted
+      return of a full episode is exactly ``−Σ JCT / time_scale`` (the time jobs waited before the first decision
+      goes to the first step).
+    - ``"throughput"``: ``(goodput − G·(t1 − t0)) / (G · time_scale)``, where goodput is the ideal GPU-seconds of
+      training progress made by all jobs in the interval (iterations done × ideal iteration time × GPUs) and ``G``
+      the cluster's GPU count: ≤ 0, and 0 only when every GPU makes ideal progress. The return is ``total ideal
+      GPU-work / (G·time_scale) − elapsed / time_scale``: it rewards finishing the work sooner (makespan), not a
+      low average JCT.
     - ``"slowdown"``: ``−Σ over jobs in system of elapsed / ideal runtime``; the return is ``−Σ slowdown``.
     An invalid action (``invalid_action="penalize"``) changes nothing and gives ``−invalid_penalty``.
 
     ## Episode End
-    Terminates when every job of the workload has finished; truncates after ``max_steps`` actions (if set).
-    ``info["metrics"]`` then carries the simulator's metrics (:mod:`gpusched_envs.sim.metrics`).
+    Terminates when every job of the workload has finished (a further ``step`` raises
+    :class:`~gpusched_envs.envs.base.EpisodeEndedError`); truncates after ``max_steps`` actions (if set) or
+    ``gym.make(..., max_episode_steps=n)``. ``info["metrics"]`` then carries the simulator's metrics
+    (:mod:`gpusched_envs.sim.metrics`).
 
     ## Arguments
     - ``cluster``: preset name (``"topdrl"``, ``"tiny"``, ``"hetero64"``, ...), YAML path or a ``Cluster``.
@@ -65,15 +91,18 @@ class JobSelectEnv(ClusterEnv):
     - ``window`` (16): queue jobs visible and selectable.
     - ``placement`` (``"closest"``): a placement name of :mod:`gpusched_envs.policies.placement` or a callable
       ``(sim, job) -> GPU ids | None``.
-    - ``reward``: ``"throughput"`` | ``"jct"`` | ``"slowdown"``; ``time_scale`` (3600 s): seconds per reward unit
+    - ``reward``: ``"jct"`` | ``"throughput"`` | ``"slowdown"``; ``time_scale`` (3600 s): seconds per reward unit
       and per observed time unit.
+    - ``information``: ``"non-clairvoyant"`` | ``"clairvoyant"``.
+    - ``preemption`` (False), ``preempt_window`` (None: ``window``): running jobs visible and preemptible.
     - ``obs_mode``: ``"graph"`` | ``"image"`` | ``"flat"``; ``render_mode``: ``"ansi"`` | ``"rgb_array"`` | None.
     - ``max_steps`` (None): truncation. ``invalid_action``: ``"penalize"`` | ``"raise"``; ``invalid_penalty`` (1.0).
     - ``interference`` (True), ``speed_model`` (``"throughput"`` | ``"duration"``): simulator settings.
     - the seed comes from ``reset(seed=...)``.
 
     ## Version History
-    - v0: initial version.
+    - v0: initial version. Later additions kept the id: ``information`` (default non-clairvoyant; the clairvoyant
+      layout is v0's), ``preemption``, and the default reward ``"jct"`` (was ``"throughput"``).
     """
 
     def __init__(
@@ -85,7 +114,10 @@ class JobSelectEnv(ClusterEnv):
         load: float = 0.9,
         window: int = 16,
         placement: str | Callable = "closest",
-        reward: str = "throughput",
+        reward: str = "jct",
+        information: str = NON_CLAIRVOYANT,
+        preemption: bool = False,
+        preempt_window: int | None = None,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -96,6 +128,16 @@ class JobSelectEnv(ClusterEnv):
         workload_seed: int | None = None,
         render_mode: str | None = None,
     ):
+        window = check_int("window", window, 1)
+        self.preemption = check_bool("preemption", preemption)
+        if not self.preemption:
+            if preempt_window is not None:
+                raise ValueError("preempt_window is only used with preemption=True")
+            running = 0
+        else:
+            running = window if preempt_window is None else check_int("preempt_window", preempt_window, 1)
+        self.preempt_window = running
+        self.context_names = CONTEXT_NAMES.get(information, ())
         super().__init__(
             cluster=cluster,
             workload=workload,
@@ -113,7 +155,9 @@ class JobSelectEnv(ClusterEnv):
             workload_seed=workload_seed,
             render_mode=render_mode,
             context_size=2,
-            num_actions=window + 1,
+            num_actions=window + running + 1,
+            information=information,
+            running_rows=running,
         )
         if isinstance(placement, str):
             self.place = get_placement(placement)
@@ -123,10 +167,18 @@ class JobSelectEnv(ClusterEnv):
         else:
             raise TypeError(f"placement must be one of {', '.join(PLACEMENTS)} or a callable")
         self.placement = placement
-        self.action_space = spaces.Discrete(window + 1)
-        self.wait_action = window
+        self.action_space = spaces.Discrete(window + running + 1)
+        self.wait_action = window + running
+        self.first_preempt_action = window
 
     # ------------------------------------------------------------------ decisions
+    def _new_episode(self) -> None:
+        super()._new_episode()
+        self._started_now: set[int] = set()  # jobs started / preempted at the current instant
+        self._preempted_now: set[int] = set()
+        self._running = np.zeros(0, dtype=np.int64)
+        self._preemptible = np.zeros(0, dtype=bool)
+
     def _valid_jobs(self) -> None:
         """Window, which of its jobs can start now, and (for non-count placers) their placements."""
         jobs = self._window_jobs()
@@ -140,54 +192,83 @@ class JobSelectEnv(ClusterEnv):
                     self._placements[int(jobs[i])] = gpus
         self._jobs, self._fits = jobs, fits
 
+    def _running_window(self) -> None:
+        r = self.sim.running
+        k = min(len(r), self.preempt_window)
+        self._running = np.fromiter(itertools.islice(r, k), dtype=np.int64, count=k)
+        # a job started at this instant is not preempted at it (and a job preempted now restarts only when waiting
+        # would deadlock): this bounds the actions at one instant
+        self._preemptible = np.array([j not in self._started_now for j in self._running.tolist()], dtype=bool)
+
     def _settle(self) -> None:
-        """Advance until some window job can start (or the run drains)."""
+        """Advance to the agent's next decision: without preemption, until some window job can start; with it, at
+        every decision point of the simulator (the queue is not empty), as ``Simulator.run`` calls a policy."""
         while not self.drained:
             if self.sim.queue:
                 self._valid_jobs()
+                if self.preemption:
+                    self._running_window()
+                    return
                 if self._fits.any():
                     return
             self._advance()
+            self._started_now.clear()
+            self._preempted_now.clear()
         self._jobs, self._fits = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        self._running, self._preemptible = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
 
     def _observe(self) -> dict:
         enc, sim = self.encoder, self.sim
         k = len(self._jobs)
         mask = enc.action_mask
         mask[:] = 0
-        mask[:k] = self._fits
-        mask[self.wait_action] = self.drained or self._can_wait() or not self._fits.any()
-        enc.context[0] = sim.finished / max(sim.to_finish, 1)
-        enc.context[1] = np.log1p(sim.num_jobs - sim.next_arrival)
-        return self._encode(self._jobs, self._fits)
+        can_wait = self._can_wait()
+        startable = self._fits.copy()
+        if self._preempted_now and can_wait:
+            startable &= np.array([j not in self._preempted_now for j in self._jobs.tolist()], dtype=bool)
+        mask[:k] = startable
+        r = len(self._running)
+        first = self.first_preempt_action
+        mask[first : first + r] = self._preemptible
+        mask[self.wait_action] = self.drained or can_wait or not mask[: self.wait_action].any()
+        ctx = enc.context
+        if self.clairvoyant:  # v0 context: reveals how many jobs the workload still holds
+            ctx[0] = sim.finished / max(sim.to_finish, 1)
+            ctx[1] = np.log1p(sim.num_jobs - sim.next_arrival)
+        else:
+            ctx[0] = np.log1p(sim.finished)
+            arrived = sim.next_arrival
+            elapsed = sim.now - sim.workload.submit_time[0] if arrived else 0.0
+            ctx[1] = np.log1p(arrived * self.time_scale / max(elapsed, self.time_scale))
+        return self._encode(self._jobs, startable, None, self._running, self._preemptible)
 
-    # ------------------------------------------------------------------ gymnasium API
+    # ------------------------------------------------------------------ actions
     def _first_decision(self) -> None:
         self._settle()
 
-    def step(self, action):
-        a = self._check_action(action)
-        if self.drained:
-            return self._invalid(a, "the episode has ended; call reset()")
-        if not self.encoder.action_mask[a]:
-            why = (
-                "waiting now would deadlock" if a == self.wait_action else f"window slot {a} cannot start now"
-            )
-            return self._invalid(a, why)
-        mark = self._mark()
+    def _why_invalid(self, action: int) -> str:
+        if action == self.wait_action:
+            return "waiting now would deadlock"
+        if action < self.window:
+            return f"window slot {action} cannot start now"
+        return f"running slot {action - self.first_preempt_action} cannot be preempted now"
+
+    def _apply(self, a: int) -> None:
+        sim = self.sim
         if a == self.wait_action:
             self._advance()
-        else:
+            self._started_now.clear()
+            self._preempted_now.clear()
+        elif a < self.window:
             job = int(self._jobs[a])
-            gpus = self._placements.get(job) if not self.exact_from_counts else self.place(self.sim, job)
-            self.sim.start(job, gpus)
+            gpus = self._placements.get(job) if not self.exact_from_counts else self.place(sim, job)
+            sim.start(job, gpus)
+            self._started_now.add(job)
+        else:
+            job = int(self._running[a - self.first_preempt_action])
+            sim.preempt(job)
+            self._preempted_now.add(job)
         self._settle()
-        reward = self._reward_since(mark)
-        self.steps += 1
-        terminated = self.drained
-        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
-        obs = self._observe()
-        return obs, reward, terminated, truncated, self._info(terminated, truncated)
 
     def job_at(self, slot: int) -> int:
         """Job id in window slot ``slot`` (-1 if empty)."""
@@ -197,3 +278,12 @@ class JobSelectEnv(ClusterEnv):
         """Window slot of a job id, or -1 if it is not in the window."""
         hits = np.flatnonzero(self._jobs == job)
         return int(hits[0]) if len(hits) else -1
+
+    def preempt_action_of(self, job: int) -> int:
+        """The action preempting running job ``job``, or -1 if it is not in the running window."""
+        hits = np.flatnonzero(self._running == job)
+        return self.first_preempt_action + int(hits[0]) if len(hits) else -1
+
+    def running_window(self) -> np.ndarray:
+        """Ids of the running jobs an action may preempt (empty without preemption)."""
+        return self._running.copy()

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, resolve_cluster
+from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_number, resolve_cluster
+from gpusched_envs.envs.encoding import NON_CLAIRVOYANT
 from gpusched_envs.sim.engine import FULL_GPU
 from gpusched_envs.sim.topology import Cluster, load_cluster
 
@@ -63,6 +64,8 @@ class WorkerPlacementEnv(ClusterEnv):
     As :class:`~gpusched_envs.envs.job_select.JobSelectEnv` (``graph`` / ``image`` / ``flat``), with the GPUs taken
     by the partial placement in the ``in_placement`` columns / image channel; the window's first job is the head.
     ``context (4,)`` = (workers left ÷ workers, workers placed ÷ workers, workers ÷ GPUs, log1p(deferred jobs)).
+    ``information`` (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as JobSelect-v0's
+    (table in :mod:`gpusched_envs.envs.encoding`); the context carries nothing clairvoyant in either setting.
 
     ## Rewards
     ``−(jobs in system × elapsed time) / time_scale`` between decisions, exact over every event, so the
@@ -70,7 +73,8 @@ class WorkerPlacementEnv(ClusterEnv):
     unless it starts the job and the simulator then advances. Invalid actions (``"penalize"``): ``−invalid_penalty``.
 
     ## Episode End
-    Terminates when every job has finished; truncates after ``max_steps`` actions. ``info["metrics"]`` at the end.
+    Terminates when every job has finished (a further ``step`` raises); truncates after ``max_steps`` actions or
+    ``max_episode_steps``. ``info["metrics"]`` at the end.
 
     ## Meta-RL
     ``sample_tasks(n)`` draws :class:`PlacementTask` variations (cluster from ``task_clusters``, offered load in
@@ -80,13 +84,15 @@ class WorkerPlacementEnv(ClusterEnv):
     ## Arguments
     ``cluster`` (``"topdrl"``), ``workload`` (None: the current task's synthetic workload; or a spec string,
     ``Workload`` or callable, as JobSelect-v0), ``num_jobs`` (100), ``load`` (0.9), ``window`` (8),
-    ``obs_mode``, ``max_steps``, ``time_scale`` (3600 s), ``invalid_action``, ``invalid_penalty``,
+    ``information``, ``obs_mode``, ``max_steps``, ``time_scale`` (3600 s), ``invalid_action``, ``invalid_penalty``,
     ``interference_scale`` (1.0), ``workload_seed``, ``render_mode``, ``task_clusters``, ``task_loads``,
     ``task_interference``, ``task_arrivals``.
 
     ## Version History
     - v0: initial version.
     """
+
+    context_names = ("workers_left", "workers_placed", "workers_per_gpu", "deferred")
 
     def __init__(
         self,
@@ -96,6 +102,7 @@ class WorkerPlacementEnv(ClusterEnv):
         num_jobs: int = 100,
         load: float = 0.9,
         window: int = 8,
+        information: str = NON_CLAIRVOYANT,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -112,6 +119,7 @@ class WorkerPlacementEnv(ClusterEnv):
         self.task_clusters = (
             tuple(task_clusters) if task_clusters else (cluster if isinstance(cluster, str) else "",)
         )
+        interference_scale = check_number("interference_scale", interference_scale, low=0.0)
         layout = tuple(resolve_cluster(c) for c in self.task_clusters if c)
         num_servers = max([c.num_servers for c in layout] + [resolve_cluster(cluster).num_servers])
         if isinstance(cluster, str) and interference_scale != 1.0:
@@ -135,6 +143,7 @@ class WorkerPlacementEnv(ClusterEnv):
             context_size=4,
             num_actions=num_servers + 1,
             layout_clusters=layout,
+            information=information,
         )
         self.task_loads, self.task_interference = tuple(task_loads), tuple(task_interference)
         self.task_arrivals = tuple(task_arrivals)
@@ -222,7 +231,7 @@ class WorkerPlacementEnv(ClusterEnv):
             mask[self.defer_action] = self._can_wait() or self._first_candidate(exclude=head) >= 0
             rest = [j for j in itertools.islice(sim.queue, self.window) if j != head][: self.window - 1]
             jobs = np.array([head, *rest], dtype=np.int64)
-            need = 1 if sim.job_milli[head] < FULL_GPU else int(sim.job_gpus_n[head])
+            need = int(sim.job_gpus_n[head])  # a fractional job asks for one GPU (workload validation)
             placed = len(self._chosen)
             enc.context[:] = ((need - placed) / need, placed / need, need / self.cluster.num_gpus, 0.0)
         else:
@@ -246,37 +255,25 @@ class WorkerPlacementEnv(ClusterEnv):
     def _first_decision(self) -> None:
         self._settle()
 
-    def step(self, action):
-        a = self._check_action(action)
-        if self.drained:
-            return self._invalid(a, "the episode has ended; call reset()")
-        if not self.encoder.action_mask[a]:
-            why = (
-                "deferring now would deadlock"
-                if a == self.defer_action
-                else f"server {a} has no free GPU for the job"
-            )
-            return self._invalid(a, why)
-        mark = self._mark()
+    def _why_invalid(self, action: int) -> str:
+        if action == self.defer_action:
+            return "deferring now would deadlock"
+        return f"server {action} has no free GPU for the job"
+
+    def _apply(self, a: int) -> None:
         sim, head = self.sim, self._head
         if a == self.defer_action:
             self._deferred.add(head)
             self._release_partial()
             self._settle()
-        else:
-            g = self._worker_gpu(a)
-            self._chosen.append(g)
-            self._taken[g] = 1.0
-            need = 1 if sim.job_milli[head] < FULL_GPU else int(sim.job_gpus_n[head])
-            if len(self._chosen) == need:
-                sim.start(head, np.sort(np.array(self._chosen, dtype=np.int64)))
-                self._release_partial()
-                self._settle()
-        reward = self._reward_since(mark)
-        self.steps += 1
-        terminated = self.drained
-        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
-        return self._observe(), reward, terminated, truncated, self._info(terminated, truncated)
+            return
+        g = self._worker_gpu(a)
+        self._chosen.append(g)
+        self._taken[g] = 1.0
+        if len(self._chosen) == sim.job_gpus_n[head]:
+            sim.start(head, np.sort(np.array(self._chosen, dtype=np.int64)))
+            self._release_partial()
+            self._settle()
 
     def _release_partial(self) -> None:
         self._head = -1

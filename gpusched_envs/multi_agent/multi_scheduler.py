@@ -19,6 +19,9 @@ The padded Dict of :mod:`gpusched_envs.envs.encoding` (``obs_mode`` ``"graph"`` 
 queue as the job window, plus ``candidate_features (C, 5)`` = (valid, servers spanned ÷ max server count, racks
 spanned ÷ racks, log of the predicted iteration time ÷ ideal, log1p of jobs already on the candidate's servers),
 ``context (3,)`` = (share of own jobs finished, log1p own queue length, agent index ÷ K) and ``action_mask``.
+``information`` (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as the single-agent envs
+(table in :mod:`gpusched_envs.envs.encoding`); non-clairvoyant, ``context[0]`` is log1p of own jobs finished (the
+share would reveal how many are still to arrive), and :meth:`state`'s too.
 :meth:`state` is one flat vector for a central critic: the flat cluster encoding with every agent's head job.
 
 ## Rewards
@@ -36,7 +39,7 @@ All agents terminate when every job has finished (``infos[agent]["metrics"]`` th
 ``workload`` (spec string, Workload or callable; None: Philly-fitted synthetic at ``load``), ``num_jobs``, ``load``,
 ``routing`` (``"auto"`` | ``"vc"`` | ``"tenant"`` | ``"round_robin"``), ``window`` (own jobs shown), ``obs_mode``,
 ``agent_share``, ``interference`` (True: co-located jobs of different agents slow each other), ``speed_model``,
-``max_steps``, ``time_scale``, ``invalid_action``, ``invalid_penalty``, ``workload_seed``.
+``max_steps``, ``time_scale``, ``invalid_action``, ``invalid_penalty``, ``workload_seed``, ``information``.
 
 ## Version History
 - v0: initial version.
@@ -52,7 +55,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from gpusched_envs.envs.base import check_choice, make_workload, resolve_cluster
-from gpusched_envs.envs.encoding import ClusterEncoder, Layout, gpu_remaining_time
+from gpusched_envs.envs.encoding import INFORMATION, ClusterEncoder, Layout
 from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
 from gpusched_envs.policies.placement import get_placement
 from gpusched_envs.sim import SimConfig, Simulator
@@ -145,8 +148,11 @@ class MultiSchedulerEnv(ParallelEnv):
         invalid_penalty: float = 1.0,
         workload_seed: int | None = None,
         render_mode: str | None = None,
+        information: str = "non-clairvoyant",
     ):
         check_choice("routing", routing, ROUTINGS)
+        check_choice("information", information, INFORMATION)
+        self.information = information
         check_choice("obs_mode", obs_mode, OBS_MODES)
         check_choice("invalid_action", invalid_action, ("penalize", "raise"))
         check_choice("render_mode", render_mode, (None, "ansi"))
@@ -187,10 +193,10 @@ class MultiSchedulerEnv(ParallelEnv):
         self.wait_action = self.num_candidates
         self._placers = [get_placement(n) if n != "spread" else spread_placement for n in BASE_CANDIDATES]
         layout = Layout.for_clusters([self.cluster], self.window, CONTEXT, self.num_candidates + 1)
-        self.encoder = ClusterEncoder(layout, obs_mode, self.time_scale)
+        self.encoder = ClusterEncoder(layout, obs_mode, self.time_scale, information)
         self.encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
         self.state_encoder = ClusterEncoder(
-            Layout.for_clusters([self.cluster], num_agents, CONTEXT, 1), "flat", self.time_scale
+            Layout.for_clusters([self.cluster], num_agents, CONTEXT, 1), "flat", self.time_scale, information
         )
         self.state_encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
         obs_space = self.encoder.observation_space()
@@ -205,7 +211,6 @@ class MultiSchedulerEnv(ParallelEnv):
         self._candidate_buf = np.zeros(
             (num_agents, self.num_candidates, len(CANDIDATE_FEATURES)), dtype=np.float32
         )
-        self._gpu_remaining = np.zeros(self.cluster.num_gpus)
         self.sim: Simulator | None = None
         self._rng = np.random.default_rng()
 
@@ -221,9 +226,10 @@ class MultiSchedulerEnv(ParallelEnv):
     def state(self) -> np.ndarray:
         sim, enc = self.sim, self.state_encoder
         heads = np.array([h for h in self._heads if h >= 0], dtype=np.int64)
-        enc.encode_cluster(sim, self.sim.free_gpus(), gpu_remaining_time(sim, self._gpu_remaining), None, 0)
+        enc.encode_cluster(sim, self.sim.free_gpus(), None, None, 0)
         enc.encode_jobs(sim, heads, np.zeros(len(heads), dtype=bool), self.log_sensitivity)
-        enc.context[0] = sim.finished / max(sim.to_finish, 1)
+        clairvoyant = self.information == "clairvoyant"
+        enc.context[0] = sim.finished / max(sim.to_finish, 1) if clairvoyant else np.log1p(sim.finished)
         enc.context[1] = np.log1p(len(sim.queue))
         enc.context[2] = np.log1p(len(sim.running))
         return enc.buffers["obs"].copy()
@@ -424,8 +430,7 @@ class MultiSchedulerEnv(ParallelEnv):
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
         sim, enc = self.sim, self.encoder
-        gpu_remaining_time(sim, self._gpu_remaining)
-        enc.encode_cluster(sim, self.sim.free_gpus(), self._gpu_remaining, None, 0)
+        enc.encode_cluster(sim, self.sim.free_gpus(), None, None, 0)
         k = len(self.possible_agents)
         queued = (
             np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
@@ -442,7 +447,7 @@ class MultiSchedulerEnv(ParallelEnv):
                 fits[0] = self._masks[i, : self.num_candidates].any()
             enc.cluster[3] = np.log1p(max(0, len(mine) - len(window)))
             enc.encode_jobs(sim, window, fits, self.log_sensitivity)
-            enc.context[0] = self._own_finished(i)
+            enc.context[0] = self._own_finished(i, self.information == "clairvoyant")
             enc.context[1] = np.log1p(len(mine))
             enc.context[2] = i / k
             enc.action_mask[:] = self._masks[i]
@@ -451,11 +456,13 @@ class MultiSchedulerEnv(ParallelEnv):
             out[agent] = obs
         return out
 
-    def _own_finished(self, i: int) -> float:
+    def _own_finished(self, i: int, share: bool = True) -> float:
         total = self.own_count[i]
+        done = np.count_nonzero((self.owner == i) & (self.sim.status == 4))
+        if not share:  # non-clairvoyant: the count (the share reveals how many jobs are still to arrive)
+            return float(np.log1p(done))
         if not total:
             return 1.0
-        done = np.count_nonzero((self.owner == i) & (self.sim.status == 4))
         return done / total
 
     def action_masks(self, agent: str) -> np.ndarray:

@@ -2,10 +2,26 @@
 
 from gpusched_envs.policies.base import Policy
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
-from gpusched_envs.policies.schedulers import FIFO, POLICIES, SJF, SRTF, Gandiva, Tiresias, make_policy
+from gpusched_envs.policies.schedulers import (
+    CLAIRVOYANT_POLICIES,
+    FIFO,
+    NON_CLAIRVOYANT_POLICIES,
+    POLICIES,
+    PREEMPTIVE_POLICIES,
+    SJF,
+    SRTF,
+    Gandiva,
+    Tiresias,
+    comparable_policies,
+    is_clairvoyant,
+    make_policy,
+)
 
 __all__ = [
+    "CLAIRVOYANT_POLICIES",
     "FIFO",
+    "NON_CLAIRVOYANT_POLICIES",
+    "PREEMPTIVE_POLICIES",
     "PLACEMENTS",
     "POLICIES",
     "SJF",
@@ -13,6 +29,8 @@ __all__ = [
     "Gandiva",
     "Policy",
     "Tiresias",
+    "comparable_policies",
     "get_placement",
+    "is_clairvoyant",
     "make_policy",
 ]

@@ -62,6 +62,7 @@ class SJF(QueuePolicy):
     """Shortest job first by traced duration (clairvoyant), non-preemptive, with backfill."""
 
     name = "sjf"
+    clairvoyant = True
 
     def key(self, sim, job: int):
         return (sim.workload.duration[job], job)
@@ -81,6 +82,7 @@ class PreemptivePolicy(Policy):
     """Priority scheduling with preemption; subclasses give :meth:`priority` (smaller first)."""
 
     name = "preemptive"
+    preemptive = True
 
     def __init__(self, placement: str = "closest"):
         self.placement = placement
@@ -138,6 +140,7 @@ class SRTF(PreemptivePolicy):
     """Shortest remaining time first (clairvoyant: remaining work at ideal speed), preemptive."""
 
     name = "srtf"
+    clairvoyant = True
 
     def priority(self, sim, job: int):
         return (sim.remaining_ideal_time(job), job)
@@ -189,6 +192,31 @@ POLICIES = {
     "gandiva": Gandiva,
     "netsens": _netsens,
 }
+
+
+# which heuristics an agent is compared with, by the information it sees (issue 10): a non-clairvoyant agent
+# against the schedulers that do not read durations, a clairvoyant one against those too and SJF / SRTF
+CLAIRVOYANT_POLICIES = ("sjf", "srtf")
+NON_CLAIRVOYANT_POLICIES = ("fifo", "gandiva", "tiresias")
+PREEMPTIVE_POLICIES = ("srtf", "tiresias")
+
+
+def is_clairvoyant(policy) -> bool:
+    """Whether a policy (a name of :data:`POLICIES` or a :class:`Policy`) reads traced durations / remaining work."""
+    if isinstance(policy, str):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+        return policy in CLAIRVOYANT_POLICIES
+    return bool(getattr(policy, "clairvoyant", False))
+
+
+def comparable_policies(information: str = "non-clairvoyant", preemption: bool = True) -> tuple[str, ...]:
+    """The heuristics of an agent's own class: non-clairvoyant FIFO, Gandiva, Tiresias; clairvoyant adds SJF and
+    SRTF. ``preemption=False`` leaves out the preemptive ones (SRTF, Tiresias)."""
+    if information not in ("non-clairvoyant", "clairvoyant"):
+        raise ValueError(f"information must be 'non-clairvoyant' or 'clairvoyant', got {information!r}")
+    names = NON_CLAIRVOYANT_POLICIES + (CLAIRVOYANT_POLICIES if information == "clairvoyant" else ())
+    return tuple(n for n in names if preemption or n not in PREEMPTIVE_POLICIES)
 
 
 def make_policy(name: str, placement: str | None = None, **kwargs) -> Policy:

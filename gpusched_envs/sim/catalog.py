@@ -169,10 +169,12 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         return default_catalog()
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_bytes()
+    except OSError as exc:
         raise CatalogError(f"{path}: cannot read catalogue: {exc}") from None
-    return parse_catalog(doc, str(path))
+    from gpusched_envs.safety import load_yaml  # limits on alias expansion (YAML bombs)
+
+    return parse_catalog(load_yaml(text, str(path), CatalogError), str(path))
 
 
 @lru_cache(maxsize=1)

@@ -2,8 +2,18 @@
 
 compute time c = the slowest assigned GPU's single-GPU iteration time;
 communication m = 0 on one GPU, else ring all-reduce 2(n-1)/n · S / B + 2(n-1) · hop latency, where B is the
-bottleneck bandwidth of the placement: the intra-server link on one server, the slower of NIC and intra-server link
-across servers of a rack, and across racks also each crossed rack uplink divided by the number of jobs crossing it (congestion);
+bottleneck bandwidth and the hop latency the slowest hop the ring actually crosses:
+
+- on one server: the intra-server link (NVLink / PCIe);
+- across servers: every used server's intra-server link *and* NIC (a GPU reaches the wire through both), so B is the
+  slowest of them and the latency the largest; each NIC is shared by the multi-server jobs sending through it;
+- across racks also each crossed rack uplink (shared by the jobs crossing it) and the spine latency.
+
+Sharing rule (NICs and uplinks alike): **proportional to offered traffic**. A job offers
+``traffic = 2(n-1)/n · S / t_alone`` bytes/s, where ``t_alone`` is its iteration time on the placement with the
+network to itself; on a link of bandwidth L used by jobs with traffic w_k, job j gets ``L · w_j / Σ_k w_k`` (two equal
+jobs get half each; a light job leaves most of the link to a heavy one). Only jobs making progress count: a job
+waiting out its restart delay, or on one server, holds no share.
 iteration time t = (c^γ + m^γ)^(1/γ) (Pollux's overlap model), times the co-location slowdown of jobs sharing a server,
 divided by the throughput fraction left when jobs share one GPU.
 """
@@ -58,12 +68,18 @@ class PlacementShape:
     compute: float  # slowest GPU's iteration time, s
     servers: tuple[int, ...]  # distinct servers used, ascending
     racks: np.ndarray  # (r,) distinct racks used
-    base_bandwidth: float  # bottleneck bandwidth ignoring uplink sharing, bytes/s
-    hop_latency: float  # s
+    base_bandwidth: float  # bottleneck bandwidth with the network to itself, bytes/s
+    hop_latency: float  # s, the slowest hop crossed
+    server_ids: np.ndarray | None = None  # (s,) the servers as an array (NIC indexing); None for one GPU
+    traffic: float = 0.0  # bytes/s offered to the network alone on this placement (0 on one server)
 
     @property
     def crosses_racks(self) -> bool:
         return len(self.racks) > 1
+
+    @property
+    def crosses_servers(self) -> bool:
+        return len(self.servers) > 1
 
 
 def placement_shape(cluster: Cluster, model: int, gpus: np.ndarray) -> PlacementShape:
@@ -83,32 +99,64 @@ def placement_shape(cluster: Cluster, model: int, gpus: np.ndarray) -> Placement
         )
     compute = float(cluster.catalog.iteration_time[model, cluster.gpu_type[gpus]].max())
     servers = tuple(sorted(set(cluster.gpu_server[gpus].tolist())))
-    racks = np.unique(cluster.server_rack[list(servers)])
+    idx = np.array(servers, dtype=np.int64)
+    racks = np.unique(cluster.server_rack[idx])
     if len(servers) == 1:
         s = servers[0]
         bandwidth, latency = cluster.server_intra_bandwidth[s], cluster.server_intra_latency[s]
-    else:
-        idx = list(servers)
-        # the ring crosses each server's NIC and its intra-server link: the slower of the two bounds it
-        bandwidth = min(cluster.server_nic_bandwidth[idx].min(), cluster.server_intra_bandwidth[idx].min())
-        latency = cluster.server_nic_latency[idx].max()
-        if len(racks) > 1:
-            latency = max(latency, cluster.spine_latency)
-    return PlacementShape(len(gpus), compute, servers, racks, float(bandwidth), float(latency))
+        return PlacementShape(len(gpus), compute, servers, racks, float(bandwidth), float(latency), idx)
+    # across servers a ring step leaves a GPU through its server's intra-server link and NIC: the slowest of all
+    # those links bounds the bandwidth, and the largest of their latencies is the hop latency
+    bandwidth = min(cluster.server_nic_bandwidth[idx].min(), cluster.server_intra_bandwidth[idx].min())
+    latency = max(cluster.server_nic_latency[idx].max(), cluster.server_intra_latency[idx].max())
+    if len(racks) > 1:
+        bandwidth = min(bandwidth, cluster.rack_uplink_bandwidth[racks].min())
+        latency = max(latency, cluster.spine_latency)
+    bandwidth, latency = float(bandwidth), float(latency)
+    gradient = float(cluster.catalog.gradient_bytes[model])
+    n = len(gpus)
+    alone = overlap(
+        compute, all_reduce_time(n, gradient, bandwidth, latency), cluster.catalog.overlap_gamma[model]
+    )
+    traffic = 2 * (n - 1) / n * gradient / alone
+    return PlacementShape(n, compute, servers, racks, bandwidth, latency, idx, traffic)
 
 
 def communication_time(
-    cluster: Cluster, model: int, shape: PlacementShape, uplink_jobs: np.ndarray | None = None
+    cluster: Cluster,
+    model: int,
+    shape: PlacementShape,
+    uplink_jobs: np.ndarray | None = None,
+    *,
+    nic_load: np.ndarray | None = None,
+    uplink_load: np.ndarray | None = None,
 ) -> float:
-    """All-reduce seconds for a placement; ``uplink_jobs[r]`` = jobs crossing rack r's uplink (this one included)."""
+    """All-reduce seconds for a placement.
+
+    Link sharing, either as traffic loads (what the engine passes): ``nic_load[s]`` / ``uplink_load[r]`` = bytes/s
+    offered to server s's NIC / rack r's uplink by the jobs making progress through it (this one included); or, for
+    what-if questions, ``uplink_jobs[r]`` = jobs crossing rack r's uplink, this one included, each taken to offer as
+    much traffic as this one. ``None``: the job has the network to itself.
+    """
     if shape.num_gpus <= 1:
         return 0.0
     bandwidth = shape.base_bandwidth
-    if shape.crosses_racks:
-        sharers = (
-            np.ones(len(shape.racks)) if uplink_jobs is None else np.maximum(uplink_jobs[shape.racks], 1)
-        )
-        bandwidth = min(bandwidth, float((cluster.rack_uplink_bandwidth[shape.racks] / sharers).min()))
+    if shape.crosses_servers:
+        w = shape.traffic
+        if nic_load is not None:
+            load = np.maximum(nic_load[shape.server_ids], w)
+            bandwidth = min(
+                bandwidth, float((cluster.server_nic_bandwidth[shape.server_ids] * (w / load)).min())
+            )
+        if shape.crosses_racks:
+            if uplink_load is not None:
+                load = np.maximum(uplink_load[shape.racks], w)
+                share = w / load
+            elif uplink_jobs is not None:
+                share = 1.0 / np.maximum(uplink_jobs[shape.racks], 1)
+            else:
+                share = 1.0
+            bandwidth = min(bandwidth, float((cluster.rack_uplink_bandwidth[shape.racks] * share).min()))
     return all_reduce_time(
         shape.num_gpus, cluster.catalog.gradient_bytes[model], bandwidth, shape.hop_latency
     )
@@ -121,8 +169,13 @@ def iteration_time_of_shape(
     uplink_jobs: np.ndarray | None = None,
     slowdown: float = 1.0,
     share_fraction: float = 1.0,
+    *,
+    nic_load: np.ndarray | None = None,
+    uplink_load: np.ndarray | None = None,
 ) -> IterationTime:
-    m = float(communication_time(cluster, model, shape, uplink_jobs))
+    m = float(
+        communication_time(cluster, model, shape, uplink_jobs, nic_load=nic_load, uplink_load=uplink_load)
+    )
     base = float(overlap(shape.compute, m, cluster.catalog.overlap_gamma[model]))
     return IterationTime(shape.compute, m, base * slowdown / share_fraction, base)
 
@@ -133,12 +186,14 @@ def predict_iteration_time(
     gpus,
     *,
     other_jobs_crossing_uplinks: int = 0,
+    other_jobs_on_nics: int = 0,
     colocated_models: tuple[str, ...] = (),
     gpu_sharing_model: str | None = None,
 ) -> IterationTime:
     """What-if: seconds per iteration of ``model`` data-parallel on the GPU ids ``gpus`` of ``cluster``.
 
-    ``other_jobs_crossing_uplinks`` adds that many other jobs on every rack uplink this placement crosses;
+    ``other_jobs_crossing_uplinks`` / ``other_jobs_on_nics`` add that many other jobs, each offering as much traffic
+    as this one, on every rack uplink / server NIC this placement crosses (a job on one server uses no NIC);
     ``colocated_models`` are models of other jobs on the same servers (co-location interference, worst pair);
     ``gpu_sharing_model`` is the model of a job sharing the same GPU(s) (fractional GPUs).
 
@@ -157,33 +212,40 @@ def predict_iteration_time(
     if len(np.unique(gpus)) != len(gpus):
         raise ValueError(f"GPU ids must be distinct, got {gpus.tolist()}")
     shape = placement_shape(cluster, m, gpus)
-    uplink = np.full(cluster.num_racks, 1 + other_jobs_crossing_uplinks)
+    uplink = np.full(cluster.num_racks, (1 + other_jobs_crossing_uplinks) * shape.traffic)
+    nics = np.full(cluster.num_servers, (1 + other_jobs_on_nics) * shape.traffic)
     slowdown = max(
         (catalog.colocation_slowdown[m, catalog.model_index(o)] for o in colocated_models), default=1.0
     )
     share = (
         1.0 if gpu_sharing_model is None else catalog.space_sharing[m, catalog.model_index(gpu_sharing_model)]
     )
-    return iteration_time_of_shape(cluster, m, shape, uplink, slowdown, share)
+    return iteration_time_of_shape(
+        cluster, m, shape, None, slowdown, share, nic_load=nics, uplink_load=uplink
+    )
 
 
 def ideal_iteration_time(
     cluster: Cluster, model: int, num_gpus: int, allowed_types: np.ndarray | None = None
 ) -> float:
-    """Best case on this cluster: the fastest (allowed) GPU type, consolidated on the fastest intra-server link when
-    the job fits one server, else across the fastest NICs; no congestion or interference. A job's ideal runtime is
-    work × this, so average JCT ≥ mean ideal runtime holds on every run."""
+    """Best case on this cluster: the fastest (allowed) GPU type with the fastest placement's network, no congestion
+    or interference. The network part is the better of one server (fastest intra-server link among servers big
+    enough) and several servers (fastest min(NIC, intra-server link), smallest max(NIC, intra) latency), as in
+    :func:`placement_shape`. A job's ideal runtime is work × this, so average JCT ≥ mean ideal runtime holds."""
     catalog = cluster.catalog
     types = np.unique(cluster.gpu_type) if allowed_types is None else allowed_types
     compute = float(catalog.iteration_time[model, types].min())
     if num_gpus <= 1:
         return compute
+    gradient = catalog.gradient_bytes[model]
+    options = []
     fits_one = cluster.server_num_gpus >= num_gpus
     if fits_one.any():
         bandwidth = cluster.server_intra_bandwidth[fits_one].max()
         latency = cluster.server_intra_latency[fits_one].min()
-    else:
-        bandwidth = np.minimum(cluster.server_nic_bandwidth, cluster.server_intra_bandwidth).max()
-        latency = cluster.server_nic_latency.min()
-    m = all_reduce_time(num_gpus, catalog.gradient_bytes[model], bandwidth, latency)
-    return overlap(compute, m, catalog.overlap_gamma[model])
+        options.append(all_reduce_time(num_gpus, gradient, bandwidth, latency))
+    # several servers (always a valid bound, even where no placement of this size exists)
+    bandwidth = np.minimum(cluster.server_nic_bandwidth, cluster.server_intra_bandwidth).max()
+    latency = np.maximum(cluster.server_nic_latency, cluster.server_intra_latency).min()
+    options.append(all_reduce_time(num_gpus, gradient, bandwidth, latency))
+    return overlap(compute, min(options), catalog.overlap_gamma[model])
