@@ -11,13 +11,12 @@ works for any GPU count, a PPO one only for the GPU count it was trained on (its
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from agents.checkpoint import NetworkConfig, policy_module, read_meta, read_model_bytes
+from agents.checkpoint import NetworkConfig, load_state, policy_module, read_meta, read_model_bytes
 from agents.networks import masked, obs_to_tensors
 
 ENV_ID = "gpusched/DAGSchedule-v0"
@@ -36,9 +35,7 @@ class PolicyPlanner:
                 f"{self.meta.get('obs_mode')!r}); a DAG planner needs {ENV_ID} with obs_mode='graph'"
             )
         self.folder = folder if folder.is_dir() else folder.parent
-        self.state = torch.load(
-            io.BytesIO(read_model_bytes(self.folder, self.meta)), map_location="cpu", weights_only=True
-        )
+        self.state = load_state(self.folder, read_model_bytes(self.folder, self.meta))  # weights_only=True
         self.cfg = NetworkConfig(**self.meta["network"])
         self.device = torch.device(device)
         self._modules: dict[tuple, torch.nn.Module] = {}
