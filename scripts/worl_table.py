@@ -70,7 +70,11 @@ def main(paths: list[str]) -> None:
             "Goal 2 (>= 5% shorter than HEFT on 100-task DAGs at CCR >= 1): "
             + "; ".join(f"`{d}` {100 * g:+.1f}%" for d, g in big)
         )
-    walls = {a: np.mean([s["wall_s_mean"] for s in summary if s["agent"] == a]) for a in agents}
+    walls = {
+        a: float(np.mean([s["wall_s_mean"] for s in summary if s["agent"] == a]))
+        for a in agents
+        if any(s["agent"] == a for s in summary)
+    }
     print("\nMean wall time per run (s): " + ", ".join(f"{a} {w:.2g}" for a, w in walls.items()))
 
 
