@@ -198,6 +198,11 @@ class HeuristicEvalAgent(EvalAgent):
     def identity(self) -> dict:
         return {"kind": self.kind, "policy": self.policy, "placement": self.placement}
 
+    def applies_to(self, scenario: Scenario) -> str | None:
+        if scenario.env_id == "gpusched/DAGSchedule-v0":  # no job queue: the dag-* agents schedule DAGs
+            return "a cluster scheduler; DAG scenarios are ranked with the dag-* agents"
+        return None
+
     def run_episode(self, scenario: Scenario, seed: int) -> dict:
         from gpusched_envs.policies import make_policy
 
@@ -435,6 +440,9 @@ def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | 
                 continue
             if spec in ("all", "heuristics"):
                 out.extend(HEURISTICS)
+                from evaluate.dag_bench import LEADERBOARD_AGENTS  # DAG heuristics and searchers (issue 13)
+
+                out.extend(LEADERBOARD_AGENTS)
             if spec in ("all", "checkpoints"):
                 out.extend(shipped_checkpoints(checkpoints))
             if spec not in ("all", "heuristics", "checkpoints"):
@@ -453,10 +461,12 @@ def resolve_agent(spec: str) -> EvalAgent:
     policy, plus, placement = spec.partition("+")
     from gpusched_envs.policies import POLICIES
 
-    if policy in POLICIES and ":" not in spec:
-        agent: EvalAgent = HeuristicEvalAgent(
-            policy, placement if plus else HEURISTICS.get(policy, "closest"), spec
-        )
+    if spec.startswith("dag-") and not Path(spec).exists():  # DAG agents of `gpusched dag-bench` (issue 13)
+        from evaluate.dag_bench import dag_eval_agent
+
+        agent: EvalAgent = dag_eval_agent(spec)
+    elif policy in POLICIES and ":" not in spec:
+        agent = HeuristicEvalAgent(policy, placement if plus else HEURISTICS.get(policy, "closest"), spec)
     elif Path(spec).exists():
         agent = CheckpointEvalAgent(spec)
     elif ":" in spec:
