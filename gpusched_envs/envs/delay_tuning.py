@@ -93,7 +93,9 @@ class DelayTuningEnv(ClusterEnv):
         min_run = check_number("min_run", min_run, low=0.0)
         levels = np.asarray(timer_levels, dtype=np.float64)
         if levels.ndim != 1 or len(levels) < 1 or not np.all(np.isfinite(levels) & (levels >= 0)):
-            raise ValueError(f"timer_levels must be a non-empty list of finite seconds >= 0, got {timer_levels!r}")
+            raise ValueError(
+                f"timer_levels must be a non-empty list of finite seconds >= 0, got {timer_levels!r}"
+            )
         self.timer_levels = levels
         self._top_level = float(levels.max())
         self.thresholds = np.asarray(sorted(sensitivity_thresholds), dtype=np.float64)

@@ -14,7 +14,9 @@ class Policy(ABC):
     """A scheduler. Subclasses implement :meth:`schedule`; :meth:`reset` is called once before a run."""
 
     name: str = "policy"
-    clairvoyant: bool = False  # reads traced durations or remaining work (SJF, SRTF): not a real scheduler's view
+    clairvoyant: bool = (
+        False  # reads traced durations or remaining work (SJF, SRTF): not a real scheduler's view
+    )
     preemptive: bool = False  # may call ``sim.preempt``
 
     def reset(self, sim) -> None:  # noqa: B027 - optional hook

@@ -30,7 +30,9 @@ def _env(case: int, preset: str, mode: str, information: str):
     env_id, kw = CASES[case]
     if mode == "image" and env_id == "gpusched/DelayTuning-v0":
         mode = "flat"
-    return gym.make(env_id, cluster=preset, num_jobs=40, load=2.0, obs_mode=mode, information=information, **kw)
+    return gym.make(
+        env_id, cluster=preset, num_jobs=40, load=2.0, obs_mode=mode, information=information, **kw
+    )
 
 
 def _change_durations(sim, rng) -> None:

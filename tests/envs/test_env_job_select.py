@@ -156,7 +156,9 @@ def test_heuristic_agent_sees_only_the_window_and_always_ends():
     from gpusched_envs.envs.adapters import HeuristicAgent
     from gpusched_envs.policies import make_policy
 
-    env = gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=80, load=2.0, window=2, information="clairvoyant")
+    env = gym.make(
+        "gpusched/JobSelect-v0", cluster="tiny", num_jobs=80, load=2.0, window=2, information="clairvoyant"
+    )
     agent = HeuristicAgent(make_policy("sjf", "closest"))
     obs, _ = env.reset(seed=0)
     for _ in range(5000):
@@ -204,7 +206,9 @@ def test_preemption_action_space_and_running_rows():
     names = env.encoder.job_feature_names
     assert names[-2:] == ("running", "speed")
     running_row = obs["job_features"][3]
-    assert running_row[names.index("running")] == 1 and running_row[names.index("speed")] == pytest.approx(1.0)
+    assert running_row[names.index("running")] == 1 and running_row[names.index("speed")] == pytest.approx(
+        1.0
+    )
     assert obs["job_mask"].tolist() == [1, 0, 0, 1, 0]
     obs, reward, *_ = env.step(5)  # wait: C arrives at t=10, a decision point
     assert env.sim.now == 10.0 and reward == pytest.approx(-(2 * 10))
@@ -213,7 +217,9 @@ def test_preemption_action_space_and_running_rows():
     assert reward == 0.0 and env.sim.preemptions[0] == 1 and list(env.sim.queue) == [1, 2, 0]
     # nothing runs and nothing is to arrive: waiting would deadlock, so A may restart at once
     assert obs["action_mask"].tolist() == [1, 1, 1, 0, 0, 0]
-    obs, *_ = env.step(0)  # B starts; now waiting is possible, and A (preempted at this instant) may not restart
+    obs, *_ = env.step(
+        0
+    )  # B starts; now waiting is possible, and A (preempted at this instant) may not restart
     assert list(env.sim.queue) == [2, 0]
     assert obs["action_mask"].tolist() == [1, 0, 0, 0, 0, 1]
     strict = toy_env(preemption=True, invalid_action="raise")
@@ -223,7 +229,8 @@ def test_preemption_action_space_and_running_rows():
 
 
 @pytest.mark.parametrize(
-    ("name", "information"), [("tiresias", "non-clairvoyant"), ("srtf", "clairvoyant"), ("fifo", "non-clairvoyant")]
+    ("name", "information"),
+    [("tiresias", "non-clairvoyant"), ("srtf", "clairvoyant"), ("fifo", "non-clairvoyant")],
 )
 def test_preemptive_heuristics_through_the_env_equal_simulator_run(name, information):
     """With preemption=True and windows holding every job, Tiresias (with its demotion timers) and SRTF acting
