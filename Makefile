@@ -4,8 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
+# wheel index of a CUDA build of torch (pick the CUDA version of your driver: cu126, cu128, ...)
+TORCH_INDEX ?= https://download.pytorch.org/whl/cu128
 
-.PHONY: run test test-all lint format bench clean venv
+.PHONY: run test test-all lint format bench clean venv venv-cuda train-gpu
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,6 +17,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# A GPU box: the same venv with torch from $(TORCH_INDEX) (a CUDA build), then the package; prints what torch sees.
+venv-cuda:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install torch==$(TORCH_VERSION) --index-url $(TORCH_INDEX)
+	$(BIN)/pip install -e '.[dev,solver,ray]'
+	touch $(STAMP)
+	$(BIN)/python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'GPU available:', torch.cuda.is_available())"
+
+# Train the shipped PPO config on the GPU when there is one (--device auto: CUDA if available, else the CPU).
+train-gpu: venv-cuda
+	$(BIN)/gpusched train ppo --config ppo_jobselect_gnn --device auto --out runs/ppo_gpu
 
 run: $(STAMP)
 	$(BIN)/gpusched leaderboard --suite quick --out results/leaderboard/quick

@@ -4,14 +4,23 @@ and ``meta.json`` (env id, env kwargs, obs mode, algorithm, network config, step
 ``meta.json`` schema (``format`` 1)::
 
     {"format": 1, "algorithm": "ddqn" | "ppo" | "topdrl", "policy": "q" | "logits",
-     "env_id": str, "env_kwargs": {...}, "obs_mode": "graph" | "image" | "flat",
+     "env_id": str, "env_kwargs": {...}, "information": "non-clairvoyant" | "clairvoyant",
+     "obs_mode": "graph" | "image" | "flat",
      "network": {NetworkConfig fields}, "steps": int, "seed": int, "command": str,
      "evaluation": {...} | null, "created": ISO time, "args": {algorithm arguments},
      "model_sha256": hex digest of model.pt}
 
 ``model.pt`` and ``meta.json`` are each written atomically, ``meta.json`` last; its ``model_sha256`` ties the pair
 together, so a save interrupted between the two files (new weights, old metadata) is detected on load. Checkpoints
-written before ``model_sha256`` existed load without the check.
+written before ``model_sha256`` existed load without the check (``require_sha256=True`` refuses them).
+
+A checkpoint folder is untrusted input: nothing in it may make :func:`load` import or run code or read files outside
+the package. ``meta.json`` is checked field by field (types, known values) before anything is built; ``env_id``
+must be an id this package registers (``gpusched_envs.envs.ENTRY_POINTS``) or one the caller allows explicitly
+(``allowed_env_ids``): Gymnasium would otherwise import the module named by ``"module:Env-v0"``. Env kwargs that name
+files (``cluster``, a workload spec's ``path`` / ``job_table`` / ``fit``) must name bundled data unless the caller
+passes ``allow_paths=True``. ``model.pt`` is read with ``torch.load(weights_only=True)``; a file it refuses, a
+truncated or empty file, and weights of another shape are each one :class:`CheckpointError` line naming the file.
 
 :func:`load` returns an :class:`Agent` whose ``act(obs)`` is the deterministic masked argmax of the policy.
 """
@@ -21,6 +30,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import pickle
+from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,12 +47,124 @@ MODEL_FILE = "model.pt"
 META_FILE = "meta.json"
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded: missing or malformed ``meta.json``, unreadable ``model.pt``, or a field
+    that would name code or files outside the package. One line naming the file."""
+
+
+class CheckpointMismatchError(CheckpointError):
     """A checkpoint used with an env (id or observation mode) other than the one it was trained on."""
 
 
-class CheckpointCorruptError(ValueError):
-    """``model.pt`` is not the file ``meta.json`` describes (a save interrupted between the two files)."""
+class CheckpointCorruptError(CheckpointError):
+    """``model.pt`` is not the file ``meta.json`` describes (a save interrupted between the two files), or is not a
+    readable weights file."""
+
+
+ALGORITHMS = ("ddqn", "ppo", "topdrl")
+POLICY_KINDS = ("q", "logits")
+OBS_MODES = ("graph", "image", "flat")
+# workload-spec keys whose value is a file path
+_PATH_KEYS = ("path", "job_table", "fit")
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_type(meta: dict, key: str, types, where: str, required: bool = True) -> None:
+    if key not in meta:
+        if required:
+            raise CheckpointError(f"{where}: missing field {key!r}")
+        return
+    value = meta[key]
+    types = types if isinstance(types, tuple) else (types,)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        names = "/".join("null" if t is type(None) else t.__name__ for t in types)
+        raise CheckpointError(f"{where}: field {key!r} must be {names}, got {type(value).__name__}")
+
+
+def check_env_id(env_id: str, where: str, allowed_env_ids=()) -> None:
+    """Refuse an env id this package does not register (before ``gym.make`` could import a module it names)."""
+    from gpusched_envs.envs import ENTRY_POINTS
+
+    if env_id in ENTRY_POINTS or env_id in tuple(allowed_env_ids):
+        return
+    raise CheckpointError(
+        f"{where}: env_id {env_id!r} is not an env of this package ({', '.join(ENTRY_POINTS)}); "
+        "pass allowed_env_ids=[...] to load a checkpoint of another env"
+    )
+
+
+def _check_env_kwargs(kwargs: dict, where: str, allow_paths: bool) -> None:
+    for key, value in kwargs.items():
+        ok = isinstance(value, _JSON_SCALARS) or (
+            isinstance(value, list) and all(isinstance(v, _JSON_SCALARS) for v in value)
+        )
+        if not isinstance(key, str) or not ok:
+            raise CheckpointError(
+                f"{where}: env_kwargs[{key!r}] must be a number, string, bool or list of them"
+            )
+    if allow_paths:
+        return
+    cluster = kwargs.get("cluster")
+    if cluster is not None:
+        from gpusched_envs.sim.topology import PRESETS
+
+        if cluster not in PRESETS:
+            raise CheckpointError(
+                f"{where}: env_kwargs['cluster'] = {cluster!r} is not a bundled preset ({', '.join(PRESETS)}); "
+                "a checkpoint may not name a file (pass allow_paths=True to trust it)"
+            )
+    workload = kwargs.get("workload")
+    if isinstance(workload, str):
+        for part in workload.partition(":")[2].split(","):
+            key, _, value = (x.strip() for x in part.partition("="))
+            if key in _PATH_KEYS and (
+                key != "fit" or "/" in value or "\\" in value or value.endswith(".yaml")
+            ):
+                raise CheckpointError(
+                    f"{where}: env_kwargs['workload'] names a file ({key}={value}); a checkpoint may not name "
+                    "files (pass allow_paths=True to trust it)"
+                )
+
+
+def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = False) -> dict:
+    """Check ``meta.json``'s fields (types, known values, env id, file-naming kwargs) and return it."""
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{where}: expected a JSON object, got {type(meta).__name__}")
+    _check_type(meta, "format", int, where)
+    if meta["format"] != FORMAT:
+        raise CheckpointError(f"{where}: checkpoint format {meta['format']!r}, this version reads {FORMAT}")
+    for key, choices in (("algorithm", ALGORITHMS), ("policy", POLICY_KINDS), ("obs_mode", OBS_MODES)):
+        _check_type(meta, key, str, where)
+        if meta[key] not in choices:
+            raise CheckpointError(
+                f"{where}: field {key!r} is {meta[key]!r}; expected one of {', '.join(choices)}"
+            )
+    _check_type(meta, "env_id", str, where)
+    check_env_id(meta["env_id"], where, allowed_env_ids)
+    _check_type(meta, "env_kwargs", dict, where)
+    _check_env_kwargs(meta["env_kwargs"], where, allow_paths)
+    _check_type(meta, "network", dict, where)
+    fields = {f.name: f.type for f in dataclass_fields(NetworkConfig)}
+    net = meta["network"]
+    unknown = sorted(set(net) - set(fields))
+    if unknown:
+        raise CheckpointError(f"{where}: network has unknown field(s) {', '.join(map(repr, unknown))}")
+    for key, value in net.items():
+        want = str if fields[key] in ("str", str) else int
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, want)
+            or (want is int and not 0 <= value <= 1_000_000)
+        ):
+            raise CheckpointError(
+                f"{where}: network.{key} must be a {want.__name__} (sensible size), got {value!r}"
+            )
+    for key in ("steps", "seed"):
+        _check_type(meta, key, int, where, required=False)
+    _check_type(meta, "model_sha256", str, where, required=False)
+    for key in ("args", "evaluation"):
+        _check_type(meta, key, (dict, type(None)), where, required=False)
+    return meta
 
 
 class PPOPolicy(nn.Module):
@@ -101,6 +224,8 @@ def save(
         "policy": policy,
         "env_id": env_id,
         "env_kwargs": env_kwargs,
+        # what the policy saw: the cluster envs' default is non-clairvoyant (no traced durations or remaining work)
+        "information": env_kwargs.get("information", "non-clairvoyant"),
         "obs_mode": obs_mode,
         "network": network.to_dict(),
         "steps": int(steps),
@@ -115,15 +240,24 @@ def save(
     return path
 
 
-def read_meta(path: str | Path) -> dict:
-    """``meta.json`` of a checkpoint folder (or of the folder holding the given ``model.pt``)."""
+def read_meta(path: str | Path, allowed_env_ids=(), allow_paths: bool = False) -> dict:
+    """``meta.json`` of a checkpoint folder (or of the folder holding the given ``model.pt``), validated by
+    :func:`validate_meta`."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such checkpoint")
     meta_path = path / META_FILE if path.is_dir() else path.parent / META_FILE
-    if not meta_path.exists():
+    if not meta_path.is_file():
         raise FileNotFoundError(f"{meta_path}: no checkpoint metadata (expected {MODEL_FILE} + {META_FILE})")
-    return json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{meta_path}: not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{meta_path}: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise CheckpointError(f"{meta_path}: JSON nested too deeply") from None
+    return validate_meta(meta, str(meta_path), allowed_env_ids, allow_paths)
 
 
 def check_compatible(meta: dict, where: str, env_id: str | None, obs_mode: str | None) -> None:
@@ -180,13 +314,17 @@ class Agent:
         spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
         env_id = spec.id if spec is not None else None
         check_compatible(self.meta, self.where, env_id, getattr(env.unwrapped, "obs_mode", None))
-        shapes = {k: tuple(s.shape) for k, s in env.observation_space.spaces.items()}
-        mine = {k: tuple(s.shape) for k, s in self.observation_space.spaces.items()}
-        if shapes != mine:
-            raise CheckpointMismatchError(
-                f"checkpoint {self.where} was trained on {self.env_id} with observation shapes {mine} but the env "
-                f"has {shapes} (another cluster layout or window)"
-            )
+        from agents.networks import layout_mismatch
+
+        # a GNN reads any cluster size and window; the CNN and MLP need the trained shapes
+        reason = layout_mismatch(
+            self.meta["network"]["encoder"],
+            self.observation_space,
+            env.observation_space,
+            fixed_actions=self.meta["policy"] == "logits",
+        )
+        if reason is not None:
+            raise CheckpointMismatchError(f"checkpoint {self.where} was trained on {self.env_id}: {reason}")
 
     def __call__(self, env) -> int:
         if self._checked is not env:
@@ -201,16 +339,44 @@ class Agent:
         return make_env(self.env_id, {**self.meta["env_kwargs"], **overrides}, self.obs_mode)
 
 
-def read_model_bytes(folder: Path, meta: dict) -> bytes:
-    """``model.pt``'s bytes, checked against ``meta["model_sha256"]`` when the checkpoint has one."""
+def read_model_bytes(folder: Path, meta: dict, require_sha256: bool = False) -> bytes:
+    """``model.pt``'s bytes, checked against ``meta["model_sha256"]`` when the checkpoint has one (required with
+    ``require_sha256``)."""
     model_path = folder / MODEL_FILE
-    if not model_path.exists():
+    if not model_path.is_file():
         raise FileNotFoundError(f"{model_path}: no such file (a checkpoint is {MODEL_FILE} + {META_FILE})")
     data = model_path.read_bytes()
     expected = meta.get("model_sha256")
+    if expected is None and require_sha256:
+        raise CheckpointCorruptError(f"{folder / META_FILE}: no model_sha256 to verify {MODEL_FILE} against")
     if expected is not None and hashlib.sha256(data).hexdigest() != expected:
         raise CheckpointCorruptError(f"{folder}: {MODEL_FILE} does not match {META_FILE} (interrupted save?)")
     return data
+
+
+def load_state(folder: Path, data: bytes) -> dict:
+    """``torch.load(weights_only=True)`` of ``model.pt``'s bytes; anything it refuses is one line naming the file
+    (never torch's advice to set ``weights_only=False``: a checkpoint that needs it is refused)."""
+    where = folder / MODEL_FILE
+    if not data:
+        raise CheckpointCorruptError(f"{where}: empty file")
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "weights_only" in str(exc) or "Weights only load failed" in first:
+            raise CheckpointCorruptError(
+                f"{where}: holds Python objects other than tensors; refused (checkpoints are plain state dicts)"
+            ) from None
+        raise CheckpointCorruptError(f"{where}: not a torch weights file ({first})") from None
+    except (RuntimeError, EOFError, ValueError, OSError, AttributeError, TypeError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointCorruptError(f"{where}: truncated or not a torch weights file ({first})") from None
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise CheckpointCorruptError(f"{where}: not a state dict of named tensors")
+    return state
 
 
 def load(
@@ -219,15 +385,23 @@ def load(
     obs_mode: str | None = None,
     env=None,
     device: str | torch.device = "cpu",
+    *,
+    allowed_env_ids=(),
+    allow_paths: bool = False,
+    require_sha256: bool = False,
 ) -> Agent:
     """Load a checkpoint directory (or its ``model.pt``); with ``env_id`` / ``obs_mode`` / ``env`` check that the
-    checkpoint was trained for it and raise :class:`CheckpointMismatchError` otherwise."""
+    checkpoint was trained for it and raise :class:`CheckpointMismatchError` otherwise.
+
+    ``meta.json`` is validated before anything is imported or built (see the module docstring): ``allowed_env_ids``
+    names env ids of other packages the caller trusts, ``allow_paths`` lets env kwargs name files, and
+    ``require_sha256`` refuses a checkpoint without a ``model_sha256``."""
     path = Path(path)
-    meta = read_meta(path)  # first: a path that does not exist is "no such checkpoint"
+    # first: a path that does not exist is "no such checkpoint"; then every field is checked
+    meta = read_meta(path, allowed_env_ids, allow_paths)
     folder = path if path.is_dir() else path.parent
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{folder}: checkpoint format {meta.get('format')!r}, this version reads {FORMAT}")
     check_compatible(meta, str(folder), env_id, obs_mode)
+    state = load_state(folder, read_model_bytes(folder, meta, require_sha256))
     from agents.common import make_env
 
     probe = env if env is not None else make_env(meta["env_id"], meta["env_kwargs"], meta["obs_mode"])
@@ -236,10 +410,22 @@ def load(
         check_compatible(
             meta, str(folder), spec.id if spec else None, getattr(env.unwrapped, "obs_mode", None)
         )
-    cfg = NetworkConfig(**meta["network"])
+    try:
+        cfg = NetworkConfig(**meta["network"])
+    except TypeError as exc:
+        raise CheckpointError(f"{folder / META_FILE}: network: {exc}") from None
+    if env is not None and meta["policy"] != "logits":  # PPO's action net is sized by the action count
+        from agents.networks import for_env
+
+        cfg = for_env(cfg, env)  # a GNN runs on any cluster size (its parameters do not depend on it)
     module = policy_module(meta["policy"], cfg, probe.observation_space)
-    state = torch.load(io.BytesIO(read_model_bytes(folder, meta)), map_location="cpu", weights_only=True)
-    module.load_state_dict(state)
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise CheckpointCorruptError(
+            f"{folder / MODEL_FILE}: weights do not fit the network {META_FILE} describes ({first})"
+        ) from None
     agent = Agent(module.to(device), meta, probe.observation_space, str(folder), device)
     if env is not None:
         agent.check_env(env)

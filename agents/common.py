@@ -59,8 +59,13 @@ def make_env(env_id: str, env_kwargs: dict | None = None, obs_mode: str | None =
     """``gym.make`` with the project's envs registered; ``obs_mode`` overrides the kwargs' one."""
     import gymnasium as gym
 
-    import gpusched_envs.envs  # noqa: F401 - registers the ids
+    import gpusched_envs.envs  # registers the ids
 
+    if not isinstance(env_id, str) or env_id not in gym.registry:
+        # never let gym.make import the module of a "module:Env-v0" id taken from a config or checkpoint
+        raise ValueError(
+            f"env id {env_id!r} is not registered (this package's: {', '.join(gpusched_envs.envs.ENTRY_POINTS)})"
+        )
     kwargs = dict(env_kwargs or {})
     if obs_mode is not None:
         kwargs["obs_mode"] = obs_mode

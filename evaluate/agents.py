@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import json
 import os
 import sys
 from abc import ABC, abstractmethod
@@ -44,7 +43,15 @@ HEURISTICS: dict[str, str] = {
 """Default heuristics of the leaderboard: policy → placement."""
 
 # env kwargs that fix a learned policy's observation layout or the meaning of its actions: taken from the checkpoint
-LAYOUT_KWARGS = ("obs_mode", "window", "placement", "task_clusters")
+LAYOUT_KWARGS = (
+    "obs_mode",
+    "window",
+    "placement",
+    "task_clusters",
+    "information",
+    "preemption",
+    "preempt_window",
+)
 # consecutive invalid actions after which an episode is abandoned (the env would otherwise never end)
 MAX_CONSECUTIVE_INVALID = 10_000
 JCT_QUANTILES = np.linspace(0.0, 100.0, 101)
@@ -221,13 +228,12 @@ class CheckpointEvalAgent(EvalAgent):
         meta_path = folder / "meta.json"
         if not meta_path.is_file() or not (folder / "model.pt").is_file():
             raise AgentSpecError(f"{folder}: not a checkpoint (expected model.pt + meta.json)")
-        try:
-            self.meta = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise AgentSpecError(f"{meta_path}: invalid JSON ({exc})") from None
-        for key in ("env_id", "obs_mode"):
-            if key not in self.meta:
-                raise AgentSpecError(f"{meta_path}: missing field {key!r}")
+        from agents.checkpoint import CheckpointError, read_meta
+
+        try:  # every field checked (env id registered by the package, no file paths) before anything is built
+            self.meta = read_meta(folder)
+        except CheckpointError as exc:
+            raise AgentSpecError(str(exc)) from None
         self.folder = folder.resolve()
         super().__init__(spec or str(path), f"ckpt:{folder.name}")
         self._applies: dict[str, str | None] = {}
@@ -260,6 +266,17 @@ class CheckpointEvalAgent(EvalAgent):
         )
         try:
             mine, theirs = _shapes(trained.observation_space), _shapes(env.observation_space)
+            encoder = (self.meta.get("network") or {}).get("encoder")
+            if encoder == "gnn":  # size-agnostic: any cluster and window with the same feature columns
+                from agents.networks import layout_mismatch
+
+                reason = layout_mismatch(
+                    encoder,
+                    trained.observation_space,
+                    env.observation_space,
+                    fixed_actions=self.meta.get("policy") == "logits",
+                )
+                return None if reason is None else f"observation layout differs ({reason})"
             if mine != theirs or trained.action_space != env.action_space:
                 return "observation layout differs (another cluster size or window)"
         finally:

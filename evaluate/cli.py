@@ -27,7 +27,9 @@ app = typer.Typer(
 
 
 def _fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from gpusched_envs.cli import print_error
+
+    print_error(message, err_console)  # escaped: a value such as "[/]" is text, not rich markup
     raise typer.Exit(code=2)
 
 
@@ -57,7 +59,9 @@ def _print_warnings(caught) -> None:
         ):
             continue
         seen.add(text)
-        err_console.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
+        from gpusched_envs.cli import print_error
+
+        print_error(text, err_console, label="warning")
 
 
 def leaderboard(
@@ -103,6 +107,7 @@ def leaderboard(
         if not specs:
             _fail("no agents to evaluate")
         out = out or Path("results") / "leaderboard" / s.name
+        _check_output_folder(out)  # before the grid runs, not after
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run_grid(
@@ -202,6 +207,11 @@ def evaluate(
                 _fail("--env-kwargs must be a JSON object")
             sc = Scenario(name=env, env_id=env, env_kwargs=kwargs)
         seed_list = parse_seeds(seeds)
+        if json_out is not None:
+            from gpusched_envs.io import check_output_path
+
+            check_output_path(json_out)
+        _check_scenario_env(sc)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             doc = evaluate_agent(agent, sc, seed_list, workers=workers)
@@ -218,14 +228,40 @@ def evaluate(
         table.add_row(key, _fmt(mean), f"[{_fmt(lo)}, {_fmt(hi)}]")
     console.print(table)
     for f in doc["failed"]:
-        err_console.print(f"[red]seed {f['seed']} failed:[/] {f['error']}", highlight=False)
-    if json_out is not None:
-        from gpusched_envs.io import atomic_write_text
+        from rich.markup import escape
 
-        atomic_write_text(json_out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        err_console.print(f"[red]seed {f['seed']} failed:[/] {escape(str(f['error']))}", highlight=False)
+    if json_out is not None:
+        from gpusched_envs.io import atomic_write_text, dumps_json
+
+        atomic_write_text(json_out, dumps_json(doc))
         console.print(f"wrote {json_out}")
     if doc["failed"]:
         raise typer.Exit(code=1)
+
+
+def _check_output_folder(out: Path) -> None:
+    """The leaderboard's output folder: absent or a folder, whose result files are absent or regular files."""
+    from gpusched_envs.io import OutputPathError, check_output_path
+
+    if out.exists() and not out.is_dir():
+        raise OutputPathError(f"{out}: --out must be a folder, this is a file")
+    for name in ("leaderboard.md", "leaderboard.json"):
+        check_output_path(out / name)
+
+
+def _check_scenario_env(sc) -> None:
+    """Build the scenario's env once, so an unregistered id or bad kwargs is one line before any table (not one
+    failure per seed)."""
+    from evaluate.scenarios import SuiteError
+
+    try:
+        env = sc.make_env()
+    except SuiteError:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise SuiteError(f"{sc.env_id} with env kwargs {json.dumps(sc.env_kwargs)}: {exc}") from None
+    env.close()
 
 
 def _fmt(x) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import yaml
+from gpusched_envs.safety import check_seed_count, load_yaml
 
 SUITES_PACKAGE = "evaluate"
 SUITES_FOLDER = "suites"
@@ -89,10 +89,15 @@ def parse_seeds(value) -> tuple[int, ...]:
                     a, b = int(lo), int(hi)
                     if b < a:
                         raise SuiteError(f"seeds: empty range {part!r}")
+                    check_seed_count(
+                        len(out) + b - a + 1, f"seeds {value!r}", SuiteError
+                    )  # before allocating
                     out.extend(range(a, b + 1))
                 else:
                     out.append(int(part))
-            except ValueError:
+            except ValueError as exc:
+                if isinstance(exc, SuiteError):
+                    raise
                 raise SuiteError(f"seeds: {part!r} is not an int or a range like '0-9'") from None
         if not out:
             raise SuiteError(f"seeds: no seed in {value!r}")
@@ -231,10 +236,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
                 f"unknown suite {text!r}; bundled: {', '.join(list_suites())}, or a path to a YAML file"
             )
         source, content = f"suites/{text}.yaml", res.read_text()
-    try:
-        doc = yaml.safe_load(content)
-    except yaml.YAMLError as exc:
-        raise SuiteError(f"{source}: not valid YAML ({exc})") from None
+    doc = load_yaml(content, source, SuiteError)  # safe_load with limits on alias expansion
     return suite_from_dict(doc, source)
 
 

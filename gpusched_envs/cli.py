@@ -8,6 +8,7 @@ library never imports them: an entry point names a ``typer.Typer`` app or a plai
 from __future__ import annotations
 
 import json
+import math
 import sys
 import warnings
 from importlib.metadata import entry_points
@@ -17,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from gpusched_envs.io import atomic_write_text
+from gpusched_envs.io import atomic_write_text, check_output_path, dumps_json
 
 app = typer.Typer(
     name="gpusched",
@@ -34,9 +35,36 @@ class UserError(Exception):
     """Bad input from the command line: printed as one line, exit code 2."""
 
 
+def one_line(message) -> str:
+    """An error or warning as one line of plain text: whitespace runs (newlines) collapsed."""
+    return " ".join(str(message).split())
+
+
+def print_error(message, console: Console | None = None, label: str = "error") -> None:
+    """``error: message`` on stderr, the message escaped (a value such as ``[/]`` is text, not rich markup)."""
+    from rich.markup import escape
+
+    style = "bold red" if label == "error" else "yellow"
+    (console or err_console).print(
+        f"[{style}]{label}:[/] {escape(one_line(message))}", highlight=False, soft_wrap=True
+    )
+
+
 def fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    print_error(message)
     raise typer.Exit(code=2)
+
+
+def fit_workload_to_cluster(spec: str, cluster) -> str:
+    """A workload spec sized to the cluster it runs on, unless the spec says otherwise: a synthetic spec gets
+    ``max_gpus=<cluster GPUs>`` (so ``gpusched simulate --cluster tiny --workload synthetic`` works), and a trace
+    spec with ``oversize=drop`` but no ``max_gpus`` drops the jobs larger than the cluster."""
+    name, _, rest = spec.strip().partition(":")
+    keys = {part.partition("=")[0].strip() for part in rest.split(",") if part.strip()}
+    if "max_gpus" in keys or not (name.strip() == "synthetic" or "oversize" in keys):
+        return spec
+    extra = f"max_gpus={cluster.num_gpus}"
+    return f"{spec.strip()},{extra}" if rest.strip() else f"synthetic:{extra}"
 
 
 def _load_workload(spec: str, seed: int):
@@ -60,8 +88,12 @@ def run_simulation(
     from gpusched_envs.policies import make_policy
     from gpusched_envs.sim import SimConfig, Simulator, load_cluster
 
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"--seed must be an integer >= 0, got {seed!r}")
     c = load_cluster(cluster)
-    w = _load_workload(workload, seed)
+    w = _load_workload(fit_workload_to_cluster(workload, c), seed)
+    if not len(w):
+        raise UserError(f"workload {workload!r} has no jobs; nothing to simulate")
     pol = make_policy(policy, placement)
     oversize = "drop" if c.pool_names else "error"
     config = SimConfig(
@@ -88,6 +120,11 @@ def run_simulation(
             metrics = sim.run(pol)
     else:
         metrics = sim.run(pol)
+    if not metrics.get("jobs"):
+        raise UserError(
+            f"no job of workload {workload!r} ran on cluster {c.name!r} ({len(w)} loaded, all dropped); "
+            "nothing to report"
+        )
     return {
         "schema": "gpusched.simulate/1",
         "cluster": c.name,
@@ -143,7 +180,14 @@ def simulate(
     ] = None,
     describe: Annotated[bool, typer.Option(help="Only describe the workload, do not simulate.")] = False,
 ) -> None:
-    """Replay a workload on a cluster with a heuristic policy and print the metrics."""
+    """Replay a workload on a cluster with a heuristic policy and print the metrics. A synthetic workload's jobs are
+    capped at the cluster's size unless the spec gives max_gpus."""
+    if seed < 0:
+        fail(f"--seed must be >= 0, got {seed}")
+    if restart_delay is not None and not (math.isfinite(restart_delay) and restart_delay >= 0):
+        fail(f"--restart-delay must be a finite number of seconds >= 0, got {restart_delay}")
+    if json_out is not None:
+        check_output_path(json_out)  # refuse a FIFO or device before simulating
     if describe:
         workloads(spec=workload, seed=seed, cluster=cluster)
         return
@@ -161,13 +205,13 @@ def simulate(
             progress=True,
         )
     for w in caught:
-        err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False, soft_wrap=True)
+        print_error(w.message, label="warning")
     title = (
         f"{doc['policy']} + {doc['placement']} on {doc['cluster']} ({doc['cluster_gpus']} GPUs), {workload}"
     )
     console.print(metrics_table(title, doc["metrics"]))
     if json_out is not None:
-        atomic_write_text(json_out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(json_out, dumps_json(doc))
         console.print(f"wrote {json_out}")
 
 
@@ -206,6 +250,8 @@ def workloads(
     cluster: Annotated[str | None, typer.Option(help="State the offered load on this cluster.")] = None,
 ) -> None:
     """List named workloads, or summarise one (jobs, span, GPU sizes, duration percentiles, offered load)."""
+    if seed < 0:
+        fail(f"--seed must be >= 0, got {seed}")
     from rich.table import Table
 
     from gpusched_envs.workloads import describe as describe_workload
@@ -268,6 +314,8 @@ def bench(
     quick: Annotated[bool, typer.Option(help="Smaller sizes (for a smoke test).")] = False,
 ) -> None:
     """Measure the SPEC §8 figures that exist so far and print them."""
+    if out is not None:
+        check_output_path(out)
     from gpusched_envs.bench import run_benchmarks
 
     results = run_benchmarks(quick=quick, console=err_console)
@@ -281,7 +329,7 @@ def bench(
         table.add_row(r["name"], f"{r['value']:,.4g}", r["unit"], r.get("target", ""), meets)
     console.print(table)
     if out is not None:
-        atomic_write_text(out, json.dumps(results, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(out, dumps_json(results))
         console.print(f"wrote {out}")
 
 
@@ -305,8 +353,8 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         app(args=argv, standalone_mode=True)
-    except USER_ERRORS as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    except (*USER_ERRORS, UserError) as exc:
+        print_error(exc)
         sys.exit(2)
 
 

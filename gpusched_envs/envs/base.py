@@ -133,6 +133,23 @@ def make_workload(workload: WorkloadArg, cluster: Cluster, seed: int, num_jobs: 
     )
 
 
+def episode_simulator(env, rng: np.random.Generator) -> Simulator:
+    """The simulator of a new episode of ``env`` (a :class:`ClusterEnv` or ``multi_scheduler_v0``): workload and
+    simulator seeds drawn from ``rng`` in that order (the workload seed unless ``env.workload_seed`` fixes it), the
+    env's workload argument, interference and speed model. On a cluster of VC pools a job larger than its VC's quota
+    is dropped with a warning, as in ``gpusched simulate``."""
+    wl_seed = int(rng.integers(2**31)) if env.workload_seed is None else int(env.workload_seed)
+    sim_seed = int(rng.integers(2**31))
+    workload = make_workload(env.workload_arg, env.cluster, wl_seed, env.num_jobs, env.load)
+    config = SimConfig(
+        seed=sim_seed,
+        interference=env.interference,
+        speed_model=env.speed_model,
+        oversize="drop" if env.cluster.pool_names else "error",
+    )
+    return Simulator(env.cluster, workload, config)
+
+
 def check_choice(name: str, value, choices) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
@@ -223,19 +240,8 @@ class ClusterEnv(gym.Env):
         return self.encoder.flat_feature_names()
 
     # ------------------------------------------------------------------ episode
-    def _sim_config(self, seed: int) -> SimConfig:
-        # on a cluster of VC pools a job larger than its VC's quota is dropped with a warning, as in `gpusched simulate`
-        oversize = "drop" if self.cluster.pool_names else "error"
-        return SimConfig(
-            seed=seed, interference=self.interference, speed_model=self.speed_model, oversize=oversize
-        )
-
     def _new_episode(self) -> None:
-        rng = self.np_random
-        wl_seed = int(rng.integers(2**31)) if self.workload_seed is None else int(self.workload_seed)
-        sim_seed = int(rng.integers(2**31))
-        workload = make_workload(self.workload_arg, self.cluster, wl_seed, self.num_jobs, self.load)
-        self.sim = Simulator(self.cluster, workload, self._sim_config(sim_seed))
+        self.sim = episode_simulator(self, self.np_random)
         sim = self.sim
         if self._static_cluster is not self.cluster:
             self.encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))

@@ -34,7 +34,10 @@ job column 6       ``preempted``: waits to         ``preemptions``: log1p(times 
 =================  =============================  =====================================================
 
 Every other column (GPUs asked, age, network sensitivity of the job's model, fits, occupancy, bandwidths, queue
-lengths) is known to a real scheduler and is the same in both settings. JobSelect's ``preemption=True`` appends
+lengths) is known to a real scheduler and is the same in both settings. The contexts are set by each env (named by
+``context_names``; non-clairvoyant ones count only what has happened). One bit about the future remains in both
+settings: waiting is masked when nothing runs and no job is still to arrive, since it would end the episode in a
+deadlock. JobSelect's ``preemption=True`` appends
 the columns :data:`PREEMPTION_JOB_FEATURES` and rows for running jobs after the queue rows.
 :func:`flat_feature_names` names every entry of the ``flat`` vector.
 """
@@ -87,6 +90,44 @@ IMAGE_CHANNELS_OF = {
 PREEMPTION_JOB_FEATURES = ("running", "speed")
 OBS_MODES = ("graph", "image", "flat")
 KINDS = 4
+
+# Box bounds of each column: its known range, UNBOUNDED (a finite stand-in for "no known bound") where it has none
+UNBOUNDED = 1e30
+_U = UNBOUNDED
+BOUNDS: dict[str, tuple[float, float]] = {
+    # shares, flags, one-hots
+    **dict.fromkeys(("busy", "in_placement", "free", "fits", "running", "gpus"), (0.0, 1.0)),
+    # a 0/1 flag, bounded as its non-clairvoyant twin "preemptions" so that both settings have the same spaces
+    "preempted": (0.0, _U),
+    **dict.fromkeys(("gpu_server", "server_rack", "rack_cluster"), (0.0, 1.0)),
+    "slot_exists": (-1.0, 1.0),
+    # non-negative: log1p times and counts, speeds, raw counts
+    **dict.fromkeys(
+        (
+            "speed",
+            "remaining_time",
+            "time_in_use",
+            "jobs",
+            "crossing_jobs",
+            "queued",
+            "waiting_beyond_window",
+            "log_gpus",
+            "age",
+            "duration",
+            "remaining",
+            "attained_service",
+            "time_in_state",
+            "preemptions",
+        ),
+        (0.0, _U),
+    ),
+    # log10-based bandwidths and log sensitivities: no known sign
+    **dict.fromkeys(
+        ("intra_bandwidth", "nic_bandwidth", "uplink_bandwidth", "bandwidth", "sensitivity"), (-_U, _U)
+    ),
+}
+# where a name means another thing in one block: the cluster's "running" is log1p(running jobs), not a 0/1 flag
+CLUSTER_BOUNDS = {**BOUNDS, "running": (0.0, _U)}
 
 
 def bandwidth_feature(bytes_per_s) -> np.ndarray:
@@ -267,32 +308,66 @@ class ClusterEncoder:
 
     # ------------------------------------------------------------------ spaces
     def observation_space(self) -> spaces.Dict:
+        """Fixed-shape Boxes with finite bounds: the known range of each column (:data:`BOUNDS`; masks and
+        one-hots 0..1), ``±UNBOUNDED`` where a column has none (times, counts, bandwidths)."""
         lo = self.layout
-        inf = np.float32(np.inf)
 
-        def box(shape, low=-inf, high=inf, dtype=np.float32):
-            return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+        def box(low, high):
+            return spaces.Box(low=low.astype(np.float32), high=high.astype(np.float32), dtype=np.float32)
+
+        def cols(names, rows=1, bounds=BOUNDS):
+            """(rows, len(names)) bounds of a block, each column's range widened to hold 0."""
+            low = np.array([min(bounds[n][0], 0.0) for n in names])
+            high = np.array([max(bounds[n][1], 0.0) for n in names])
+            return np.tile(low, (rows, 1)), np.tile(high, (rows, 1))
 
         def mask(n):
             return spaces.Box(0, 1, shape=(n,), dtype=np.int8)
 
+        blocks = [
+            cols(self.gpu_feature_names, lo.num_gpus),
+            cols(SERVER_FEATURES, lo.num_servers),
+            cols(RACK_FEATURES, lo.num_racks),
+            cols(CLUSTER_FEATURES, bounds=CLUSTER_BOUNDS),
+        ]
+        jobs = cols(self.job_feature_names, lo.window)
+        ctx = (np.full(lo.context, -UNBOUNDED), np.full(lo.context, UNBOUNDED))
         d: dict[str, spaces.Space] = {}
         if self.mode == "graph":
-            d["node_features"] = box(self.node_features.shape)
+            n_static = KINDS + lo.num_gpu_types
+            low = [np.zeros(n_static)] + [b[0][0] for b in blocks]
+            high = [np.ones(n_static)] + [b[1][0] for b in blocks]
+            # a column of one kind's block is 0 on the other kinds' nodes (the ranges already hold 0)
+            d["node_features"] = box(
+                np.tile(np.concatenate(low), (lo.num_nodes, 1)),
+                np.tile(np.concatenate(high), (lo.num_nodes, 1)),
+            )
             d["node_mask"] = mask(lo.num_nodes)
             d["edge_index"] = spaces.Box(0, lo.num_nodes - 1, shape=self.edge_index.shape, dtype=np.int64)
-            d["edge_features"] = box(self.edge_features.shape)
+            e_low, e_high = cols(EDGE_FEATURES, lo.num_edges)
+            d["edge_features"] = box(e_low, e_high)
             d["edge_mask"] = mask(lo.num_edges)
-            d["job_features"] = box(self.job_features.shape)
+            d["job_features"] = box(*jobs)
             d["job_mask"] = mask(lo.window)
-        elif self.mode == "flat":
-            d["obs"] = box(self.flat.shape)
         else:
-            d["cluster_image"] = box(self.image.shape)
-            d["cluster_features"] = box(self.flat.shape)
-            d["queue"] = box(self.job_features.shape)
-            d["job_mask"] = mask(lo.window)
-        d["context"] = box((lo.context,))
+            parts = list(blocks)
+            if self.mode == "flat":
+                parts += [jobs, (np.zeros(lo.window), np.ones(lo.window)), ctx]
+            flat_low = np.concatenate([p[0].ravel() for p in parts])
+            flat_high = np.concatenate([p[1].ravel() for p in parts])
+            if self.mode == "flat":
+                d["obs"] = box(flat_low, flat_high)
+            else:
+                i_low, i_high = cols(self.image_channel_names)
+                shape = self.image.shape
+                d["cluster_image"] = box(
+                    np.broadcast_to(i_low[0][:, None, None], shape),
+                    np.broadcast_to(i_high[0][:, None, None], shape),
+                )
+                d["cluster_features"] = box(flat_low, flat_high)
+                d["queue"] = box(*jobs)
+                d["job_mask"] = mask(lo.window)
+        d["context"] = box(*ctx)
         d["action_mask"] = mask(lo.actions)
         return spaces.Dict(d)
 

@@ -37,7 +37,7 @@ class RunningTotals:
         n = sim.num_jobs
         self.weight = np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64)
         self.submit = sim.workload.submit_time
-        share = sim.job_gpus_n * np.minimum(sim.job_milli, 1000) / 1000.0
+        share = sim.job_gpus_n * sim.job_milli / 1000.0  # GPUs x share of each (1..1000 milli, validated)
         self.gpu_seconds_per_unit = sim.job_ideal_iter * share  # ideal GPU-seconds per unit of work
         self.live = np.zeros(0, dtype=np.int64)
         self.done_weighted = 0.0

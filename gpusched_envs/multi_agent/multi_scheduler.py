@@ -8,15 +8,17 @@ again at the next step (``infos[agent]["conflict"]``). After a step in which som
 while any agent can still place its head; otherwise the simulator runs to the next instant at which one can.
 
 ## Action Space (per agent)
-``Discrete(C + 1)``: candidate ``c < C`` places the head job with the c-th candidate placement, ``C`` waits.
+``Discrete(H · C + 1)`` with ``H = heads`` (default 1): action ``h · C + c`` places the agent's h-th oldest waiting
+job (h = 0: its head job) with the c-th candidate placement, ``H · C`` waits. ``heads > 1`` lets an agent start a
+later job of its queue when its head does not fit (backfilling learnt instead of fixed FIFO).
 Candidates: :data:`BASE_CANDIDATES` (``closest``, ``consolidate``, ``first-fit``, ``pack``, ``spread``), then one
 per rack (``rack-r``: the closest placement inside rack r). A candidate is valid when it exists now and differs
-from every earlier candidate; waiting is valid unless nothing runs and nothing is still to arrive while this agent
-could place its head.
+from every earlier candidate of the same job; waiting is valid unless nothing runs and nothing is still to arrive
+while this agent could place a job.
 
 ## Observation Space (per agent)
 The padded Dict of :mod:`gpusched_envs.envs.encoding` (``obs_mode`` ``"graph"`` or ``"flat"``) with the agent's own
-queue as the job window, plus ``candidate_features (C, 5)`` = (valid, servers spanned ÷ max server count, racks
+queue as the job window, plus ``candidate_features (H · C, 5)`` = (valid, servers spanned ÷ max server count, racks
 spanned ÷ racks, log of the predicted iteration time ÷ ideal, log1p of jobs already on the candidate's servers),
 ``context (3,)`` = (share of own jobs finished, log1p own queue length, agent index ÷ K) and ``action_mask``.
 ``information`` (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as the single-agent envs
@@ -32,14 +34,15 @@ the same integral over its own jobs. An invalid action (``invalid_action="penali
 
 ## Episode End
 All agents terminate when every job has finished (``infos[agent]["metrics"]`` then holds the global metrics and
-``infos[agent]["agent_metrics"]`` those of the agent's own jobs); all truncate after ``max_steps`` steps.
+``infos[agent]["agent_metrics"]`` those of the agent's own jobs); all truncate after ``max_cycles`` steps (``max_steps`` is accepted as an alias).
 
 ## Arguments
 ``num_agents`` (None: one per pool of the cluster, else one per VC of the workload, else 4), ``cluster``,
 ``workload`` (spec string, Workload or callable; None: Philly-fitted synthetic at ``load``), ``num_jobs``, ``load``,
-``routing`` (``"auto"`` | ``"vc"`` | ``"tenant"`` | ``"round_robin"``), ``window`` (own jobs shown), ``obs_mode``,
+``routing`` (``"auto"`` | ``"vc"`` | ``"tenant"`` | ``"round_robin"``), ``window`` (own jobs shown), ``heads`` (jobs an
+agent may choose among, oldest first), ``obs_mode``,
 ``agent_share``, ``interference`` (True: co-located jobs of different agents slow each other), ``speed_model``,
-``max_steps``, ``time_scale``, ``invalid_action``, ``invalid_penalty``, ``workload_seed``, ``information``.
+``max_cycles``, ``time_scale``, ``invalid_action``, ``invalid_penalty``, ``workload_seed``, ``information``.
 
 ## Version History
 - v0: initial version.
@@ -54,80 +57,152 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from gpusched_envs.envs.base import check_choice, make_workload, resolve_cluster
+from gpusched_envs.envs import base
+from gpusched_envs.envs.base import (
+    InvalidActionError,
+    check_choice,
+    episode_simulator,
+    make_workload,
+    resolve_cluster,
+)
 from gpusched_envs.envs.encoding import INFORMATION, ClusterEncoder, Layout
 from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
-from gpusched_envs.policies.placement import get_placement
-from gpusched_envs.sim import SimConfig, Simulator
+from gpusched_envs.envs.render import render_ansi, render_rgb
+from gpusched_envs.policies.placement import closest_in_rack, get_placement
+from gpusched_envs.sim import Simulator
 from gpusched_envs.sim import throughput as tp
-from gpusched_envs.sim.engine import FULL_GPU
+from gpusched_envs.sim.engine import DONE
 from gpusched_envs.sim.sensitivity import job_sensitivities
+from gpusched_envs.sim.topology import Cluster, build_cluster
 from gpusched_envs.sim.workload import Workload
 
 BASE_CANDIDATES = ("closest", "consolidate", "first-fit", "pack", "spread")
 CANDIDATE_FEATURES = ("valid", "servers", "racks", "log_slowdown", "colocated_jobs")
 ROUTINGS = ("auto", "vc", "tenant", "round_robin")
 OBS_MODES = ("graph", "flat")
+RENDER_MODES = ("human", "ansi", "rgb_array")
 CONTEXT = 3
 
 
-def spread_placement(sim, job: int) -> np.ndarray | None:
-    """The most spread placement: free GPUs dealt round-robin over racks, then over servers within a rack."""
-    free = sim.free_mask(job)
-    n = 1 if sim.job_milli[job] < FULL_GPU else int(sim.job_gpus_n[job])
-    idx = np.flatnonzero(free)
-    if len(idx) < n:
-        return None
-    c = sim.cluster
-    server = c.gpu_server[idx]
-    first = np.r_[True, server[1:] != server[:-1]]
-    start = np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
-    slot = np.arange(len(idx)) - start  # rank of each free GPU among the free GPUs of its server
-    rack = c.gpu_rack[idx]
-    server_rank = np.zeros(len(idx), dtype=np.int64)
-    for r in np.unique(rack):
-        in_rack = rack == r
-        _, server_rank[in_rack] = np.unique(server[in_rack], return_inverse=True)
-    order = np.lexsort((rack, server_rank, slot))
-    return np.sort(idx[order[:n]])
+class EpisodeEndedError(base.EpisodeEndedError, InvalidActionError):
+    """``step()`` called when no agent is alive: before ``reset()`` or after the episode ended (the single-agent
+    envs' error, and a ``ValueError`` as issue 12 asks of misused multi-agent steps)."""
 
 
-def rack_placement(sim, job: int, rack: int) -> np.ndarray | None:
-    """Closest placement restricted to one rack: best-fit server, else the rack's fullest-free servers."""
-    c = sim.cluster
-    if rack >= c.num_racks:
-        return None
-    free = sim.free_mask(job) & (c.gpu_rack == rack)
-    if sim.job_milli[job] < FULL_GPU:
-        idx = np.flatnonzero(free)
-        if not len(idx):
-            return None
-        return idx[np.lexsort((idx, sim.gpu_free_milli[idx]))][:1]
-    n = int(sim.job_gpus_n[job])
-    if np.count_nonzero(free) < n:
-        return None
-    counts = np.bincount(c.gpu_server[free], minlength=c.num_servers)
-    fits = np.flatnonzero(counts >= n)
-    if len(fits):
-        servers = [int(fits[np.argmin(counts[fits])])]
-    else:
-        in_rack = np.flatnonzero(counts > 0)
-        servers = in_rack[np.argsort(-counts[in_rack], kind="stable")].tolist()
-    out, need = [], n
-    for s in servers:
-        lo = c.server_first_gpu[s]
-        got = lo + np.flatnonzero(free[lo : lo + c.server_num_gpus[s]])[:need]
-        out.append(got)
-        need -= len(got)
-        if not need:
-            break
-    return np.concatenate(out)
+def datacenter_cluster(
+    racks: int = 16, servers: int = 4, gpus: int = 4, gpu_type: str = "V100", oversubscription: float = 2.0
+) -> Cluster:
+    """A generated data centre of identical racks (the HMARL setting's larger cluster): ``racks`` × ``servers`` ×
+    ``gpus`` GPUs of one type, PCIe inside a server, 25 GbE NICs, rack uplinks oversubscribed by ``oversubscription``
+    (links as the ``topdrl`` preset)."""
+    doc = {
+        "name": f"datacenter-{racks}x{servers}x{gpus}",
+        "description": "generated data centre (multi_scheduler_v0)",
+        "racks": [
+            {
+                "count": int(racks),
+                "oversubscription": float(oversubscription),
+                "servers": [
+                    {
+                        "count": int(servers),
+                        "gpus": int(gpus),
+                        "gpu_type": gpu_type,
+                        "intra_link": "pcie3",
+                        "nic": "eth25",
+                    }
+                ],
+            }
+        ],
+    }
+    return build_cluster(doc, where="datacenter cluster")
+
+
+def resolve_multi_cluster(cluster: str | Cluster) -> Cluster:
+    """A preset, a YAML path, a built :class:`Cluster` or ``"datacenter:racks=R,servers=S,gpus=G"`` (any of the
+    keys of :func:`datacenter_cluster`; e.g. ``"datacenter:racks=16"``)."""
+    if isinstance(cluster, str) and cluster.split(":", 1)[0] == "datacenter":
+        kwargs: dict[str, Any] = {}
+        rest = cluster.split(":", 1)[1] if ":" in cluster else ""
+        for item in filter(None, rest.split(",")):
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if key not in DATACENTER_KEYS or not value:
+                raise ValueError(
+                    f"cluster {cluster!r}: bad item {item!r} (expected key=value with key one of "
+                    f"{', '.join(DATACENTER_KEYS)})"
+                )
+            try:
+                kwargs[key] = DATACENTER_KEYS[key](value)
+            except ValueError:
+                raise ValueError(
+                    f"cluster {cluster!r}: {key}={value!r} is not a {DATACENTER_KEYS[key].__name__}"
+                ) from None
+        return datacenter_cluster(**kwargs)
+    return resolve_cluster(cluster)
+
+
+DATACENTER_KEYS = {"racks": int, "servers": int, "gpus": int, "gpu_type": str, "oversubscription": float}
+
+
+class PhillyWindows:
+    """Workload generator ``f(cluster, rng)``: the first ``jobs`` Philly jobs (that fit the cluster) submitted after a
+    start drawn uniformly between day ``first`` and day ``last`` of the trace, arrivals rescaled to offered load
+    ``load`` on the cluster's GPUs. Disjoint day ranges give disjoint train and held-out workloads.
+
+    Spec string (the env's ``workload`` argument): ``"philly-windows:first=20,last=80,jobs=150,load=1.0"``."""
+
+    KEYS = {"first": float, "last": float, "jobs": int, "load": float}
+
+    def __init__(self, first: float = 20.0, last: float = 80.0, jobs: int = 150, load: float = 1.0):
+        if not 0 <= first <= last:
+            raise ValueError(f"philly-windows: need 0 <= first <= last (days), got first={first}, last={last}")
+        if jobs < 2 or not np.isfinite(load) or load <= 0:
+            raise ValueError(f"philly-windows: need jobs >= 2 and load > 0, got jobs={jobs}, load={load}")
+        self.first, self.last, self.jobs, self.load = float(first), float(last), int(jobs), float(load)
+
+    @classmethod
+    def parse(cls, spec: str) -> PhillyWindows:
+        kwargs: dict[str, Any] = {}
+        for item in filter(None, spec.split(":", 1)[1].split(",") if ":" in spec else []):
+            key, _, value = item.partition("=")
+            if key not in cls.KEYS or not value:
+                raise ValueError(
+                    f"workload {spec!r}: bad item {item!r} (keys: {', '.join(cls.KEYS)})"
+                )
+            try:
+                kwargs[key] = cls.KEYS[key](value)
+            except ValueError:
+                raise ValueError(f"workload {spec!r}: {key}={value!r} is not a number") from None
+        return cls(**kwargs)
+
+    def __call__(self, cluster: Cluster, rng: np.random.Generator) -> Workload:
+        from gpusched_envs.workloads import scale_to_load, select
+
+        trace = _philly_trace()
+        start = float(rng.uniform(self.first, self.last)) * 86400.0
+        window = select(trace, start=start)
+        window = window.subset(np.flatnonzero(window.num_gpus <= cluster.num_gpus)[: self.jobs])
+        return scale_to_load(window, self.load, cluster.num_gpus)
+
+
+@functools.cache
+def _philly_trace() -> Workload:
+    from gpusched_envs.workloads import load_workload
+
+    return load_workload("philly", seed=0)
+
+
+def resolve_multi_workload(workload):
+    """``"philly-windows:..."`` becomes a :class:`PhillyWindows`; anything else is the envs' workload argument."""
+    if isinstance(workload, str) and workload.split(":", 1)[0] == "philly-windows":
+        return PhillyWindows.parse(workload)
+    return workload
 
 
 class MultiSchedulerEnv(ParallelEnv):
     """K schedulers sharing one cluster (see the module docstring for spaces, rewards and arguments)."""
 
-    metadata = {"name": "multi_scheduler_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    metadata = {"name": "multi_scheduler_v0", "render_modes": list(RENDER_MODES), "is_parallelizable": True}
 
     def __init__(
         self,
@@ -138,33 +213,55 @@ class MultiSchedulerEnv(ParallelEnv):
         load: float = 0.9,
         routing: str = "auto",
         window: int = 8,
+        heads: int = 1,
         obs_mode: str = "graph",
         agent_share: float = 0.0,
         interference: bool = True,
         speed_model: str = "throughput",
-        max_steps: int | None = None,
+        max_cycles: int | None = None,
         time_scale: float = 3600.0,
         invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
         workload_seed: int | None = None,
         render_mode: str | None = None,
         information: str = "non-clairvoyant",
+        max_steps: int | None = None,
     ):
         check_choice("routing", routing, ROUTINGS)
         check_choice("information", information, INFORMATION)
         self.information = information
         check_choice("obs_mode", obs_mode, OBS_MODES)
         check_choice("invalid_action", invalid_action, ("penalize", "raise"))
-        check_choice("render_mode", render_mode, (None, "ansi"))
+        check_choice("render_mode", render_mode, (None, *RENDER_MODES))
         if not 0.0 <= agent_share <= 1.0:
             raise ValueError(f"agent_share must be in [0, 1], got {agent_share}")
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
-        self.cluster = resolve_cluster(cluster)
-        self.workload_arg, self.num_jobs, self.load = workload, int(num_jobs), float(load)
+        if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or not 1 <= heads <= window:
+            raise ValueError(f"heads must be an integer in 1..window ({window}), got {heads!r}")
+        if max_steps is not None and max_cycles is not None and max_steps != max_cycles:
+            raise ValueError(
+                f"max_cycles={max_cycles} and its alias max_steps={max_steps} disagree: give one"
+            )
+        max_cycles = (
+            max_cycles if max_cycles is not None else max_steps
+        )  # PettingZoo's name; max_steps: alias
+        if max_cycles is not None and (
+            isinstance(max_cycles, bool) or int(max_cycles) != max_cycles or max_cycles < 1
+        ):
+            raise ValueError(f"max_cycles must be an integer >= 1 or None, got {max_cycles!r}")
+        if not np.isfinite(time_scale) or time_scale <= 0:
+            raise ValueError(f"time_scale must be a finite number > 0 (seconds), got {time_scale}")
+        if not np.isfinite(invalid_penalty):
+            raise ValueError(f"invalid_penalty must be finite, got {invalid_penalty}")
+        self.cluster = resolve_multi_cluster(cluster)
+        self.workload_arg = resolve_multi_workload(workload)
+        self.num_jobs, self.load = int(num_jobs), float(load)
         self.window, self.obs_mode, self.agent_share = int(window), obs_mode, float(agent_share)
+        self.heads = int(heads)
         self.interference, self.speed_model = bool(interference), speed_model
-        self.max_steps, self.time_scale = max_steps, float(time_scale)
+        self.max_cycles = None if max_cycles is None else int(max_cycles)
+        self.time_scale = float(time_scale)
         self.invalid_action, self.invalid_penalty = invalid_action, float(invalid_penalty)
         self.workload_seed, self.render_mode = workload_seed, render_mode
 
@@ -174,7 +271,9 @@ class MultiSchedulerEnv(ParallelEnv):
             if self.cluster.pool_names:
                 self.vc_agents = self.cluster.pool_names
             else:
-                probe = make_workload(workload, self.cluster, workload_seed or 0, self.num_jobs, self.load)
+                probe = make_workload(
+                    self.workload_arg, self.cluster, workload_seed or 0, self.num_jobs, self.load
+                )
                 self.vc_agents = tuple(probe.vc_names)
             num_agents = len(self.vc_agents) or 4
         if num_agents < 1:
@@ -189,10 +288,11 @@ class MultiSchedulerEnv(ParallelEnv):
         self.agents: list[str] = []
 
         self.candidate_names = BASE_CANDIDATES + tuple(f"rack-{r}" for r in range(self.cluster.num_racks))
-        self.num_candidates = len(self.candidate_names)
-        self.wait_action = self.num_candidates
-        self._placers = [get_placement(n) if n != "spread" else spread_placement for n in BASE_CANDIDATES]
-        layout = Layout.for_clusters([self.cluster], self.window, CONTEXT, self.num_candidates + 1)
+        self.num_candidates = len(self.candidate_names)  # C, per head job
+        self.num_choices = self.heads * self.num_candidates  # (head h, candidate c) is action h·C + c
+        self.wait_action = self.num_choices
+        self._placers = [get_placement(n) for n in BASE_CANDIDATES]
+        layout = Layout.for_clusters([self.cluster], self.window, CONTEXT, self.num_choices + 1)
         self.encoder = ClusterEncoder(layout, obs_mode, self.time_scale, information)
         self.encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
         self.state_encoder = ClusterEncoder(
@@ -201,18 +301,23 @@ class MultiSchedulerEnv(ParallelEnv):
         self.state_encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
         obs_space = self.encoder.observation_space()
         obs_space.spaces["candidate_features"] = spaces.Box(
-            -np.inf, np.inf, shape=(self.num_candidates, len(CANDIDATE_FEATURES)), dtype=np.float32
+            -np.inf, np.inf, shape=(self.num_choices, len(CANDIDATE_FEATURES)), dtype=np.float32
         )
         self._observation_space = obs_space
-        self._action_space = spaces.Discrete(self.num_candidates + 1)
+        self._action_space = spaces.Discrete(self.num_choices + 1)
         self.state_space = spaces.Box(
             -np.inf, np.inf, shape=self.state_encoder.buffers["obs"].shape, dtype=np.float32
         )
         self._candidate_buf = np.zeros(
-            (num_agents, self.num_candidates, len(CANDIDATE_FEATURES)), dtype=np.float32
+            (num_agents, self.num_choices, len(CANDIDATE_FEATURES)), dtype=np.float32
         )
         self.sim: Simulator | None = None
         self._rng = np.random.default_rng()
+
+    @property
+    def max_steps(self) -> int | None:
+        """Alias of ``max_cycles`` (the name the single-agent envs use)."""
+        return self.max_cycles
 
     # ------------------------------------------------------------------ PettingZoo API
     @functools.cache  # noqa: B019 - one space object per agent, as PettingZoo expects
@@ -224,6 +329,8 @@ class MultiSchedulerEnv(ParallelEnv):
         return self._action_space
 
     def state(self) -> np.ndarray:
+        if self.sim is None:
+            raise EpisodeEndedError("state() called before reset()")
         sim, enc = self.sim, self.state_encoder
         heads = np.array([h for h in self._heads if h >= 0], dtype=np.int64)
         enc.encode_cluster(sim, self.sim.free_gpus(), None, None, 0)
@@ -237,19 +344,8 @@ class MultiSchedulerEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None or self.sim is None:
             self._rng = np.random.default_rng(seed)
-        rng = self._rng
-        wl_seed = int(rng.integers(2**31)) if self.workload_seed is None else int(self.workload_seed)
-        sim_seed = int(rng.integers(2**31))
-        workload = make_workload(self.workload_arg, self.cluster, wl_seed, self.num_jobs, self.load)
-        config = SimConfig(
-            seed=sim_seed,
-            interference=self.interference,
-            speed_model=self.speed_model,
-            oversize="drop" if self.cluster.pool_names else "error",  # a job larger than its VC's quota
-        )
-        self.sim = Simulator(self.cluster, workload, config)
-        self.owner = self._route(workload)  # (J,) agent index of every job
-        sim = self.sim
+        self.sim = sim = episode_simulator(self, self._rng)  # the single-agent envs' episode setup
+        self.owner = self._route(sim.workload)  # (J,) agent index of every job
         self.sensitivity = job_sensitivities(self.cluster, sim.job_model, sim.job_gpus_n)
         self.log_sensitivity = np.log(self.sensitivity)
         k = len(self.possible_agents)
@@ -258,13 +354,44 @@ class MultiSchedulerEnv(ParallelEnv):
         self.own_count = np.bincount(self.owner[~sim.initially_dropped], minlength=k)
         self.agents = list(self.possible_agents)
         self.steps = 0
-        self._heads = np.full(k, -1, dtype=np.int64)
+        self._head_jobs = np.full((k, self.heads), -1, dtype=np.int64)  # the jobs each agent may place now
+        self._heads = self._head_jobs[:, 0]  # (K,) view: the oldest waiting job of each agent
         self._candidates: list[list[np.ndarray | None]] = [[] for _ in range(k)]
+        self._same_as = np.full((k, self.num_choices), -1, dtype=np.int64)
         self._advance(force=True)
         infos = {a: {"time": sim.now} for a in self.agents}
         return self._observations(), infos
 
+    def _parse_actions(self, actions) -> np.ndarray:
+        """(K,) integer actions (a missing agent waits); a malformed one raises :class:`InvalidActionError` naming
+        the agent, whatever ``invalid_action`` says (it is a programming error, not a policy's choice)."""
+        if not isinstance(actions, dict):
+            raise InvalidActionError(
+                f"actions must be a dict of agent -> action, got {type(actions).__name__}"
+            )
+        unknown = set(actions) - set(self.agent_index)
+        if unknown:
+            raise InvalidActionError(
+                f"actions: unknown agents {sorted(map(str, unknown))} (agents: {', '.join(self.possible_agents)})"
+            )
+        out = np.full(len(self.possible_agents), self.wait_action, dtype=np.int64)
+        for agent, action in actions.items():
+            arr = np.asarray(action)
+            if arr.size != 1 or arr.dtype.kind not in "iuf" or (arr.dtype.kind == "b"):
+                raise InvalidActionError(f"actions[{agent!r}]: expected one integer action, got {action!r}")
+            value = arr.reshape(()).item()
+            if not np.isfinite(value) or float(value) != int(value):
+                raise InvalidActionError(f"actions[{agent!r}]: expected an integer action, got {value!r}")
+            out[self.agent_index[agent]] = int(value)
+        return out
+
     def step(self, actions: dict[str, int]):
+        if not self.agents:
+            raise EpisodeEndedError(
+                "step() called with no live agents: the episode has ended (or reset() was never called); "
+                "call reset() first"
+            )
+        parsed = self._parse_actions(actions)
         sim = self.sim
         k = len(self.possible_agents)
         mark = self._mark()
@@ -273,19 +400,19 @@ class MultiSchedulerEnv(ParallelEnv):
         placed = False
         for i in self._rng.permutation(k):
             agent = self.possible_agents[i]
-            action = actions.get(agent, self.wait_action)
-            a = int(np.asarray(action).reshape(()))
-            if not 0 <= a <= self.num_candidates or not self._masks[i, a]:
+            a = int(parsed[i])
+            if not 0 <= a <= self.num_choices or not self._masks[i, a]:
                 if self.invalid_action == "raise":
-                    raise ValueError(
-                        f"{agent}: invalid action {a} (valid: {np.flatnonzero(self._masks[i]).tolist()})"
+                    raise InvalidActionError(
+                        f"actions[{agent!r}]: invalid action {a} "
+                        f"(valid now: {np.flatnonzero(self._masks[i]).tolist()})"
                     )
                 rewards[agent] -= self.invalid_penalty
                 infos[agent]["invalid_action"] = True
                 continue
             if a == self.wait_action:
                 continue
-            job, gpus = int(self._heads[i]), self._candidates[i][a]
+            job, gpus = int(self._head_jobs[i, a // self.num_candidates]), self._candidates[i][a]
             if sim.free_mask(job)[gpus].all():
                 sim.start(job, gpus)
                 placed = True
@@ -298,7 +425,7 @@ class MultiSchedulerEnv(ParallelEnv):
             own = self._reward_since(mark, self.own_totals[i]) if self.agent_share else 0.0
             rewards[agent] += (1 - self.agent_share) * shared + self.agent_share * own
         terminated = sim.drained
-        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
+        truncated = not terminated and self.max_cycles is not None and self.steps >= self.max_cycles
         observations = self._observations()
         for i, agent in enumerate(self.possible_agents):
             infos[agent].update(
@@ -313,20 +440,29 @@ class MultiSchedulerEnv(ParallelEnv):
         truncations = dict.fromkeys(self.agents, truncated)
         if terminated or truncated:
             self.agents = []
+        if self.render_mode == "human":
+            self.render()
         return observations, rewards, terminations, truncations, infos
 
     def render(self):
-        if self.render_mode != "ansi" or self.sim is None:
+        """``"ansi"``: the cluster map and every agent's head job as text; ``"human"``: that text printed (returns
+        None); ``"rgb_array"``: the occupancy image of the single-agent envs."""
+        if self.render_mode is None or self.sim is None:
             return None
         sim = self.sim
-        lines = [
-            f"t={sim.now:,.0f}s  running={len(sim.running)}  queued={len(sim.queue)}  done={sim.finished}"
-        ]
+        heads = [int(h) for h in self._heads if h >= 0]
+        if self.render_mode == "rgb_array":
+            return render_rgb(sim, heads, self.cluster.max_server_gpus)
+        lines = []
         for i, agent in enumerate(self.possible_agents):
             head = int(self._heads[i])
             what = "idle" if head < 0 else f"head job {head} ({sim.job_gpus_n[head]} GPUs)"
             lines.append(f"  {agent}: {what}, valid {np.flatnonzero(self._masks[i]).tolist()}")
-        return "\n".join(lines)
+        text = render_ansi(sim, heads, "multi_scheduler_v0", "\n".join(lines))
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
 
     def close(self) -> None:
         pass
@@ -359,39 +495,47 @@ class MultiSchedulerEnv(ParallelEnv):
         """Heads, candidate placements and masks of every agent at the current instant."""
         sim = self.sim
         k = len(self.possible_agents)
-        self._heads[:] = -1
+        self._head_jobs[:] = -1
         if sim.queue:
             queued = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
             owners = self.owner[queued]
             for i in range(k):
                 mine = queued[owners == i]
                 if len(mine):
-                    self._heads[i] = mine.min()  # oldest waiting job of the agent
-        masks = np.zeros((k, self.num_candidates + 1), dtype=bool)
+                    first = np.sort(mine)[: self.heads]  # oldest waiting jobs of the agent
+                    self._head_jobs[i, : len(first)] = first
+        nc = self.num_candidates
+        masks = np.zeros((k, self.num_choices + 1), dtype=bool)
         feats = self._candidate_buf
         feats[...] = 0.0
         stuck = not sim.running and sim.next_arrival >= sim.num_jobs
+        self._same_as[...] = -1
         for i in range(k):
-            job = int(self._heads[i])
-            cands: list[np.ndarray | None] = [None] * self.num_candidates
-            if job >= 0:
-                seen: set[bytes] = set()
-                for c in range(self.num_candidates):
+            cands: list[np.ndarray | None] = [None] * self.num_choices
+            for h in range(self.heads):
+                job = int(self._head_jobs[i, h])
+                if job < 0:
+                    break
+                seen: dict[bytes, int] = {}
+                for c in range(nc):
                     if c < len(BASE_CANDIDATES):
                         gpus = self._placers[c](sim, job)
                     else:
-                        gpus = rack_placement(sim, job, c - len(BASE_CANDIDATES))
+                        gpus = closest_in_rack(sim, job, c - len(BASE_CANDIDATES))
                     if gpus is None:
                         continue
                     key = np.sort(gpus).tobytes()
+                    a = h * nc + c
                     if key in seen:
+                        self._same_as[i, a] = seen[key]  # a duplicate: the earlier candidate places the same
                         continue
-                    seen.add(key)
-                    cands[c] = gpus
-                    masks[i, c] = True
-                    self._candidate_features(job, gpus, feats[i, c])
+                    seen[key] = a
+                    self._same_as[i, a] = a
+                    cands[a] = gpus
+                    masks[i, a] = True
+                    self._candidate_features(job, gpus, feats[i, a])
             self._candidates[i] = cands
-            can_place = masks[i, : self.num_candidates].any()
+            can_place = masks[i, : self.num_choices].any()
             masks[i, self.wait_action] = not (stuck and can_place)
         self._masks = masks
 
@@ -414,7 +558,7 @@ class MultiSchedulerEnv(ParallelEnv):
         sim = self.sim
         if not force:
             self._compute_candidates()
-            if self._masks[:, : self.num_candidates].any():
+            if self._masks[:, : self.num_choices].any():
                 return
         while True:
             more = sim.next_decision()
@@ -425,7 +569,7 @@ class MultiSchedulerEnv(ParallelEnv):
                 self._compute_candidates()
                 return
             self._compute_candidates()
-            if self._masks[:, : self.num_candidates].any():
+            if self._masks[:, : self.num_choices].any():
                 return
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
@@ -443,8 +587,8 @@ class MultiSchedulerEnv(ParallelEnv):
             mine = np.sort(queued[owners == i])
             window = mine[: self.window]
             fits = np.zeros(len(window), dtype=bool)
-            if len(window) and window[0] == self._heads[i]:
-                fits[0] = self._masks[i, : self.num_candidates].any()
+            for h in range(min(self.heads, len(window))):  # the window starts with the agent's head jobs
+                fits[h] = self._masks[i, h * self.num_candidates : (h + 1) * self.num_candidates].any()
             enc.cluster[3] = np.log1p(max(0, len(mine) - len(window)))
             enc.encode_jobs(sim, window, fits, self.log_sensitivity)
             enc.context[0] = self._own_finished(i, self.information == "clairvoyant")
@@ -458,12 +602,40 @@ class MultiSchedulerEnv(ParallelEnv):
 
     def _own_finished(self, i: int, share: bool = True) -> float:
         total = self.own_count[i]
-        done = np.count_nonzero((self.owner == i) & (self.sim.status == 4))
+        done = np.count_nonzero((self.owner == i) & (self.sim.status == DONE))
         if not share:  # non-clairvoyant: the count (the share reveals how many jobs are still to arrive)
             return float(np.log1p(done))
         if not total:
             return 1.0
         return done / total
+
+    def head_job(self, agent: str) -> int:
+        """The job the agent places now (its oldest waiting job), -1 when its queue is empty."""
+        return int(self._heads[self.agent_index[agent]])
+
+    def head_jobs(self, agent: str) -> np.ndarray:
+        """(heads,) the jobs the agent may place now, oldest first (-1 pads)."""
+        return self._head_jobs[self.agent_index[agent]].copy()
+
+    def candidate_placements(self, agent: str) -> list[np.ndarray | None]:
+        """(heads · C,) the GPUs of each (head job, candidate) action now (None where not valid); the job of
+        action ``a`` is ``head_jobs(agent)[a // num_candidates]``."""
+        return list(self._candidates[self.agent_index[agent]])
+
+    def candidate_action(self, agent: str, name: str, head: int = 0) -> int:
+        """The action that places the agent's ``head``-th waiting job (0: its head job) as candidate ``name`` would
+        (``closest``, ``rack-2``, ...; a duplicate maps to the earlier identical candidate), or the wait action when
+        that candidate cannot place it now."""
+        try:
+            c = self.candidate_names.index(name)
+        except ValueError:
+            raise ValueError(
+                f"unknown candidate {name!r}; candidates: {', '.join(self.candidate_names)}"
+            ) from None
+        if not 0 <= head < self.heads:
+            raise ValueError(f"head must be in 0..{self.heads - 1}, got {head}")
+        same = int(self._same_as[self.agent_index[agent], head * self.num_candidates + c])
+        return same if same >= 0 else self.wait_action
 
     def action_masks(self, agent: str) -> np.ndarray:
         """(C + 1,) bool valid actions of one agent now."""
@@ -472,7 +644,7 @@ class MultiSchedulerEnv(ParallelEnv):
     def _agent_metrics(self, i: int) -> dict:
         sim = self.sim
         mine = self.owner == i
-        jct = (sim.finish_time - sim.workload.submit_time)[mine & (sim.status == 4)]
+        jct = (sim.finish_time - sim.workload.submit_time)[mine & (sim.status == DONE)]
         return {
             "jobs": int(len(jct)),
             "avg_jct": float(jct.mean()) if len(jct) else float("nan"),
@@ -482,17 +654,26 @@ class MultiSchedulerEnv(ParallelEnv):
 
 class HeuristicMultiAgent:
     """Every agent places its head job with one named candidate (default ``closest``) whenever it is valid, else
-    waits: per-agent FIFO with that placement. On a cluster whose pools are the agents' VCs this reproduces
+    waits: per-agent FIFO with that placement; with ``backfill`` (and ``heads > 1``) the oldest of its later
+    head jobs that the candidate can place goes instead (per-agent FIFO with backfilling). On a cluster whose pools are the agents' VCs this reproduces
     ``Simulator.run(make_policy("fifo", placement))`` exactly."""
 
-    def __init__(self, placement: str = "closest"):
+    def __init__(self, placement: str = "closest", backfill: bool = False):
         if placement not in BASE_CANDIDATES:
             raise ValueError(f"placement must be one of {', '.join(BASE_CANDIDATES)}, got {placement!r}")
-        self.candidate = BASE_CANDIDATES.index(placement)
+        self.placement, self.backfill = placement, bool(backfill)
 
     def __call__(self, env: MultiSchedulerEnv, observations: dict) -> dict[str, int]:
         actions = {}
         for agent, obs in observations.items():
-            mask = obs["action_mask"]
-            actions[agent] = self.candidate if mask[self.candidate] else env.wait_action
+            a = env.candidate_action(agent, self.placement)
+            if self.backfill and a == env.wait_action:  # the head does not fit: the oldest later job that does
+                for h in range(1, env.heads):
+                    a = env.candidate_action(agent, self.placement, head=h)
+                    if a != env.wait_action:
+                        break
+            # waiting is masked only when nothing else can happen: then place the head anywhere (no deadlock)
+            if not obs["action_mask"][a]:
+                a = int(np.flatnonzero(obs["action_mask"])[0])
+            actions[agent] = a
         return actions

@@ -8,7 +8,11 @@
   free GPUs, fullest-free servers first), else the fewest racks: it always places when enough GPUs are free.
 - ``pack`` (Gandiva-style): like ``closest`` but prefers servers already running jobs of the same size (affinity),
   and packs fractional-GPU jobs onto the most-used GPU that still has room.
+- ``spread``: the most spread placement: free GPUs dealt round-robin over racks, then over the servers of a rack
+  (the opposite of ``consolidate``; a candidate of the multi-agent env).
 - ``random``: uniformly random free GPUs (seeded by the simulator).
+
+:func:`closest_in_rack` is ``closest`` restricted to one rack (the multi-agent env offers one such candidate per rack).
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from gpusched_envs.sim.engine import FULL_GPU
 Placer = Callable[..., "np.ndarray | None"]
 
 
-def _fractional(sim, job: int, prefer_used: bool) -> np.ndarray | None:
+def _fractional(sim, job: int, prefer_used: bool, within: np.ndarray | None = None) -> np.ndarray | None:
     """One GPU for a fractional job: best fit on the remaining share."""
-    free = sim.free_mask(job)
+    free = sim.free_mask(job) if within is None else sim.free_mask(job) & within
     if not free.any():
         return None
     idx = np.flatnonzero(free)
@@ -110,12 +114,15 @@ def _largest_usable_server(sim, job: int) -> int:
     return int(np.bincount(sim.cluster.gpu_server[sim.allowed_masks[k]]).max(initial=0))
 
 
-def _topology_aware(sim, job: int, *, spread: bool, affinity: bool) -> np.ndarray | None:
+def _topology_aware(
+    sim, job: int, *, spread: bool, affinity: bool, within: np.ndarray | None = None
+) -> np.ndarray | None:
     """Best-fit server when one holds the job; else several servers (whole free ones unless ``spread``), one rack
-    if possible. ``affinity`` prefers servers already running jobs of the same size (Gandiva)."""
+    if possible. ``affinity`` prefers servers already running jobs of the same size (Gandiva); ``within`` (a GPU
+    mask) restricts the choice."""
     if sim.job_milli[job] < FULL_GPU:
-        return _fractional(sim, job, prefer_used=True)
-    free = sim.free_mask(job)
+        return _fractional(sim, job, prefer_used=True, within=within)
+    free = sim.free_mask(job) if within is None else sim.free_mask(job) & within
     n = int(sim.job_gpus_n[job])
     counts = _server_free_counts(sim, free)
     if spread or n <= _largest_usable_server(sim, job):
@@ -148,11 +155,43 @@ def pack(sim, job: int) -> np.ndarray | None:
     return _topology_aware(sim, job, spread=True, affinity=True)
 
 
+def closest_in_rack(sim, job: int, rack: int) -> np.ndarray | None:
+    """``closest`` inside one rack: the best-fit server of the rack, else its fullest-free servers."""
+    c = sim.cluster
+    if not 0 <= rack < c.num_racks:
+        return None
+    return _topology_aware(sim, job, spread=True, affinity=False, within=c.gpu_rack == rack)
+
+
+def spread(sim, job: int) -> np.ndarray | None:
+    """The most spread placement: free GPUs dealt round-robin over racks, then over the servers within a rack."""
+    free = sim.free_mask(job)
+    n = 1 if sim.job_milli[job] < FULL_GPU else int(sim.job_gpus_n[job])
+    idx = np.flatnonzero(free)
+    if len(idx) < n:
+        return None
+    c = sim.cluster
+    server = c.gpu_server[idx]
+    first = np.r_[True, server[1:] != server[:-1]]
+    start = np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
+    slot = np.arange(len(idx)) - start  # rank of each free GPU among the free GPUs of its server
+    rack = c.gpu_rack[idx]
+    server_rank = np.zeros(
+        len(idx), dtype=np.int64
+    )  # rank of its server among the rack's servers with free GPUs
+    for r in np.unique(rack):
+        in_rack = rack == r
+        _, server_rank[in_rack] = np.unique(server[in_rack], return_inverse=True)
+    order = np.lexsort((rack, server_rank, slot))
+    return np.sort(idx[order[:n]])
+
+
 PLACEMENTS: dict[str, Placer] = {
     "first-fit": first_fit,
     "consolidate": consolidate,
     "closest": closest,
     "pack": pack,
+    "spread": spread,
     "random": random_placement,
 }
 

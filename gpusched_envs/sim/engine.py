@@ -53,6 +53,13 @@ class SimConfig:
             ``"duration"`` (a job runs exactly its traced duration wherever it is placed, as classical trace
             simulators do; used to cross-validate the engine).
         interference: co-located jobs on one server slow each other (catalogue pairwise factors).
+        trace_speed: how a traced duration becomes an amount of work (throughput model only). ``"typical"``
+            (default): the duration was measured at the speed the job plausibly had where it ran, i.e. the mean
+            iteration time over the GPU types of its pool weighted by their share of the pool's GPUs, each with a
+            typical placement for its size (packed on the fewest servers of that type, network to itself, no
+            interference; see :func:`typical_iteration_time`), so a trace replayed on its own cluster takes about
+            its traced time. ``"ideal"``: the duration was measured at the ideal speed (fastest GPU type,
+            consolidated), the rule before issue 11, which makes a replay on a mixed cluster run slower than traced.
         restart_delay: seconds a preempted or migrated job waits on its new GPUs before it runs again
             (``None``: the default in ``data/sim_defaults.yaml``, with its source).
         seed: seeds the model assignment of duration-only traces and any random placement.
@@ -62,6 +69,7 @@ class SimConfig:
 
     speed_model: Literal["throughput", "duration"] = "throughput"
     interference: bool = True
+    trace_speed: Literal["typical", "ideal"] = "typical"
     restart_delay: float | None = None
     seed: int = 0
     oversize: Literal["error", "drop"] = "error"
@@ -70,10 +78,66 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.speed_model not in ("throughput", "duration"):
             raise ValueError(f"speed_model must be 'throughput' or 'duration', got {self.speed_model!r}")
+        if self.trace_speed not in ("typical", "ideal"):
+            raise ValueError(f"trace_speed must be 'typical' or 'ideal', got {self.trace_speed!r}")
         if self.oversize not in ("error", "drop"):
             raise ValueError(f"oversize must be 'error' or 'drop', got {self.oversize!r}")
         if self.restart_delay is not None and not self.restart_delay >= 0:
             raise ValueError(f"restart_delay must be >= 0, got {self.restart_delay!r}")
+
+
+def _typical_servers(cluster: Cluster, num_gpus: int, mask: np.ndarray | None) -> np.ndarray:
+    """(S,) bool: the servers a best-fit, locality-aware scheduler puts a job of this size on: among the servers the
+    job may use wholly, those of the smallest size that still holds it on one server; all of them if none does."""
+    ok = np.ones(cluster.num_servers, dtype=bool)
+    if mask is not None:
+        ok = np.add.reduceat(mask.astype(np.int64), cluster.server_first_gpu) == cluster.server_num_gpus
+    fits = ok & (cluster.server_num_gpus >= num_gpus)
+    if fits.any():
+        return fits & (cluster.server_num_gpus == cluster.server_num_gpus[fits].min())
+    return ok
+
+
+def typical_placement(
+    cluster: Cluster, servers: np.ndarray, gpu_type: int, num_gpus: int
+) -> np.ndarray | None:
+    """GPU ids of ``num_gpus`` GPUs of one type packed on the fewest of the given servers (largest first, lowest
+    index on ties, so consecutive servers of one rack), or None if those servers have too few GPUs of that type."""
+    ids = np.flatnonzero(servers & (cluster.server_gpu_type == gpu_type))
+    if cluster.server_num_gpus[ids].sum() < num_gpus:
+        return None
+    ids = ids[np.argsort(-cluster.server_num_gpus[ids], kind="stable")]
+    take = int(np.searchsorted(np.cumsum(cluster.server_num_gpus[ids]), num_gpus)) + 1
+    gpus = np.concatenate(
+        [cluster.server_first_gpu[s] + np.arange(cluster.server_num_gpus[s]) for s in ids[:take]]
+    )
+    return gpus[:num_gpus]
+
+
+def typical_iteration_time(
+    cluster: Cluster, model: int, num_gpus: int, mask: np.ndarray | None = None
+) -> float:
+    """Seconds per iteration a traced job plausibly had where it ran (the ``trace_speed="typical"`` rule).
+
+    Where it ran: the servers a best-fit, locality-aware scheduler gives a job of its size
+    (:func:`_typical_servers`: the smallest servers of its pool that hold it whole, else the whole pool; Philly's
+    scheduler placed jobs for locality, Jeon et al. ATC'19 §2, and ``closest`` / ``consolidate`` do the same).
+    The rule is the mean over those servers' GPU types, weighted by their GPU counts, of the iteration time on a
+    packed placement of that type (:func:`typical_placement`; network to itself, no interference). Types with
+    too few GPUs for the job are left out; a job no one type can hold gets its slowest allowed type's compute."""
+    servers = _typical_servers(cluster, num_gpus, mask)
+    times, weights = [], []
+    for t in np.unique(cluster.server_gpu_type[servers]).tolist():
+        gpus = typical_placement(cluster, servers, t, num_gpus)
+        if gpus is None:
+            continue
+        shape = tp.placement_shape(cluster, model, gpus)
+        times.append(tp.iteration_time_of_shape(cluster, model, shape).total)
+        weights.append(int(cluster.server_num_gpus[servers & (cluster.server_gpu_type == t)].sum()))
+    if not times:
+        allowed = np.unique(cluster.gpu_type if mask is None else cluster.gpu_type[mask])
+        return float(cluster.catalog.iteration_time[model, allowed].max())
+    return float(np.dot(times, weights) / np.sum(weights))
 
 
 class Simulator:
@@ -166,22 +230,28 @@ class Simulator:
             dropped |= too_big
         self.initially_dropped = dropped
 
-        # ideal iteration time and work (iterations) so that ideal runtime == traced duration
+        # ideal iteration time (the lower bound that normalises slowdowns) and work (iterations): the traced
+        # duration divided by the iteration time the job had where it ran (``trace_speed``)
         if self.config.speed_model == "duration":
             self.job_ideal_iter = np.ones(n)
+            self.job_trace_iter = np.ones(n)
         else:
-            cache: dict[tuple, float] = {}
-            ideal = np.empty(n)
+            cache: dict[tuple, tuple[float, float]] = {}
+            ideal, traced = np.empty(n), np.empty(n)
             for j in range(n):
                 key = (int(model[j]), int(self.job_gpus_n[j]), int(self.job_allowed[j]))
                 if key not in cache:
-                    allowed = None
-                    if key[2] >= 0:
-                        allowed = np.unique(c.gpu_type[masks[key[2]]]) if masks[key[2]].any() else None
-                    cache[key] = tp.ideal_iteration_time(c, key[0], key[1], allowed)
-                ideal[j] = cache[key]
+                    mask = masks[key[2]] if key[2] >= 0 and masks[key[2]].any() else None
+                    allowed = None if mask is None else np.unique(c.gpu_type[mask])
+                    best = tp.ideal_iteration_time(c, key[0], key[1], allowed)
+                    typical = best
+                    if self.config.trace_speed == "typical":
+                        typical = max(best, typical_iteration_time(c, key[0], key[1], mask))
+                    cache[key] = (best, typical)
+                ideal[j], traced[j] = cache[key]
             self.job_ideal_iter = ideal
-        self.job_work = w.duration / self.job_ideal_iter
+            self.job_trace_iter = traced  # seconds per iteration at which the traced duration was measured
+        self.job_work = w.duration / self.job_trace_iter
         slow = c.catalog.colocation_slowdown
         # one factor for every pair (no measured pairs): skip the per-neighbour lookup in the hot loop
         self._uniform_slowdown = float(slow.flat[0]) if slow.size and (slow == slow.flat[0]).all() else 0.0
@@ -605,7 +675,12 @@ class Simulator:
                 if self.job_milli[job] < FULL_GPU:
                     sharers = [o for o in self.gpu_sharers.get(int(self.job_gpus[job][0]), ()) if o != job]
                     if sharers:
-                        share = float(cat.space_sharing[m, self.job_model[sharers]].min())
+                        g = int(self.job_gpus[job][0])
+                        share = float(
+                            cat.space_sharing_by_type[
+                                self.cluster.gpu_type[g], m, self.job_model[sharers]
+                            ].min()
+                        )
                 it = tp.iteration_time_of_shape(
                     self.cluster,
                     m,

@@ -7,6 +7,8 @@ Keys of the returned dict (also the documented ``--json`` schema of ``gpusched s
 - ``makespan``: last finish − first submit, seconds
 - ``avg_queueing_delay``, ``p95_queueing_delay``: first start − submit, seconds
 - ``avg_slowdown``, ``p95_slowdown``: JCT ÷ ideal runtime
+- ``avg_trace_slowdown``: mean JCT ÷ traced duration (a trace replayed on its own cluster should give about 1;
+  equals ``avg_slowdown`` under the ``duration`` speed model)
 - ``gpu_utilisation``: allocated GPU-time ÷ (GPUs × elapsed time from the first submission to the end of the run,
   which is the makespan when the run drains)
 - ``communication_overhead``: share of running time that all-reduce adds beyond compute (interference and GPU
@@ -38,6 +40,7 @@ METRIC_KEYS = (
     "p95_queueing_delay",
     "avg_slowdown",
     "p95_slowdown",
+    "avg_trace_slowdown",
     "gpu_utilisation",
     "communication_overhead",
     "fragmentation",
@@ -67,7 +70,7 @@ def compute_metrics(sim) -> dict:
     done = sim.status == DONE
     admitted = sim.status != DROPPED
     submit = w.submit_time
-    ideal = sim.job_work * sim.job_ideal_iter  # == traced duration
+    ideal = sim.job_work * sim.job_ideal_iter  # <= traced duration (== under trace_speed="ideal")
     share = sim.job_gpus_n * np.minimum(sim.job_milli, 1000) / 1000.0
     jct = (sim.finish_time - submit)[done]
     queueing = (sim.first_start - submit)[done]
@@ -105,6 +108,7 @@ def compute_metrics(sim) -> dict:
         "p95_queueing_delay": _pct(queueing, 95),
         "avg_slowdown": _mean(slowdown),
         "p95_slowdown": _pct(slowdown, 95),
+        "avg_trace_slowdown": _mean(jct / w.duration[done]),
         "gpu_utilisation": float(sim._utilisation_integral / (g * elapsed)) if elapsed > 0 else 0.0,
         "communication_overhead": comm,
         "fragmentation": float(sim._fragmentation_integral / (g * elapsed)) if elapsed > 0 else 0.0,

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from gpusched_envs.safety import load_yaml
 from gpusched_envs.sim.catalog import GIGA, Catalog, default_catalog
 
 SAME_GPU, SAME_SERVER, SAME_RACK, CROSS_RACK = 0, 1, 2, 3
@@ -139,6 +140,8 @@ class Cluster:
 
 
 PRESETS = ("tiny", "topdrl", "hetero64", "philly", "philly-vc", "openb", "pai2020")
+# NetSens congested-network family: rack uplinks oversubscribed 1:1, 4:1, 16:1, and 10 GbE NICs (same layout)
+PRESETS += ("congested-1x", "congested-4x", "congested-16x", "congested-nic")
 
 
 def list_presets() -> list[str]:
@@ -163,12 +166,11 @@ def load_cluster(name_or_path: str | Path, catalog: Catalog | None = None) -> Cl
             raise ClusterConfigError(
                 f"unknown cluster {key!r}: not a preset ({', '.join(PRESETS)}) nor an existing file"
             )
-        text = path.read_text()
+        if not path.is_file():
+            raise ClusterConfigError(f"{path}: not a regular file")
+        text = path.read_bytes()
         where = str(path)
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ClusterConfigError(f"{where}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    doc = load_yaml(text, where, ClusterConfigError)  # safe_load with limits on alias expansion (YAML bombs)
     return build_cluster(doc, catalog, where=where)
 
 
@@ -178,12 +180,20 @@ def _preset(name: str) -> Cluster:
     return build_cluster(yaml.safe_load(text), default_catalog(), where=f"cluster preset {name!r}")
 
 
-def _int_field(spec: dict, key: str, where: str, default=None, minimum: int = 1) -> int:
+MAX_SERVERS = 1_000_000  # a larger "cluster" is a typo or a YAML bomb: refused before its arrays are built
+MAX_SERVER_GPUS = 1024
+
+
+def _int_field(
+    spec: dict, key: str, where: str, default=None, minimum: int = 1, maximum: int = MAX_SERVERS
+) -> int:
     value = spec.get(key, default)
     if value is None:
         raise ClusterConfigError(f"{where}: missing field {key!r}")
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ClusterConfigError(f"{where}.{key}: must be an integer >= {minimum}, got {value!r}")
+    if value > maximum:  # a typo or a bomb: refused before arrays of that size are built
+        raise ClusterConfigError(f"{where}.{key}: must be at most {maximum:,}, got {value!r}")
     return value
 
 
@@ -208,7 +218,7 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
         raise ClusterConfigError(f"{where}.racks: must be a non-empty list")
 
     def link(name, field_where):
-        if name not in catalog.links:
+        if not isinstance(name, str) or name not in catalog.links:
             raise ClusterConfigError(
                 f"{field_where}: unknown link {name!r}; known: {', '.join(catalog.links)}"
             )
@@ -242,9 +252,9 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
             if not isinstance(server, dict):
                 raise ClusterConfigError(f"{sw}: expected a mapping")
             count = _int_field(server, "count", sw, default=1)
-            gpus = _int_field(server, "gpus", sw)
+            gpus = _int_field(server, "gpus", sw, maximum=MAX_SERVER_GPUS)
             gpu_type = server.get("gpu_type")
-            if gpu_type not in catalog.gpu_types:
+            if not isinstance(gpu_type, str) or gpu_type not in catalog.gpu_types:
                 raise ClusterConfigError(
                     f"{sw}.gpu_type: unknown GPU type {gpu_type!r}; known: {', '.join(catalog.gpu_types)}"
                 )
@@ -263,6 +273,8 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
                 nic.bandwidth,
                 nic.latency,
             )
+            if len(block) + count > MAX_SERVERS:
+                raise ClusterConfigError(f"{sw}.count: more than {MAX_SERVERS:,} servers in one rack block")
             block.extend([row] * count)
         if "uplink_gbytes_per_s" in rack:
             uplink = _float_field(rack, "uplink_gbytes_per_s", rw) * GIGA
@@ -271,6 +283,8 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
                 {"oversubscription": rack.get("oversubscription", 1.0)}, "oversubscription", rw
             )
             uplink = sum(r[5] for r in block) / over
+        if len(server_rows) + rack_count * len(block) > MAX_SERVERS:
+            raise ClusterConfigError(f"{rw}.count: the cluster would have more than {MAX_SERVERS:,} servers")
         for _ in range(rack_count):
             rack_id = len(uplinks)
             uplinks.append(uplink)

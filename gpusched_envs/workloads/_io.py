@@ -19,6 +19,10 @@ import numpy as np
 
 from .errors import WorkloadError
 
+MAX_ABS_VALUE = 1e15  # no time stamp (s or ms since 1970), duration or size in a trace comes near it
+MAX_DURATION_S = 1e9  # ~32 years
+MAX_COUNT = 2**31 - 1  # GPU counts, batch sizes, ...: int32 range (the simulator stores them as int32)
+
 _DATA_ROOT = Path(__file__).resolve().parent.parent / "data" / "traces"
 
 
@@ -35,8 +39,8 @@ def _open_text(path: Path):
     with open(path, "rb") as fh:
         magic = fh.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
 
 
 class Table:
@@ -62,33 +66,60 @@ class Table:
 
     def floats(self, name: str, *, allow_empty: bool = False) -> np.ndarray:
         """A float column; empty cells become NaN when ``allow_empty`` and are an error otherwise."""
-        values = self.columns[name]
-        if allow_empty:
-            values = [v if v.strip() else "nan" for v in values]
+        raw = self.columns[name]
+        values = [v if v.strip() else "nan" for v in raw] if allow_empty else raw
         try:
             arr = np.array(values, dtype=np.float64)
         except ValueError:
             arr = None
-        if arr is None or (not allow_empty and not np.all(np.isfinite(arr))):
-            for i, v in enumerate(values):
+        # an empty cell (allowed) is NaN; anything else must be a finite number of sane magnitude (1e308 "durations"
+        # overflow the simulator's clock, inf becomes int64 min when cast)
+        if arr is None or not np.all((np.abs(arr) <= MAX_ABS_VALUE) | (allow_empty and np.isnan(arr))):
+            for i, v in enumerate(raw):
+                if allow_empty and not v.strip():
+                    continue
                 try:
                     x = float(v)
                 except ValueError:
                     shown = repr(v) if v.strip() else "empty value"
                     raise self.error(i, name, f"{shown} is not a number") from None
-                if not np.isfinite(x) and not (allow_empty and v == "nan"):
-                    raise self.error(i, name, f"{v!r} is not a finite number")
+                if not np.isfinite(x):
+                    raise self.error(i, name, f"{v.strip()!r} is not a finite number")
+                if abs(x) > MAX_ABS_VALUE:
+                    raise self.error(i, name, f"{v.strip()} is out of range (|value| > {MAX_ABS_VALUE:.0e})")
         return arr
 
-    def ints(self, name: str, *, allow_empty: bool = False, empty_value: int = 0) -> np.ndarray:
-        """An integer column (``"4"`` or ``"4.0"``); fractions are an error."""
+    def ints(
+        self, name: str, *, allow_empty: bool = False, empty_value: int = 0, maximum: int = MAX_COUNT
+    ) -> np.ndarray:
+        """An integer column (``"4"`` or ``"4.0"``) of values ``<= maximum``; fractions are an error."""
         arr = self.floats(name, allow_empty=allow_empty)
         if allow_empty:
             arr = np.where(np.isnan(arr), float(empty_value), arr)
         bad = np.flatnonzero(arr != np.round(arr))
         if len(bad):
             raise self.error(bad[0], name, f"{self.columns[name][bad[0]]!r} is not a whole number")
+        bad = np.flatnonzero(arr > maximum)
+        if len(bad):
+            raise self.error(
+                bad[0], name, f"{self.columns[name][bad[0]].strip()} is out of range (> {maximum:,})"
+            )
         return arr.astype(np.int64)
+
+    def check_durations(self, name: str, arr: np.ndarray) -> None:
+        """Non-negative, at most :data:`MAX_DURATION_S`, and not all zero (NaN = unknown is allowed)."""
+        self.check_nonnegative(name, arr)
+        bad = np.flatnonzero(arr > MAX_DURATION_S)
+        if len(bad):
+            raise self.error(
+                bad[0],
+                name,
+                f"{self.columns[name][bad[0]].strip()} s is more than {MAX_DURATION_S:.0e} s (~32 years)",
+            )
+        if len(arr) and not np.any(arr > 0):
+            raise WorkloadError(
+                "every duration is zero (or unknown); nothing to simulate", file=self.file, field=name
+            )
 
     def datetimes(self, name: str) -> np.ndarray:
         """A ``YYYY-MM-DD HH:MM:SS`` column as ``datetime64[s]``."""

@@ -41,7 +41,7 @@ def load_helios(
     t.check_nonnegative("gpu_num", gpus)
     if t.has("duration"):
         duration = t.floats("duration", allow_empty=True)
-        t.check_nonnegative("duration", duration)
+        t.check_durations("duration", duration)
     elif t.has("start_time") and t.has("end_time"):
         s = t.datetimes("start_time")
         e = t.datetimes("end_time")

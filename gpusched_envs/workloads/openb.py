@@ -11,6 +11,7 @@ per job (aligned with the workload's rows).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +41,12 @@ def load_openb(
     max_gpus: int | None = None,
     gpu_only: bool = True,
     name: str | None = None,
+    known_gpus: tuple[str, ...] | None = None,
 ) -> Workload:
-    """Load an openb pod list (``path``, or the bundled list named by ``pods``)."""
+    """Load an openb pod list (``path``, or the bundled list named by ``pods``).
+
+    Every name in a ``gpu_spec`` (``V100M16|V100M32``) must be a GPU model of ``known_gpus`` (default: the bundled
+    openb node list's models and the catalogue's GPU types); an unknown one is an error naming it and the row."""
     path = Path(path) if path is not None else openb_pod_path(pods)
     t = read_table(path, required=POD_COLUMNS, optional=POD_OPTIONAL)
     n = len(t)
@@ -69,8 +74,19 @@ def load_openb(
     dropped = {"cpu_only": int(n - (gpus >= 1).sum()) if gpu_only else 0, "zero_duration": int(zero.sum())}
     keep &= ~zero
     idx = np.flatnonzero(keep)
+    if not len(idx):
+        raise WorkloadError(
+            "no GPU pod with a duration > 0; nothing to simulate", file=t.file, field="num_gpu"
+        )
 
     spec = t.strings("gpu_spec") if t.has("gpu_spec") else [""] * n
+    known = set(known_gpus) if known_gpus is not None else _known_gpus()
+    for i in idx:
+        unknown = [g for g in spec[i].strip().split("|") if spec[i].strip() and g.strip() not in known]
+        if unknown:
+            raise t.error(
+                i, "gpu_spec", f"unknown GPU model {unknown[0].strip()!r}; known: {', '.join(sorted(known))}"
+            )
     spec_names = sorted({spec[i].strip() for i in idx} - {""})
     spec_code = {s: k for k, s in enumerate(spec_names)}
     gpu_type = np.array([spec_code.get(spec[i].strip(), -1) for i in idx], dtype=np.int16)
@@ -96,6 +112,13 @@ def load_openb(
         source=str(path),
         meta=meta,
     )
+
+
+@lru_cache(maxsize=1)
+def _known_gpus() -> frozenset[str]:
+    from gpusched_envs.sim.catalog import default_catalog
+
+    return frozenset(openb_nodes()["model"].tolist()) | frozenset(default_catalog().gpu_types)
 
 
 def openb_nodes(path: str | Path | None = None) -> dict[str, np.ndarray]:

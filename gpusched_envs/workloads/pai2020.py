@@ -141,7 +141,11 @@ def load_pai2020(
     duration = t_end - t_start
     keep = duration > 0
     dropped["zero_duration_jobs"] = int((~keep).sum())
-    offset = float(submit[keep].min()) if keep.any() else 0.0
+    if not keep.any():
+        raise WorkloadError(
+            "every GPU job has a zero duration; nothing to simulate", file=t.file, field="end_time"
+        )
+    offset = float(submit[keep].min())
     return Workload.from_columns(
         name,
         submit[keep] - offset,

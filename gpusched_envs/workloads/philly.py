@@ -23,20 +23,25 @@ PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 
 
 def load_philly(
-    path: str | Path | None = None, *, max_gpus: int | None = None, name: str = "philly"
-) -> Workload:
+    path: str | Path | None = None,
+    *,
+    max_gpus: int | None = None,
+    name: str = "philly",
+    return_rows: bool = False,
+):
     """Load a Philly job list; ``path=None`` loads the bundled file.
 
     Submit times are seconds from the first submission, whose wall-clock time is ``time_origin``. Each job's
     ``vc`` is its ``cluster`` (hashed VC id); ``model`` stays -1 (the engine assigns models by its seeded rule).
     Jobs with a zero duration are dropped and counted in ``meta["dropped"]``; a negative duration, a GPU count below 1
-    or above ``max_gpus`` is an error.
+    or above ``max_gpus`` is an error. With ``return_rows`` also the 1-based data row of each job (in the
+    workload's order), so a later check can name the row.
     """
     path = Path(path) if path is not None else PHILLY_JOBS
     t = read_table(path, required=PHILLY_COLUMNS, optional=("gpu_time",))
     stamps = t.datetimes("timestamp")
     duration = t.floats("duration")
-    t.check_nonnegative("duration", duration)
+    t.check_durations("duration", duration)
     gpus = t.ints("num_gpus")
     bad = np.flatnonzero(gpus < 1)
     if len(bad):
@@ -45,11 +50,14 @@ def load_philly(
     keep = duration > 0
     dropped = int(len(keep) - keep.sum())
     vc_names, vc = np.unique(np.array(t.strings("cluster")), return_inverse=True)
+    rows = np.asarray(t.rows, dtype=np.int64)
     if not keep.all():
-        stamps, duration, gpus, vc = stamps[keep], duration[keep], gpus[keep], vc[keep]
+        stamps, duration, gpus, vc, rows = stamps[keep], duration[keep], gpus[keep], vc[keep], rows[keep]
+    if not len(stamps):
+        raise WorkloadError("no job with a duration > 0", file=t.file, field="duration")
     origin = stamps.min()
     submit = (stamps - origin).astype(np.float64)
-    return Workload.from_columns(
+    wl = Workload.from_columns(
         name,
         submit,
         duration,
@@ -60,6 +68,9 @@ def load_philly(
         time_origin=str(origin),
         meta={"trace": "philly", "dropped": {"zero_duration": dropped}},
     )
+    if return_rows:
+        return wl, rows[np.argsort(submit, kind="stable")]  # from_columns sorts stably by submit time
+    return wl
 
 
 def _read_small_csv(path: Path) -> list[list[str]]:

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 from gpusched_envs.sim.workload import Workload
 
@@ -34,7 +37,8 @@ _WINDOW_KEYS = {
     "jobs": "first N jobs (after the other filters)",
     "load": "target offered load (needs gpus); arrivals are rescaled",
     "gpus": "GPU count for load",
-    "max_gpus": "reject jobs larger than this",
+    "max_gpus": "largest job (GPUs); larger jobs fail, naming file and row (or see oversize)",
+    "oversize": "error|drop: jobs above max_gpus fail (default) or are dropped and counted in meta['dropped']",
 }
 _TIME_KEYS = {
     "start": "window start (YYYY-MM-DD or date-time)",
@@ -51,11 +55,18 @@ class WorkloadSpec:
     loader: Callable[[dict, int], Workload]
 
 
+# upper bounds of integer keys: a typo such as jobs=1000000000000 must not try to allocate terabytes
+_INT_LIMITS = {"jobs": 10_000_000, "gpus": 2**31 - 1, "max_gpus": 2**31 - 1}
+
+
 def _int(key: str, value: str) -> int:
     try:
         out = int(value)
     except ValueError:
         raise WorkloadError(f"{key}={value!r} is not an integer", field=key) from None
+    limit = _INT_LIMITS.get(key)
+    if limit is not None and out > limit:
+        raise WorkloadError(f"{key}={value} is more than the limit of {limit:,}", field=key)
     return out
 
 
@@ -74,16 +85,56 @@ def _require_path(name: str, kv: dict) -> str:
     return kv["path"]
 
 
-def _window(wl: Workload, kv: dict) -> Workload:
+def _oversize(kv: dict) -> str:
+    mode = kv.get("oversize", "error")
+    if mode not in ("error", "drop"):
+        raise WorkloadError(f"oversize={mode!r}; expected error or drop", field="oversize")
+    if "oversize" in kv and "max_gpus" not in kv:
+        raise WorkloadError("oversize goes with max_gpus (the largest job kept)", field="oversize")
+    return mode
+
+
+def _window(wl: Workload, kv: dict, rows=None) -> Workload:
+    """``start``/``end``/``vc`` → oversize jobs (``max_gpus``, ``oversize``) → ``jobs`` → ``load`` + ``gpus``.
+
+    Oversize jobs are checked inside the window only (a window of small jobs of a trace with large ones loads);
+    dropped ones are counted in ``meta["dropped"]["oversize"]`` (those inside the time/VC window)."""
     vc = kv["vc"].split("+") if "vc" in kv else None
-    if any(k in kv for k in ("start", "end")) or vc is not None or "jobs" in kv:
-        wl = select(
-            wl,
-            start=kv.get("start"),
-            end=kv.get("end"),
-            vc=vc,
-            jobs=_int("jobs", kv["jobs"]) if "jobs" in kv else None,
-        )
+    max_gpus, mode = _max_gpus(kv), _oversize(kv)
+    jobs = _int("jobs", kv["jobs"]) if "jobs" in kv else None
+    windowed = any(k in kv for k in ("start", "end")) or vc is not None or jobs is not None
+    dropped = 0
+    if max_gpus is not None and mode == "drop":
+        over = wl.num_gpus > max_gpus
+        if over.any():
+            big = wl.subset(over)
+            if any(k in kv for k in ("start", "end")) or vc is not None:
+                big = select(big, start=kv.get("start"), end=kv.get("end"), vc=vc)
+            dropped = len(big)
+            wl = wl.subset(~over)
+            if not len(wl):
+                raise WorkloadError(f"every job is larger than max_gpus={max_gpus}", field="max_gpus")
+    idx = np.arange(len(wl))
+    if windowed:
+        wl, idx = select(wl, start=kv.get("start"), end=kv.get("end"), vc=vc, jobs=jobs, return_index=True)
+        if not len(wl):
+            given = ",".join(f"{k}={kv[k]}" for k in ("start", "end", "vc", "jobs") if k in kv)
+            raise WorkloadError(f"the window {given} leaves no jobs", field=next(k for k in kv if k in given))
+    if max_gpus is not None:
+        if mode == "error":
+            bad = np.flatnonzero(wl.num_gpus > max_gpus)
+            if len(bad):
+                b = int(bad[0])
+                file = Path(wl.source).name if wl.source else None
+                row = int(rows[idx[b]]) if rows is not None else f"job {b} of the workload"
+                raise WorkloadError(
+                    f"job asks for {int(wl.num_gpus[b])} GPUs, more than max_gpus={max_gpus} "
+                    "(add oversize=drop to drop such jobs)",
+                    file=file,
+                    row=row,
+                    field="num_gpus",
+                )
+        wl.meta["dropped"] = {**wl.meta.get("dropped", {}), "oversize": dropped}
     if "load" in kv or "gpus" in kv:
         if "load" not in kv or "gpus" not in kv:
             raise WorkloadError("load and gpus go together (offered load over that many GPUs)", field="load")
@@ -96,25 +147,24 @@ def _max_gpus(kv: dict) -> int | None:
 
 
 def _philly(kv: dict, seed: int) -> Workload:
-    return _window(load_philly(kv.get("path"), max_gpus=_max_gpus(kv)), kv)
+    wl, rows = load_philly(kv.get("path"), return_rows=True)
+    return _window(wl, kv, rows)
 
 
 def _openb(kv: dict, seed: int) -> Workload:
-    wl = load_openb(kv.get("path"), pods=kv.get("pods", "default"), max_gpus=_max_gpus(kv))
-    return _window(wl, kv)
+    return _window(load_openb(kv.get("path"), pods=kv.get("pods", "default")), kv)
 
 
 def _pai2020(kv: dict, seed: int) -> Workload:
-    wl = load_pai2020(_require_path("pai2020", kv), kv.get("job_table"), max_gpus=_max_gpus(kv))
-    return _window(wl, kv)
+    return _window(load_pai2020(_require_path("pai2020", kv), kv.get("job_table")), kv)
 
 
 def _helios(kv: dict, seed: int) -> Workload:
-    return _window(load_helios(_require_path("helios", kv), max_gpus=_max_gpus(kv)), kv)
+    return _window(load_helios(_require_path("helios", kv)), kv)
 
 
 def _sia(kv: dict, seed: int) -> Workload:
-    return _window(load_sia(_require_path("sia", kv), max_gpus=_max_gpus(kv)), kv)
+    return _window(load_sia(_require_path("sia", kv)), kv)
 
 
 def _synthetic(kv: dict, seed: int) -> Workload:

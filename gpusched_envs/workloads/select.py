@@ -60,8 +60,10 @@ def select(
     vc: str | Iterable[str] | None = None,
     jobs: int | None = None,
     name: str | None = None,
-) -> Workload:
-    """Jobs submitted in ``[start, end)`` of the given VCs, then the first ``jobs`` of them.
+    return_index: bool = False,
+):
+    """Jobs submitted in ``[start, end)`` of the given VCs, then the first ``jobs`` of them (with ``return_index``
+    also the indices of the kept jobs in ``wl``).
 
     ``start``/``end`` are seconds from the origin, dates (``end`` inclusive) or ISO date-times. When ``start`` is
     given, times are re-measured from it and ``time_origin`` moves there, so a window starts at t = 0.
@@ -95,7 +97,7 @@ def select(
             origin = str(np.datetime64(wl.time_origin, "s") + np.timedelta64(int(round(t0)), "s"))
         out = out._replace_arrays(submit_time=out.submit_time - t0, time_origin=origin)
     out.meta["window"] = {"start": start, "end": end, "vc": vc, "jobs": jobs}
-    return out
+    return (out, idx) if return_index else out
 
 
 def scale_arrivals(wl: Workload, factor: float, *, name: str | None = None) -> Workload:

@@ -13,8 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from gpusched_envs.safety import LimitError, load_yaml
 from gpusched_envs.sim.workload import Workload
 
 from .errors import WorkloadError
@@ -28,15 +28,69 @@ ARRIVALS = ("poisson", "diurnal")
 def _read_fit(path: str) -> dict:
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text())
+        text = p.read_bytes()
     except OSError as exc:
         raise WorkloadError(f"cannot read fit ({exc.strerror})", file=p.name) from None
-    except yaml.YAMLError as exc:
-        raise WorkloadError(f"not valid YAML ({exc})", file=p.name) from None
+    try:
+        doc = load_yaml(text, p.name)  # safe_load with limits on alias expansion
+    except LimitError as exc:
+        raise WorkloadError(str(exc).removeprefix(f"{p.name}: "), file=p.name) from None
     for key in ("gpu_sizes", "duration", "arrivals"):
-        if not isinstance(doc, dict) or key not in doc:
-            raise WorkloadError("missing section", file=p.name, field=key)
+        if not isinstance(doc, dict) or not isinstance(doc.get(key), dict):
+            raise WorkloadError("missing section (a mapping)", file=p.name, field=key)
+    _check_fit(doc, p.name)
     return doc
+
+
+def _numbers(
+    value, file: str, field: str, *, positive: bool = False, length: int | None = None
+) -> np.ndarray:
+    """A non-empty list of finite numbers (> 0 with ``positive``, else >= 0) from a fit file, or one clear error."""
+    ok = (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    )
+    arr = np.asarray(value, dtype=np.float64) if ok else None
+    if arr is None or not np.all(np.isfinite(arr)) or np.any(arr <= 0 if positive else arr < 0):
+        kind = "positive" if positive else "non-negative"
+        raise WorkloadError(f"must be a non-empty list of finite {kind} numbers", file=file, field=field)
+    if length is not None and len(arr) != length:
+        raise WorkloadError(f"has {len(arr)} values, expected {length}", file=file, field=field)
+    return arr
+
+
+def _check_fit(doc: dict, file: str) -> None:
+    """The shapes and ranges :func:`generate_synthetic` relies on (a malformed fit is one line, not a traceback)."""
+    sizes = _numbers(doc["gpu_sizes"].get("sizes"), file, "gpu_sizes.sizes", positive=True)
+    if np.any(sizes != np.round(sizes)) or np.any(sizes > 2**20):
+        raise WorkloadError("GPU sizes must be whole numbers <= 2^20", file=file, field="gpu_sizes.sizes")
+    probs = _numbers(doc["gpu_sizes"].get("probs"), file, "gpu_sizes.probs", length=len(sizes))
+    if probs.sum() <= 0:
+        raise WorkloadError("probabilities are all zero", file=file, field="gpu_sizes.probs")
+    q = _numbers(doc["duration"].get("probs"), file, "duration.probs")
+    if np.any(np.diff(q) < 0) or q[-1] > 1:
+        raise WorkloadError("must be increasing probabilities in [0, 1]", file=file, field="duration.probs")
+    classes = doc["duration"].get("classes")
+    if not isinstance(classes, list) or not classes:
+        raise WorkloadError("must be a non-empty list of size classes", file=file, field="duration.classes")
+    for i, cls in enumerate(classes):
+        where = f"duration.classes[{i}]"
+        if not isinstance(cls, dict):
+            raise WorkloadError("must be a mapping", file=file, field=where)
+        for key in ("min_gpus", "max_gpus"):
+            if isinstance(cls.get(key), bool) or not isinstance(cls.get(key), int):
+                raise WorkloadError("must be an integer", file=file, field=f"{where}.{key}")
+        _numbers(cls.get("quantiles_s"), file, f"{where}.quantiles_s", positive=True, length=len(q))
+    rate = doc["arrivals"].get("rate_per_hour")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not np.isfinite(rate) or rate <= 0:
+        raise WorkloadError(
+            f"must be a positive number, got {rate!r}", file=file, field="arrivals.rate_per_hour"
+        )
+    if "diurnal_profile" in doc["arrivals"]:
+        prof = _numbers(doc["arrivals"]["diurnal_profile"], file, "arrivals.diurnal_profile", length=24)
+        if prof.sum() <= 0:
+            raise WorkloadError("is all zero", file=file, field="arrivals.diurnal_profile")
 
 
 def _is_job_fit(path: Path) -> bool:

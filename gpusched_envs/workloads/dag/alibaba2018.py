@@ -31,6 +31,7 @@ import csv
 import gzip
 import io
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,9 +109,12 @@ class BatchTask:
 
 
 def _open_text(path: Path) -> io.TextIOBase:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+    """gzip or plain text by content (not by the ``.gz`` name), UTF-8 with an optional BOM."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    if gz:
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
 
 
 def _num(text: str, file: str, row: int, field: str) -> float:
@@ -127,8 +131,26 @@ def read_batch_task(path: str | Path) -> Iterator[BatchTask]:
     """Rows of a ``batch_task`` file in the official 9-column layout, in file order."""
     path = Path(path)
     fname = path.name
-    if not path.exists():
+    if not path.is_file():
         raise WorkloadError("file not found", file=str(path))
+    last = 0  # data row of the last good record: a decoding error is named at the row after it
+    try:
+        for task in _batch_task_rows(path, fname):
+            last = task.row
+            yield task
+    except (EOFError, zlib.error) as exc:
+        raise WorkloadError(
+            f"file is truncated or not valid gzip ({type(exc).__name__}: {exc})", file=fname, row=last + 1
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"not UTF-8 text ({exc.reason})", file=fname, row=last + 1) from None
+    except csv.Error as exc:
+        raise WorkloadError(f"malformed CSV ({exc})", file=fname, row=last + 1) from None
+    except OSError as exc:  # gzip.BadGzipFile and read errors
+        raise WorkloadError(f"cannot read ({type(exc).__name__}: {exc})", file=fname, row=last + 1) from None
+
+
+def _batch_task_rows(path: Path, fname: str) -> Iterator[BatchTask]:
     with _open_text(path) as fh:
         row = 0
         for rec in csv.reader(fh):

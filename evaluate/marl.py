@@ -1,0 +1,282 @@
+"""``gpusched marl`` (also ``python -m evaluate.marl``): the multi-agent evaluation of HMARL (issue 16).
+
+Every scheduler runs the same held-out episodes of ``multi_scheduler_v0`` (same seeds, so differences are paired):
+
+- ``hmarl`` / ``independent`` / ``centralised``: trained actors (:mod:`agents.hmarl`) — MAPPO with a central critic,
+  independent learners, and one scheduler over the merged queue (the env with ``num_agents=1``);
+- ``fifo-closest``, ``fifo-consolidate`` and their ``+backfill`` variants: per-agent heuristics in the env
+  (:class:`~gpusched_envs.multi_agent.multi_scheduler.HeuristicMultiAgent`);
+- ``tiresias-consolidate``, ``tiresias-closest``: Tiresias (2D-LAS, preemptive) as ONE scheduler over the merged
+  queue on the same workload (``Simulator.run``); on a cluster of VC pools (``philly-vc``) that equals one Tiresias
+  per VC.
+
+Reported per scenario and scheduler: average JCT (mean over seeds, 95% bootstrap interval), the paired difference to
+HMARL (mean and 95% interval), and the decision latency per scheduler: the wall time of one agent's decision from
+its own observation (median over sampled decisions, batch of one — what a deployed scheduler computes), measured in
+the same run as the heuristics' for reference (process CPU time; wall time also recorded). Scenarios:
+
+- ``dc4``: the training data centre (4 racks × 2 servers × 4 GPUs, 4 agents), held-out Philly windows (days 85–105);
+- ``dc16-K``: a generated 16-rack data centre (16 × 2 × 4 GPUs) with K = 2, 4, 8, 16 agents (scaling; the actor
+  trained on ``dc4`` runs unchanged: its weights do not depend on the cluster size);
+- ``philly-vc``: the Philly VC pools with one agent per VC (11 agents), Philly windows of the held-out days.
+
+Outputs (``--out``): ``marl.json`` (everything, per seed) and ``marl.md`` (tables), written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+
+HELDOUT = "philly-windows:first=85,last=105,jobs={jobs},load=1.0"
+SCENARIOS: dict[str, dict] = {
+    "dc4": dict(num_agents=4, cluster="datacenter:racks=4,servers=2,gpus=4", jobs=120),
+    **{
+        f"dc16-{k}": dict(num_agents=k, cluster="datacenter:racks=16,servers=2,gpus=4", jobs=200)
+        for k in (2, 4, 8, 16)
+    },
+    "philly-vc": dict(num_agents=None, cluster="philly-vc", jobs=300),
+}
+HEURISTICS = ("fifo-closest", "fifo-consolidate", "fifo-closest+backfill", "fifo-consolidate+backfill")
+CENTRAL_HEURISTICS = ("tiresias-consolidate", "tiresias-closest")
+LEARNED = {
+    "hmarl": "checkpoints/hmarl_dc4",
+    "independent": "checkpoints/hmarl_independent_dc4",
+    "centralised": "checkpoints/hmarl_centralised_dc4",
+}
+
+app = typer.Typer(help=__doc__.splitlines()[0], add_completion=False, no_args_is_help=False)
+
+
+def scenario_kwargs(name: str, heads: int = 3, jobs: int | None = None) -> dict:
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    sc = SCENARIOS[name]
+    kw = dict(cluster=sc["cluster"], workload=HELDOUT.format(jobs=jobs or sc["jobs"]), heads=heads)
+    if sc["num_agents"] is not None:
+        kw["num_agents"] = sc["num_agents"]
+    return kw
+
+
+def heuristic(name: str):
+    from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
+
+    base, _, extra = name.partition("+")
+    return HeuristicMultiAgent(base.split("-", 1)[1], backfill=extra == "backfill")
+
+
+def run(env, name: str, policy, seed: int, latency_every: int = 5) -> dict:
+    """One episode; every ``latency_every`` steps one random agent's decision is timed alone."""
+    obs, _ = env.reset(seed=int(seed))
+    rng = np.random.default_rng(seed)
+    lat: list[float] = []
+    steps, infos = 0, {}
+    while env.agents:
+        if steps % latency_every == 0:
+            a = env.possible_agents[int(rng.integers(len(env.possible_agents)))]
+            one = {a: obs[a]}
+            w0, c0 = time.perf_counter(), time.process_time()
+            policy(env, one)
+            lat.append((time.process_time() - c0, time.perf_counter() - w0))
+        obs, _, _, _, infos = env.step(policy(env, obs))
+        steps += 1
+    m = infos[env.possible_agents[0]]["metrics"]
+    return {
+        "seed": int(seed),
+        "avg_jct": float(m["avg_jct"]),
+        "jobs": int(m["jobs"]),
+        "steps": steps,
+        "latency_s": lat,
+    }
+
+
+def run_central(env, placement: str, seed: int) -> dict:
+    from gpusched_envs.policies import make_policy
+    from gpusched_envs.sim import Simulator
+
+    env.reset(seed=int(seed))
+    sim = env.sim
+    fresh = Simulator(sim.cluster, sim.workload, sim.config)
+    t0 = time.perf_counter()
+    m = fresh.run(make_policy("tiresias", placement))
+    return {
+        "seed": int(seed),
+        "avg_jct": float(m["avg_jct"]),
+        "jobs": int(m["jobs"]),
+        "run_s": time.perf_counter() - t0,
+        "latency_s": [],
+    }
+
+
+def evaluate_scenario(
+    name: str, seeds: list[int], schedulers: list[str], checkpoints: dict, log=print, jobs: int | None = None
+) -> dict:
+    from agents.common import bootstrap_ci
+    from agents.hmarl import load, make_env
+
+    kw = scenario_kwargs(name, jobs=jobs)
+    results: dict[str, dict] = {}
+    for sched in schedulers:
+        if sched in checkpoints:
+            path = checkpoints[sched]
+            if not Path(path).exists():
+                log(f"  {sched}: no checkpoint at {path}, skipped")
+                continue
+            policy = load(path)
+            env_kw = dict(kw)
+            # the observation encoding the actor was trained on (older checkpoints: the clairvoyant one)
+            env_kw["information"] = policy.meta["env_kwargs"].get("information", "clairvoyant")
+            if policy.meta["env_kwargs"].get("num_agents") == 1:  # the centralised scheduler: one agent
+                env_kw.update(num_agents=1, routing="round_robin")
+            env = make_env(env_kw)
+            eps = [run(env, sched, policy, s) for s in seeds]
+        elif sched in CENTRAL_HEURISTICS:
+            env = make_env(kw)
+            eps = [run_central(env, sched.split("-", 1)[1], s) for s in seeds]
+        else:
+            env = make_env(kw)
+            eps = [run(env, sched, heuristic(sched), s) for s in seeds]
+        jct = [e["avg_jct"] for e in eps]
+        mean, lo, hi = bootstrap_ci(jct)
+        lat = np.asarray([x for e in eps for x in e["latency_s"]]).reshape(-1, 2)  # (CPU s, wall s)
+        has = len(lat) > 0
+        results[sched] = {
+            "avg_jct": mean,
+            "ci95": [lo, hi],
+            "per_seed": jct,
+            "latency_ms_median": float(np.median(lat[:, 0]) * 1e3) if has else None,
+            "latency_ms_p95": float(np.percentile(lat[:, 0], 95) * 1e3) if has else None,
+            "latency_wall_ms_median": float(np.median(lat[:, 1]) * 1e3) if has else None,
+            "num_agents": len(env.possible_agents),
+        }
+        log(
+            f"  {name} {sched}: avg JCT {mean:,.0f} s [{lo:,.0f}, {hi:,.0f}]"
+            + (f", decision {results[sched]['latency_ms_median']:.2f} ms CPU" if has else "")
+        )
+    if "hmarl" in results:
+        ref = np.asarray(results["hmarl"]["per_seed"])
+        for r in results.values():
+            diff = np.asarray(r["per_seed"]) - ref  # > 0: HMARL is better
+            m, lo, hi = bootstrap_ci(diff)
+            r["minus_hmarl"] = {"mean": m, "ci95": [lo, hi]}
+    return {"env_kwargs": kw, "seeds": seeds, "results": results}
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Multi-agent evaluation (HMARL, issue 16)",
+        "",
+        f"Machine: {report['machine']}. Seeds: held-out Philly windows (days 85–105 of the trace), "
+        "offered load 1.0 on each cluster's GPUs. Avg JCT: mean over seeds [95% bootstrap interval]; "
+        "Δ vs HMARL: paired difference (positive = HMARL lower) [95% interval]; decision latency: median wall time "
+        "of one scheduler's decision from its own observation (batch of one), as process CPU time (the machine is "
+        "shared, so wall time — in marl.json — is inflated by other jobs); the heuristics' figures in the same run "
+        "are the reference.",
+        "",
+    ]
+    for name, sc in report["scenarios"].items():
+        lines += [
+            f"## {name}",
+            "",
+            f"env: `{json.dumps(sc['env_kwargs'])}`, seeds {sc['seeds']}",
+            "",
+            "| scheduler | agents | avg JCT (s) | 95% CI | Δ vs HMARL (s) | decision latency (ms CPU) |",
+            "|---|---:|---:|---|---|---:|",
+        ]
+        for sched, r in sorted(sc["results"].items(), key=lambda kv: kv[1]["avg_jct"]):
+            d = r.get("minus_hmarl")
+            dtxt = (
+                f"{d['mean']:+,.0f} [{d['ci95'][0]:+,.0f}, {d['ci95'][1]:+,.0f}]"
+                if d and sched != "hmarl"
+                else ""
+            )
+            lat = f"{r['latency_ms_median']:.2f}" if r["latency_ms_median"] is not None else "n/a (batch run)"
+            lines.append(
+                f"| {sched} | {r['num_agents']} | {r['avg_jct']:,.0f} | [{r['ci95'][0]:,.0f}, "
+                f"{r['ci95'][1]:,.0f}] | {dtxt} | {lat} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        if "-" in text:
+            lo, hi = text.split("-", 1)
+            seeds = list(range(int(lo), int(hi) + 1))
+        else:
+            seeds = [int(x) for x in text.split(",") if x]
+    except ValueError:
+        raise ValueError(f"--seeds: expected 'A-B' or 'A,B,C' (integers), got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise ValueError(f"--seeds: need at least one seed >= 0, got {text!r}")
+    return seeds
+
+
+@app.callback(invoke_without_command=True)
+def marl(
+    scenarios: Annotated[
+        str, typer.Option("--scenarios", help=f"Comma-separated: {', '.join(SCENARIOS)}.")
+    ] = "dc4",
+    seeds: Annotated[str, typer.Option("--seeds", help="Held-out seeds, 'A-B' or 'A,B'.")] = "20000-20009",
+    schedulers: Annotated[
+        str, typer.Option("--schedulers", help="Comma-separated scheduler names.")
+    ] = ",".join([*LEARNED, *HEURISTICS, *CENTRAL_HEURISTICS]),
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", help="Jobs per episode (default: per scenario).")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Output folder (marl.json, marl.md).")] = Path(
+        "results/marl"
+    ),
+    checkpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--checkpoint",
+            help="NAME=FOLDER: a trained actor (repeatable; defaults: checkpoints/hmarl*_dc4).",
+        ),
+    ] = None,
+) -> None:
+    """Evaluate HMARL against independent learners, a centralised scheduler and per-agent heuristics."""
+    from gpusched_envs.errors import USER_ERRORS
+    from gpusched_envs.io import atomic_write_text
+
+    try:
+        names = [s for s in scenarios.split(",") if s]
+        for n in names:
+            scenario_kwargs(n)
+        seed_list = parse_seeds(seeds)
+        ckpts = dict(LEARNED)
+        for item in checkpoint or []:
+            key, sep, path = item.partition("=")
+            if not sep:
+                raise ValueError(f"--checkpoint takes NAME=FOLDER, got {item!r}")
+            ckpts[key] = path
+        scheds = [s for s in schedulers.split(",") if s]
+        known = set(ckpts) | set(HEURISTICS) | set(CENTRAL_HEURISTICS)
+        bad = [s for s in scheds if s not in known]
+        if bad:
+            raise ValueError(f"--schedulers: unknown {bad}; known: {', '.join(sorted(known))}")
+        import torch
+
+        torch.set_num_threads(1)
+        report = {"machine": "2-core dev VM, shared with other jobs (CPU, torch 1 thread)", "scenarios": {}}
+        for n in names:
+            typer.echo(f"{n}:", err=True)
+            report["scenarios"][n] = evaluate_scenario(
+                n, seed_list, scheds, ckpts, log=lambda m: typer.echo(m, err=True), jobs=jobs
+            )
+            atomic_write_text(out / "marl.json", json.dumps(report, indent=2) + "\n")
+            atomic_write_text(out / "marl.md", markdown(report) + "\n")
+    except USER_ERRORS as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(markdown(report))
+
+
+if __name__ == "__main__":
+    app()
