@@ -61,7 +61,7 @@ class CheckpointCorruptError(CheckpointError):
     readable weights file."""
 
 
-ALGORITHMS = ("ddqn", "ppo", "topdrl")
+ALGORITHMS = ("ddqn", "ppo", "topdrl", "metaplace", "multitask-pg")  # the last two: agents.meta_rl (issue 15)
 POLICY_KINDS = ("q", "logits")
 OBS_MODES = ("graph", "image", "flat")
 # workload-spec keys whose value is a file path
