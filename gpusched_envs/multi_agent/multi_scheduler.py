@@ -155,7 +155,9 @@ class PhillyWindows:
 
     def __init__(self, first: float = 20.0, last: float = 80.0, jobs: int = 150, load: float = 1.0):
         if not 0 <= first <= last:
-            raise ValueError(f"philly-windows: need 0 <= first <= last (days), got first={first}, last={last}")
+            raise ValueError(
+                f"philly-windows: need 0 <= first <= last (days), got first={first}, last={last}"
+            )
         if jobs < 2 or not np.isfinite(load) or load <= 0:
             raise ValueError(f"philly-windows: need jobs >= 2 and load > 0, got jobs={jobs}, load={load}")
         self.first, self.last, self.jobs, self.load = float(first), float(last), int(jobs), float(load)
@@ -166,9 +168,7 @@ class PhillyWindows:
         for item in filter(None, spec.split(":", 1)[1].split(",") if ":" in spec else []):
             key, _, value = item.partition("=")
             if key not in cls.KEYS or not value:
-                raise ValueError(
-                    f"workload {spec!r}: bad item {item!r} (keys: {', '.join(cls.KEYS)})"
-                )
+                raise ValueError(f"workload {spec!r}: bad item {item!r} (keys: {', '.join(cls.KEYS)})")
             try:
                 kwargs[key] = cls.KEYS[key](value)
             except ValueError:
@@ -667,7 +667,9 @@ class HeuristicMultiAgent:
         actions = {}
         for agent, obs in observations.items():
             a = env.candidate_action(agent, self.placement)
-            if self.backfill and a == env.wait_action:  # the head does not fit: the oldest later job that does
+            if (
+                self.backfill and a == env.wait_action
+            ):  # the head does not fit: the oldest later job that does
                 for h in range(1, env.heads):
                     a = env.candidate_action(agent, self.placement, head=h)
                     if a != env.wait_action:
