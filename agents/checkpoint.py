@@ -4,7 +4,8 @@ and ``meta.json`` (env id, env kwargs, obs mode, algorithm, network config, step
 ``meta.json`` schema (``format`` 1)::
 
     {"format": 1, "algorithm": "ddqn" | "ppo" | "topdrl", "policy": "q" | "logits",
-     "env_id": str, "env_kwargs": {...}, "obs_mode": "graph" | "image" | "flat",
+     "env_id": str, "env_kwargs": {...}, "information": "non-clairvoyant" | "clairvoyant",
+     "obs_mode": "graph" | "image" | "flat",
      "network": {NetworkConfig fields}, "steps": int, "seed": int, "command": str,
      "evaluation": {...} | null, "created": ISO time, "args": {algorithm arguments},
      "model_sha256": hex digest of model.pt}
@@ -223,6 +224,8 @@ def save(
         "policy": policy,
         "env_id": env_id,
         "env_kwargs": env_kwargs,
+        # what the policy saw: the cluster envs' default is non-clairvoyant (no traced durations or remaining work)
+        "information": env_kwargs.get("information", "non-clairvoyant"),
         "obs_mode": obs_mode,
         "network": network.to_dict(),
         "steps": int(steps),
@@ -311,13 +314,17 @@ class Agent:
         spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
         env_id = spec.id if spec is not None else None
         check_compatible(self.meta, self.where, env_id, getattr(env.unwrapped, "obs_mode", None))
-        shapes = {k: tuple(s.shape) for k, s in env.observation_space.spaces.items()}
-        mine = {k: tuple(s.shape) for k, s in self.observation_space.spaces.items()}
-        if shapes != mine:
-            raise CheckpointMismatchError(
-                f"checkpoint {self.where} was trained on {self.env_id} with observation shapes {mine} but the env "
-                f"has {shapes} (another cluster layout or window)"
-            )
+        from agents.networks import layout_mismatch
+
+        # a GNN reads any cluster size and window; the CNN and MLP need the trained shapes
+        reason = layout_mismatch(
+            self.meta["network"]["encoder"],
+            self.observation_space,
+            env.observation_space,
+            fixed_actions=self.meta["policy"] == "logits",
+        )
+        if reason is not None:
+            raise CheckpointMismatchError(f"checkpoint {self.where} was trained on {self.env_id}: {reason}")
 
     def __call__(self, env) -> int:
         if self._checked is not env:
@@ -407,6 +414,10 @@ def load(
         cfg = NetworkConfig(**meta["network"])
     except TypeError as exc:
         raise CheckpointError(f"{folder / META_FILE}: network: {exc}") from None
+    if env is not None and meta["policy"] != "logits":  # PPO's action net is sized by the action count
+        from agents.networks import for_env
+
+        cfg = for_env(cfg, env)  # a GNN runs on any cluster size (its parameters do not depend on it)
     module = policy_module(meta["policy"], cfg, probe.observation_space)
     try:
         module.load_state_dict(state)

@@ -40,6 +40,8 @@ class DDQNArgs:
     """width of the network's layers"""
     layers: int = 1
     """GNN: up/down sweeps over the tree; CNN/MLP: hidden layers"""
+    gnn_impl: str = "scatter"
+    """GNN implementation: scatter (dense per-level segment reductions) | pyg (the torch_geometric reference)"""
     learning_rate: float = 5e-4
     """Adam step size"""
     buffer_size: int = 20_000
@@ -180,7 +182,7 @@ class DDQN:
         env0 = envs[0]
         self.obs_space = env0.observation_space
         self.net_config = config_for_env(env0, args.encoder, args.hidden, args.layers)
-        self.q: ActionScorer = build_network(self.net_config, self.obs_space).to(self.device)
+        self.q: ActionScorer = build_network(self.net_config, self.obs_space, args.gnn_impl).to(self.device)
         self.q_target = copy.deepcopy(self.q)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=args.learning_rate)
         self.buffer = DictReplayBuffer(self.obs_space, args.buffer_size)

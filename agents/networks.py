@@ -1,5 +1,6 @@
-"""Policy / Q-networks over the envs' padded Dict observations: a hierarchical GNN (torch_geometric) for ``graph``,
-TopDRL's multi-branch CNN for ``image`` and an MLP for ``flat``.
+"""Policy / Q-networks over the envs' padded Dict observations: a hierarchical GNN for ``graph`` (dense per-level
+scatter/gather message passing; size-agnostic: one set of parameters reads any cluster and window, see
+:class:`GraphEncoder`), TopDRL's multi-branch CNN for ``image`` and an MLP for ``flat``.
 
 Every network takes a batch of observations (a dict of tensors with a leading batch dimension, exactly the env's
 keys) and returns one score per action, ``(B, A)`` with ``A = action_mask.shape[-1]``. Slot-indexed actions are
@@ -129,19 +130,57 @@ class LevelConv(MessagePassing):
         return self.message_mlp(torch.cat([h_j, edge_attr], dim=-1))
 
 
+GNN_IMPLS = ("scatter", "pyg")
+
+
+def tree_blocks(obs: dict[str, torch.Tensor]) -> tuple[int, int, int]:
+    """Padded ``(G, S, R)`` of a graph observation, read from the observation itself (so one network runs on any
+    cluster): node blocks are GPUs, servers, racks, cluster in that order, and the first server and the first rack
+    are always real nodes, so their positions (from the ``kind`` one-hot of the first sample) are ``G`` and ``G+S``.
+    """
+    kinds = obs["node_features"][0, :, 1:3]  # server, rack columns of the kind one-hot
+    n = obs["node_features"].shape[1]
+    first = (kinds > 0).to(torch.uint8).argmax(dim=0).tolist()  # first server, first rack
+    g, gs = int(first[0]), int(first[1])
+    return g, gs - g, n - 1 - gs
+
+
 class GraphEncoder(nn.Module):
     """Hierarchical message passing over the GPU–server–rack–cluster tree.
 
-    The edge level one-hot (``edge_features[:, 1:4]``) and the node kinds route messages: a sweep goes up
-    (GPU → server, server → rack, rack → cluster, one :class:`LevelConv` per level) and back down (cluster → rack →
-    server → GPU), so after one sweep every GPU has seen the whole cluster through its ancestors. The cluster
-    embedding is the cluster node ⊕ the masked mean of GPU nodes ⊕ the context.
+    A sweep goes up (GPU → server, server → rack, rack → cluster, one :class:`LevelConv` per level) and back down
+    (cluster → rack → server → GPU), so after one sweep every GPU has seen the whole cluster through its ancestors.
+    The cluster embedding is the cluster node ⊕ the masked mean of GPU nodes ⊕ the context.
+
+    Two implementations of the same function (same parameters, same outputs up to float rounding):
+
+    - ``impl="scatter"`` (default): the padded observation is a tree whose node blocks are fixed by the layout, so
+      each level is a gather (down: every child reads its one parent) or a segment mean (up: ``scatter_add`` of
+      the children's messages into their parent's row) on dense ``(B, nodes, h)`` tensors. The parent of every
+      node and its link features are read from ``edge_index`` / ``edge_features`` with one scatter per forward;
+      no ``torch_geometric`` ``Batch`` is built.
+    - ``impl="pyg"``: the original ``torch_geometric`` message passing over :func:`gpusched_envs.graph.to_pyg`
+      batches (kept as the reference for tests and ``gpusched bench``).
+
+    Nothing in the parameters depends on the cluster's size: block sizes are read from each observation
+    (:func:`tree_blocks`), so a checkpoint trained on one preset runs on any other.
     """
 
-    def __init__(self, cfg: NetworkConfig, node_dim: int, edge_dim: int, job_dim: int, context_dim: int):
+    def __init__(
+        self,
+        cfg: NetworkConfig,
+        node_dim: int,
+        edge_dim: int,
+        job_dim: int,
+        context_dim: int,
+        impl: str = "scatter",
+    ):
         super().__init__()
+        if impl not in GNN_IMPLS:
+            raise ValueError(f"gnn_impl must be one of {', '.join(GNN_IMPLS)}, got {impl!r}")
         h = cfg.hidden
         self.cfg = cfg
+        self.impl = impl
         self.node_in = mlp([node_dim, h, h], last_activation=True)
         self.up = nn.ModuleList(LevelConv(h, edge_dim) for _ in range(3 * cfg.layers))
         self.down = nn.ModuleList(LevelConv(h, edge_dim) for _ in range(3 * cfg.layers))
@@ -151,9 +190,62 @@ class GraphEncoder(nn.Module):
         self.cluster_out = mlp([2 * h + context_dim, h, h], last_activation=True)
 
     def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        cfg = self.cfg
+        g, s, _ = tree_blocks(obs)
+        h = self._propagate_scatter(obs, g, s) if self.impl == "scatter" else self._propagate_pyg(obs)
+        node_mask = obs["node_mask"].float()
+        cluster_node = h[:, -1]
+        gpu_mask = node_mask[:, :g].unsqueeze(-1)
+        gpu_mean = (h[:, :g] * gpu_mask).sum(1) / gpu_mask.sum(1).clamp(min=1.0)
+        jobs = self.job_in(obs["job_features"])  # (B, W, h)
+        cluster = self.cluster_out(torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
+        return cluster, jobs, h[:, g : g + s]
+
+    def _propagate_scatter(self, obs: dict[str, torch.Tensor], g: int, s: int) -> torch.Tensor:
         nf = obs["node_features"]
         b, n, _ = nf.shape
+        ei = obs["edge_index"].long()  # SB3 hands it over as float
+        ea = obs["edge_features"]
+        # child → parent edges: parents always sit in a later block; masked edges go to a dummy column n
+        up = (obs["edge_mask"] > 0) & (ei[:, 1] > ei[:, 0])
+        child = torch.where(up, ei[:, 0], n)  # (B, E)
+        parent = ei.new_zeros(b, n + 1).scatter_(1, child, ei[:, 1])[:, :n]  # (B, N)
+        link = ea.new_zeros(b, n + 1, ea.shape[-1])
+        link = link.scatter_(1, child.unsqueeze(-1).expand(-1, -1, ea.shape[-1]), ea)[:, :n]  # (B, N, Fe)
+        has_parent = torch.zeros(b, n + 1, dtype=nf.dtype, device=nf.device).scatter_(1, child, 1.0)[:, :n]
+        children = torch.zeros_like(has_parent).scatter_add_(1, parent, has_parent)  # (B, N) child counts
+        bounds = (0, g, g + s, n - 1, n)  # GPU, server, rack, cluster blocks
+        blocks = [slice(bounds[k], bounds[k + 1]) for k in range(4)]
+        has_p = [has_parent[:, sl, None] for sl in blocks]
+        count = [children[:, sl, None] for sl in blocks]
+        links = [link[:, sl] for sl in blocks]
+        # parent of each child as an index into the parent block, expanded over the hidden width
+        hdim = self.out_dim
+        pidx = [
+            (parent[:, blocks[k]] - bounds[k + 1]).clamp(0, bounds[k + 2] - bounds[k + 1] - 1)
+            for k in range(3)
+        ]
+        pidx = [i.unsqueeze(-1).expand(-1, -1, hdim) for i in pidx]
+        # h is kept as one tensor per block: LayerNorm is per node, so norming every block is norming every node
+        h = self.node_in(nf)
+        hs = [h[:, sl] for sl in blocks]
+        for sweep in range(self.cfg.layers):
+            for lv in range(3):  # up: children lv → parents lv + 1, mean over children
+                conv = self.up[3 * sweep + lv]
+                msg = conv.message_mlp(torch.cat([hs[lv], links[lv]], dim=-1)) * has_p[lv]
+                hp = hs[lv + 1]
+                agg = msg.new_zeros(hp.shape).scatter_add_(1, pidx[lv], msg) / count[lv + 1].clamp(min=1.0)
+                delta = conv.update_mlp(torch.cat([hp, agg], dim=-1)) * (count[lv + 1] > 0)
+                hs = [conv.norm(x + delta if k == lv + 1 else x) for k, x in enumerate(hs)]
+            for lv in (2, 1, 0):  # down: every child lv reads its one parent lv + 1
+                conv = self.down[3 * sweep + lv]
+                src = hs[lv + 1].gather(1, pidx[lv])
+                msg = conv.message_mlp(torch.cat([src, links[lv]], dim=-1))
+                delta = conv.update_mlp(torch.cat([hs[lv], msg], dim=-1)) * has_p[lv]
+                hs = [conv.norm(x + delta if k == lv else x) for k, x in enumerate(hs)]
+        return torch.cat(hs, dim=1)
+
+    def _propagate_pyg(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        b, n, _ = obs["node_features"].shape
         graph = to_pyg(obs, keep_padding=True)  # node i of sample s is row s·N + i
         x, edge_index, edge_attr = graph.x, graph.edge_index, graph.edge_attr
         kind = x[:, :KINDS].argmax(dim=-1)  # 0 gpu, 1 server, 2 rack, 3 cluster (padding: 0, isolated)
@@ -165,20 +257,12 @@ class GraphEncoder(nn.Module):
                 sel = (level == lv) & d
                 routes.append((edge_index[:, sel], edge_attr[sel], torch.unique(edge_index[1, sel])))
         h = self.node_in(x)
-        for sweep in range(cfg.layers):
+        for sweep in range(self.cfg.layers):
             for lv in range(3):
                 h = self.up[3 * sweep + lv](h, *routes[lv])
             for lv in (2, 1, 0):
                 h = self.down[3 * sweep + lv](h, *routes[3 + lv])
-        h = h.view(b, n, -1)
-        node_mask = obs["node_mask"].float()
-        cluster_node = h[:, cfg.num_gpus + cfg.num_servers + cfg.num_racks]
-        gpu_mask = node_mask[:, : cfg.num_gpus].unsqueeze(-1)
-        gpu_mean = (h[:, : cfg.num_gpus] * gpu_mask).sum(1) / gpu_mask.sum(1).clamp(min=1.0)
-        jobs = self.job_in(obs["job_features"])  # (B, W, h)
-        cluster = self.cluster_out(torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
-        servers = h[:, cfg.num_gpus : cfg.num_gpus + cfg.num_servers]
-        return cluster, jobs, servers
+        return h.view(b, n, -1)
 
 
 # ---------------------------------------------------------------------------------------------------------- CNN
@@ -238,7 +322,7 @@ class FlatMLP(nn.Module):
 class ActionScorer(nn.Module):
     """Encoder + head: observations → ``(B, A)`` scores (Q-values or logits), unmasked."""
 
-    def __init__(self, cfg: NetworkConfig, obs_space):
+    def __init__(self, cfg: NetworkConfig, obs_space, gnn_impl: str = "scatter"):
         super().__init__()
         self.cfg = cfg
         sh = {k: tuple(s.shape) for k, s in obs_space.spaces.items()}
@@ -249,7 +333,7 @@ class ActionScorer(nn.Module):
             )
         if cfg.encoder == "gnn":
             self.encoder = GraphEncoder(
-                cfg, sh["node_features"][1], sh["edge_features"][1], sh["job_features"][1], ctx
+                cfg, sh["node_features"][1], sh["edge_features"][1], sh["job_features"][1], ctx, gnn_impl
             )
         elif cfg.encoder == "cnn":
             self.encoder = MultiBranchCNN(
@@ -297,8 +381,44 @@ class ActionScorer(nn.Module):
         return torch.cat([slot_scores, last], dim=-1), cluster
 
 
-def build_network(cfg: NetworkConfig, obs_space) -> ActionScorer:
-    return ActionScorer(cfg, obs_space)
+def build_network(cfg: NetworkConfig, obs_space, gnn_impl: str = "scatter") -> ActionScorer:
+    """The scorer for ``cfg``; ``gnn_impl`` picks the GNN's implementation (``"scatter"``, the default, or the
+    reference ``"pyg"``; same parameters and outputs, see :class:`GraphEncoder`)."""
+    return ActionScorer(cfg, obs_space, gnn_impl)
+
+
+# the GNN's parameters depend only on these feature widths (last dimension), not on node, edge or window counts
+GNN_FEATURE_KEYS = ("node_features", "edge_features", "job_features", "context")
+
+
+def layout_mismatch(encoder: str, trained_space, env_space, fixed_actions: bool = False) -> str | None:
+    """Why a network trained on ``trained_space`` cannot read ``env_space`` (None when it can). The GNN reads any
+    cluster size and window (same feature columns); the CNN and MLP need the very same shapes. ``fixed_actions``:
+    the policy also needs the same number of actions (a PPO policy's action net is a linear layer over them)."""
+    mine = {k: tuple(s.shape) for k, s in trained_space.spaces.items()}
+    theirs = {k: tuple(s.shape) for k, s in env_space.spaces.items()}
+    if encoder == "gnn":
+        if set(mine) != set(theirs):
+            return f"observation keys differ ({sorted(mine)} vs {sorted(theirs)})"
+        for k in GNN_FEATURE_KEYS:
+            if mine[k][-1:] != theirs[k][-1:]:
+                return f"{k} has {theirs[k][-1]} feature columns, the network reads {mine[k][-1]}"
+        if fixed_actions and mine["action_mask"] != theirs["action_mask"]:
+            return f"{theirs['action_mask'][0]} actions, the policy has {mine['action_mask'][0]}"
+        return None
+    if mine != theirs:
+        return (
+            f"observation shapes {theirs} differ from the trained {mine} (another cluster layout or window)"
+        )
+    return None
+
+
+def for_env(cfg: NetworkConfig, env) -> NetworkConfig:
+    """``cfg`` (a trained network's config) resized to another env's layout: the GNN's parameters do not depend on
+    the cluster's or the window's size, so a GNN checkpoint runs on any preset with the same feature columns."""
+    if cfg.encoder != "gnn":
+        return cfg
+    return config_for_env(env, cfg.encoder, cfg.hidden, cfg.layers, cfg.slots)
 
 
 def obs_to_tensors(obs: dict, device: torch.device | str = "cpu", batched: bool | None = None) -> dict:

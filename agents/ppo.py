@@ -23,10 +23,10 @@ from agents.networks import ActionScorer, NetworkConfig, build_network
 class ScorerExtractor(BaseFeaturesExtractor):
     """A :class:`~agents.networks.ActionScorer` (GNN, CNN or MLP) as a features extractor."""
 
-    def __init__(self, observation_space, network_config: dict):
+    def __init__(self, observation_space, network_config: dict, gnn_impl: str = "scatter"):
         cfg = NetworkConfig(**network_config)
         super().__init__(observation_space, features_dim=cfg.num_actions + cfg.hidden)
-        self.scorer: ActionScorer = build_network(cfg, observation_space)
+        self.scorer: ActionScorer = build_network(cfg, observation_space, gnn_impl)
         self.num_actions = cfg.num_actions
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -57,8 +57,15 @@ class PPOArgs:
     """width of the network's layers"""
     layers: int = 1
     """GNN: up/down sweeps; CNN/MLP: hidden layers"""
+    gnn_impl: str = "scatter"
+    """GNN implementation: scatter (dense per-level segment reductions) | pyg (the torch_geometric reference)"""
     learning_rate: float = 3e-4
-    """Adam step size"""
+    """Adam step size (at the start of the run)"""
+    lr_final_fraction: float = 1.0
+    """learning rate at the end of the run ÷ at its start, decayed linearly (1.0: constant). Late-training
+    collapse of the shipped v0 checkpoint came with a constant step size; decaying it keeps late updates small"""
+    target_kl: float | None = None
+    """stop a rollout's epochs early once the approximate KL to the rollout policy exceeds this (None: never)"""
     n_steps: int = 256
     """rollout length per env"""
     batch_size: int = 64
@@ -93,6 +100,24 @@ class PPOArgs:
         return asdict(self)
 
 
+class LinearLR:
+    """SB3 learning-rate schedule: ``start`` at the beginning of the run, ``start · final_fraction`` at its end
+    (a class, not a closure, so SB3's save pickles it)."""
+
+    def __init__(self, start: float, final_fraction: float):
+        self.start, self.final_fraction = float(start), float(final_fraction)
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.start * (self.final_fraction + (1.0 - self.final_fraction) * progress_remaining)
+
+
+def linear_lr(start: float, final_fraction: float):
+    """A constant (``final_fraction == 1``) or a :class:`LinearLR` schedule."""
+    if not 0.0 < final_fraction <= 1.0:
+        raise ValueError(f"lr_final_fraction must be in (0, 1], got {final_fraction}")
+    return start if final_fraction == 1.0 else LinearLR(start, final_fraction)
+
+
 @torch.no_grad()
 def init_action_net_identity(model, num_actions: int) -> None:
     """Start SB3's action net as "logits = the extractor's scores" (it stays trainable)."""
@@ -113,14 +138,14 @@ def make_ppo(
     device = resolve_device(args.device)
     policy_kwargs = dict(
         features_extractor_class=EXTRACTORS[network_config.encoder],
-        features_extractor_kwargs=dict(network_config=network_config.to_dict()),
+        features_extractor_kwargs=dict(network_config=network_config.to_dict(), gnn_impl=args.gnn_impl),
         net_arch=dict(pi=[], vf=[network_config.hidden]),
         share_features_extractor=True,
     )
     model = MaskablePPO(
         "MultiInputPolicy",
         env,
-        learning_rate=args.learning_rate,
+        learning_rate=linear_lr(args.learning_rate, args.lr_final_fraction),
         n_steps=args.n_steps,
         batch_size=args.batch_size,
         n_epochs=args.n_epochs,
@@ -130,6 +155,7 @@ def make_ppo(
         ent_coef=args.ent_coef,
         vf_coef=args.vf_coef,
         max_grad_norm=args.max_grad_norm,
+        target_kl=args.target_kl,
         policy_kwargs=policy_kwargs,
         tensorboard_log=tensorboard_log,
         seed=args.seed,

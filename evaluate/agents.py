@@ -43,7 +43,15 @@ HEURISTICS: dict[str, str] = {
 """Default heuristics of the leaderboard: policy → placement."""
 
 # env kwargs that fix a learned policy's observation layout or the meaning of its actions: taken from the checkpoint
-LAYOUT_KWARGS = ("obs_mode", "window", "placement", "task_clusters")
+LAYOUT_KWARGS = (
+    "obs_mode",
+    "window",
+    "placement",
+    "task_clusters",
+    "information",
+    "preemption",
+    "preempt_window",
+)
 # consecutive invalid actions after which an episode is abandoned (the env would otherwise never end)
 MAX_CONSECUTIVE_INVALID = 10_000
 JCT_QUANTILES = np.linspace(0.0, 100.0, 101)
@@ -258,6 +266,17 @@ class CheckpointEvalAgent(EvalAgent):
         )
         try:
             mine, theirs = _shapes(trained.observation_space), _shapes(env.observation_space)
+            encoder = (self.meta.get("network") or {}).get("encoder")
+            if encoder == "gnn":  # size-agnostic: any cluster and window with the same feature columns
+                from agents.networks import layout_mismatch
+
+                reason = layout_mismatch(
+                    encoder,
+                    trained.observation_space,
+                    env.observation_space,
+                    fixed_actions=self.meta.get("policy") == "logits",
+                )
+                return None if reason is None else f"observation layout differs ({reason})"
             if mine != theirs or trained.action_space != env.action_space:
                 return "observation layout differs (another cluster size or window)"
         finally:

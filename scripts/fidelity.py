@@ -218,7 +218,20 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None, help="write the report here (default: stdout only)")
     p.add_argument("--csv", type=Path, default=None, help="write every compared row here")
     p.add_argument("--reference", action="store_true", help="use the standalone formula, not the package's")
+    p.add_argument(
+        "--heldout",
+        action="store_true",
+        help="in-sample vs held-out report (second DGX run, scalability, Azure, leave-one-model/cluster-out; refits)",
+    )
+    p.add_argument("--gavel-dir", type=Path, default=TRACES / "gavel")
     args = p.parse_args(argv)
+    if args.heldout:
+        text = heldout_report(args.sia_dir, args.gavel_dir)
+        print(text, end="")
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(text)
+        return 0
     global USE_REFERENCE
     USE_REFERENCE = args.reference
     catalog = load_catalog(args.catalog) if args.catalog else default_catalog()
@@ -232,6 +245,183 @@ def main(argv=None) -> int:
     if args.csv:
         df.to_csv(args.csv, index=False)
     return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Held-out report (issue 11, point 4): in-sample and held-out figures side by side, by placement class. Every figure is
+# computed with build_catalog's fit formula (_predict_fit, the same as throughput.py: across servers the slower of NIC
+# and intra-server link, the larger of their latencies). A row counts as held-out only if no fit used it: not the link
+# / overlap fit (multi-GPU placements rows of aws, dgx-ext, rtx, quad) and not the catalogue's copied 1-GPU cells.
+# ---------------------------------------------------------------------------------------------------------------------
+HELDOUT_CLUSTERS = {
+    **SIA_CLUSTERS,
+    "dgx": SIA_CLUSTERS["dgx-ext"],
+}  # 'dgx' = the second DGX-A100 profiling run
+FIT_CLUSTERS = ("aws", "dgx-ext", "rtx", "quad")
+
+
+def _rows_for_heldout(sia_dir: Path, times: dict, batches: dict, params: dict) -> pd.DataFrame:
+    """Every Sia row at the catalogue batch (placements and scalability, all clusters) with the columns
+    _predict_fit needs, and a ``set`` label: in-sample, dgx second run, scalability, azure."""
+    import build_catalog as bc
+
+    frames = []
+    for m in bc.MODELS:
+        if m.origin != "sia":
+            continue
+        for cluster, (gpu, intra, nic, _n) in HELDOUT_CLUSTERS.items():
+            pl = sia_placements(sia_dir, m.key, cluster).assign(source="placements")
+            sc = scalability_rows(sia_dir, m.key, cluster).assign(source="scalability")
+            keys = set(zip(pl.num_nodes, pl.num_gpus, pl.local_bsz, strict=True))
+            sc = sc[[k not in keys for k in zip(sc.num_nodes, sc.num_gpus, sc.local_bsz, strict=True)]]
+            df = pd.concat([pl, sc], ignore_index=True)
+            df = df[df.local_bsz == batches[m.name]].copy()
+            if df.empty:
+                continue
+            multi = df.num_nodes.to_numpy() > 1
+            link = np.where(multi, nic, intra)
+            df = df.assign(
+                model=m.name,
+                cluster=cluster,
+                gpu=gpu,
+                gradient_bytes=m.params * 4.0,
+                nominal=[bc.LINKS[x][0] * 1e9 for x in link],
+                family=[bc.FAMILIES.index(bc.LINK_FAMILY[x]) for x in link],
+                nominal_intra=bc.LINKS[intra][0] * 1e9,
+                family_intra=bc.FAMILIES.index(bc.LINK_FAMILY[intra]),
+            )
+            one = df.num_gpus == 1
+            measured_cell = gpu in params["measured_on"][m.name]
+            if cluster == "azure":
+                label = np.where(one & measured_cell, "in-sample", "held-out: azure")
+            elif cluster == "dgx":
+                label = np.full(len(df), "held-out: dgx second run")
+            else:
+                label = np.where(
+                    df.source == "scalability",
+                    "held-out: scalability",
+                    np.where(one & ~measured_cell, "held-out: derived 1-GPU", "in-sample"),
+                )
+            df["set"] = label
+            df["kind"] = np.where(df.num_gpus == 1, "1 GPU", np.where(multi, "multi-server", "1 server"))
+            frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _score(rows: pd.DataFrame, compute: dict, eff, lat, gamma: dict) -> np.ndarray:
+    import build_catalog as bc
+
+    models = sorted(rows.model.unique())
+    c = rows.assign(compute=[compute[(m, g)] for m, g in zip(rows.model, rows.gpu, strict=True)])
+    idx = c.model.map({m: i for i, m in enumerate(models)}).to_numpy()
+    pred = bc._predict_fit(c, eff, lat, np.array([gamma[m] for m in models]), idx)
+    return np.abs(pred - c.step_time.to_numpy()) / c.step_time.to_numpy() * 100.0
+
+
+def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
+    import argparse as _ap
+
+    import build_catalog as bc
+
+    args = _ap.Namespace(sia_dir=sia_dir, gavel_dir=gavel_dir)
+    gavel = bc.load_gavel(gavel_dir)
+    measured, notes, batches = bc.measured_times(args, gavel)
+    measured = {m: v for m, v in measured.items() if v}
+    full = {m: dict(v) for m, v in measured.items()}
+    bc.fill_derived(
+        full,
+        {m: dict(v) for m, v in notes.items()},
+        bc.pipedream_vgg_ratio(bc.TRACES / "alibaba_v2018_dag" / "dl_dag"),
+        gavel,
+    )
+    sia = [m.name for m in bc.MODELS if m.origin == "sia"]
+    params = {"measured_on": {m: set(measured.get(m, {})) for m in sia}}
+    rows = _rows_for_heldout(sia_dir, full, batches, params)
+    fit_rows = bc.sia_rows(args, full, notes, batches)
+    fit = bc.fit_network(fit_rows, sia)
+    eff = np.array([fit["efficiency"].get(f, bc.INITIAL_EFFICIENCY) for f in bc.FAMILIES])
+    lat = np.array([fit["latency"].get(f, 2e-5) for f in bc.FAMILIES])
+    compute = {(m, g): full[m][g] for m in sia for g in bc.GPU_TYPES}
+    rows["ape"] = _score(rows, compute, eff, lat, fit["gamma"])
+
+    lines = ["Held-out fidelity (APE = |pred - meas| / meas, %; median / p90 / rows)", ""]
+
+    def fmt(x: pd.Series) -> str:
+        return f"{x.median():5.1f} / {np.percentile(x, 90):5.1f} / {len(x):5d}" if len(x) else "—"
+
+    lines.append(f"{'set':34s} {'all':>20s} {'1 GPU':>20s} {'1 server':>20s} {'multi-server':>20s}")
+    order = [
+        "in-sample",
+        "held-out: dgx second run",
+        "held-out: scalability",
+        "held-out: azure",
+        "held-out: derived 1-GPU",
+    ]
+    for name in order:
+        part = rows[rows.set == name]
+        cells = [fmt(part.ape)] + [
+            fmt(part.ape[part.kind == k]) for k in ("1 GPU", "1 server", "multi-server")
+        ]
+        lines.append(f"{name:34s} " + " ".join(f"{c:>20s}" for c in cells))
+    pooled = rows[rows.set.isin(order[1:4])]
+    lines.append(f"{'held-out pooled (dgx2+scal+azure)':34s} {fmt(pooled.ape):>20s}")
+    no_azure = rows[rows.set.isin(order[1:3])]
+    lines.append(f"{'held-out pooled without azure':34s} {fmt(no_azure.ape):>20s}")
+    lines.append("")
+    lines.append("held-out by cluster and placement class:")
+    lines.append(
+        rows[rows.set != "in-sample"]
+        .groupby(["set", "cluster", "kind"])
+        .ape.agg(rows="size", median="median", p90=lambda x: np.percentile(x, 90))
+        .round(1)
+        .to_string()
+    )
+    lines.append("")
+
+    # leave-one-model-out: refit links and exponents without the model; it gets the median exponent of the others
+    lomo = []
+    for held in sia if not quick else sia[:2]:
+        others = [m for m in sia if m != held]
+        f = bc.fit_network(fit_rows[fit_rows.model != held], others)
+        e = np.array([f["efficiency"].get(x, bc.INITIAL_EFFICIENCY) for x in bc.FAMILIES])
+        la = np.array([f["latency"].get(x, 2e-5) for x in bc.FAMILIES])
+        g = {**f["gamma"], held: float(np.median(list(f["gamma"].values())))}
+        part = rows[(rows.model == held) & (rows.num_gpus > 1)].copy()
+        part["ape"] = _score(part, compute, e, la, g)
+        part["held"] = held
+        lomo.append(part)
+    lomo = pd.concat(lomo)
+    lines.append(f"leave-one-model-out (multi-GPU rows of the held model, every set): {fmt(lomo.ape)}")
+    clean = lomo[lomo.cluster != "azure"]
+    lines.append(f"leave-one-model-out without the Azure rows: {fmt(clean.ape)}")
+    lines.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in clean.groupby("held")))
+
+    # leave-one-cluster-out: refit links and exponents without the cluster, and derive its GPU's 1-GPU times from
+    # the other cells (the held cluster's measured cells removed from the speed fit)
+    loco = []
+    for held in FIT_CLUSTERS if not quick else FIT_CLUSTERS[:1]:
+        gpu = SIA_CLUSTERS[held][0]
+        reduced = {
+            m: {g: t for g, t in v.items() if not (m in sia and g == gpu)} for m, v in measured.items()
+        }
+        predict, _ = bc.fit_speed({m: v for m, v in reduced.items() if v})
+        comp = dict(compute)
+        for m in sia:
+            comp[(m, gpu)] = predict(m, gpu)
+        f = bc.fit_network(fit_rows[fit_rows.cluster != held], sia)
+        e = np.array([f["efficiency"].get(x, bc.INITIAL_EFFICIENCY) for x in bc.FAMILIES])
+        la = np.array([f["latency"].get(x, 2e-5) for x in bc.FAMILIES])
+        part = rows[(rows.cluster == held) & (rows.source == "placements")].copy()
+        part["ape"] = _score(part, comp, e, la, f["gamma"])
+        part["held"] = held
+        loco.append(part)
+    loco = pd.concat(loco)
+    lines.append(
+        f"leave-one-cluster-out (placements rows of the held cluster, 1-GPU times derived): {fmt(loco.ape)}"
+    )
+    lines.append("  " + ", ".join(f"{c} {fmt(p.ape)}" for c, p in loco.groupby("held")))
+    lines.append("  by class: " + ", ".join(f"{k} {fmt(p.ape)}" for k, p in loco.groupby("kind")))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -60,6 +60,17 @@ def user_error_message(exc: BaseException) -> str:
     return str(exc)
 
 
+def parse_env_kwargs(text: str) -> dict:
+    """``--env-kwargs``: a JSON object, or one line saying why not."""
+    try:
+        extra = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--env-kwargs is not valid JSON: {exc}") from None
+    if not isinstance(extra, dict):
+        raise ValueError("--env-kwargs must be a JSON object")
+    return extra
+
+
 def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs, config, set_, progress):
     import dataclasses
 
@@ -74,13 +85,7 @@ def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs,
     if env is not None:
         cfg.env = env
     if env_kwargs:
-        try:
-            extra = json.loads(env_kwargs)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--env-kwargs is not valid JSON: {exc}") from None
-        if not isinstance(extra, dict):
-            raise ValueError("--env-kwargs must be a JSON object")
-        cfg.env_kwargs = {**cfg.env_kwargs, **extra}
+        cfg.env_kwargs = {**cfg.env_kwargs, **parse_env_kwargs(env_kwargs)}
     for name, value in (("steps", steps), ("seed", seed), ("num_envs", num_envs)):
         if value is not None:
             setattr(cfg, name, value)
@@ -130,58 +135,37 @@ def _train(
     )
 
 
-@app.command()
-def ddqn(
-    env: EnvOpt = None,
-    env_kwargs: EnvKwargsOpt = None,
-    steps: StepsOpt = None,
-    seed: SeedOpt = None,
-    device: DeviceOpt = None,
-    out: OutOpt = Path("runs/ddqn"),
-    num_envs: NumEnvsOpt = None,
-    resume: ResumeOpt = False,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    progress: ProgressOpt = True,
-) -> None:
-    """Double DQN (agents.ddqn) with a GNN, CNN or MLP Q-network (--set encoder=gnn|cnn|mlp)."""
-    _train("ddqn", env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+TRAINERS = {
+    "ddqn": "Double DQN (agents.ddqn) with a GNN, CNN or MLP Q-network (--set encoder=gnn|cnn|mlp).",
+    "ppo": "MaskablePPO (sb3-contrib) with the GNN / CNN / MLP features extractor (--set encoder=...).",
+    "topdrl": "TopDRL: CNN job selector + closest-GPU placer on JobSelect-v0 (image observations), trained with DDQN.",
+}
 
 
-@app.command()
-def ppo(
-    env: EnvOpt = None,
-    env_kwargs: EnvKwargsOpt = None,
-    steps: StepsOpt = None,
-    seed: SeedOpt = None,
-    device: DeviceOpt = None,
-    out: OutOpt = Path("runs/ppo"),
-    num_envs: NumEnvsOpt = None,
-    resume: ResumeOpt = False,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    progress: ProgressOpt = True,
-) -> None:
-    """MaskablePPO (sb3-contrib) with the GNN / CNN / MLP features extractor (--set encoder=...)."""
-    _train("ppo", env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+def trainer_command(algorithm: str):
+    """The ``train ALGORITHM`` command: every trainer takes the same options and runs :func:`_train`."""
+
+    def command(
+        env: EnvOpt = None,
+        env_kwargs: EnvKwargsOpt = None,
+        steps: StepsOpt = None,
+        seed: SeedOpt = None,
+        device: DeviceOpt = None,
+        out: OutOpt = Path(f"runs/{algorithm}"),
+        num_envs: NumEnvsOpt = None,
+        resume: ResumeOpt = False,
+        config: ConfigOpt = None,
+        set_: SetOpt = None,
+        progress: ProgressOpt = True,
+    ) -> None:
+        _train(algorithm, env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+
+    command.__doc__ = TRAINERS[algorithm]
+    return command
 
 
-@app.command()
-def topdrl(
-    env: EnvOpt = None,
-    env_kwargs: EnvKwargsOpt = None,
-    steps: StepsOpt = None,
-    seed: SeedOpt = None,
-    device: DeviceOpt = None,
-    out: OutOpt = Path("runs/topdrl"),
-    num_envs: NumEnvsOpt = None,
-    resume: ResumeOpt = False,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    progress: ProgressOpt = True,
-) -> None:
-    """TopDRL: CNN job selector + closest-GPU placer on JobSelect-v0 (image observations), trained with DDQN."""
-    _train("topdrl", env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+for _name in TRAINERS:
+    app.command(_name)(trainer_command(_name))
 
 
 @app.command()
@@ -218,18 +202,39 @@ def compare(
     checkpoint: Annotated[Path, typer.Argument(help="Checkpoint folder (model.pt + meta.json).")],
     seeds: Annotated[int, typer.Option("--seeds", help="Number of held-out seeds.")] = 10,
     first_seed: Annotated[int, typer.Option("--first-seed", help="First held-out seed.")] = 20_000,
+    env_kwargs: Annotated[
+        str | None,
+        typer.Option(
+            "--env-kwargs",
+            help="Env kwargs as JSON, over the checkpoint's (another cluster, workload, load); the kwargs that "
+            "define the policy (obs_mode, placement, preemption, information) stay the checkpoint's.",
+        ),
+    ] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            "--suite", help="Run on every scenario of this leaderboard suite (e.g. philly_heldout)."
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the full result as JSON here.")] = None,
 ) -> None:
-    """Average JCT of a checkpoint vs FIFO, SJF and Tiresias on held-out seeds (mean, 95% bootstrap CI)."""
+    """Average JCT of a checkpoint vs the heuristics of its information class, paired per (scenario, seed)."""
     from gpusched_envs.errors import USER_ERRORS
     from train.compare import compare as run_compare
     from train.compare import markdown_table, write_result
 
     try:
+        if seeds < 1 or first_seed < 0:
+            raise ValueError("--seeds must be >= 1 and --first-seed >= 0")
+        if env_kwargs is not None and suite is not None:
+            raise ValueError("give --env-kwargs or --suite, not both")
+        extra = parse_env_kwargs(env_kwargs) if env_kwargs else None
         result = run_compare(
             checkpoint,
             list(range(first_seed, first_seed + seeds)),
             progress=lambda msg: typer.echo(msg, err=True),
+            env_kwargs=extra,
+            suite=suite,
         )
     except USER_ERRORS as exc:
         typer.echo(f"error: {user_error_message(exc)}", err=True)

@@ -1,11 +1,21 @@
-"""Score a checkpoint against the classical heuristics on held-out seeds: average JCT per seed, mean and 95% bootstrap
-confidence interval per policy, plus the paired per-seed difference to FIFO.
+"""Score a checkpoint against the heuristics of its own information class, paired on the same workloads: average JCT
+per (scenario, seed), mean and 95% bootstrap interval per policy, and the paired difference agent − heuristic.
 
-    python -m train compare checkpoints/topdrl_jobselect_cnn --seeds 20 --first-seed 20000 --out results.json
+    python -m train compare checkpoints/ppo_jobselect_gnn --seeds 10 --first-seed 20000
+    python -m train compare CKPT --env-kwargs '{"cluster": "hetero64", "workload": "philly:start=2017-11-06,jobs=300,load=0.9,gpus=64"}'
+    python -m train compare CKPT --suite philly_heldout --seeds 3 --out results.json
 
-The heuristics run on a fresh simulator holding the workload and settings of the env reset with the same seed (not
-on the env's own simulator, which ``reset`` has already advanced to its first decision point), so FIFO, SJF and
-Tiresias (which preempts) see exactly the workload the agent sees, with the same placement.
+The heuristics are those a scheduler with the agent's information could run (``information`` in the checkpoint's
+metadata; checkpoints from before the setting existed saw traced durations, so they count as clairvoyant):
+non-clairvoyant FIFO, Gandiva, Tiresias; clairvoyant also SJF and SRTF. Preemptive heuristics are always included
+(the strongest fair baselines), whether or not the agent may preempt.
+
+Each heuristic runs on a fresh simulator holding the workload and settings of the env reset with the same seed (not on
+the env's own simulator, which ``reset`` has already advanced to its first decision point), so every policy sees
+exactly the workload the agent sees. ``--env-kwargs`` (or a ``--suite``'s scenarios) replace the checkpoint's env
+kwargs, except those that fix the observation layout or the meaning of actions (``obs_mode``, ``placement``,
+``preemption``, ``information``; and for the CNN / MLP also ``window``), which stay the checkpoint's; a GNN checkpoint
+runs on any cluster.
 """
 
 from __future__ import annotations
@@ -18,7 +28,23 @@ import numpy as np
 
 from agents.common import bootstrap_ci, fresh_simulator, run_episode
 
-HEURISTICS = ("fifo", "sjf", "tiresias")
+# env kwargs a checkpoint's policy depends on (taken from the checkpoint, never from the scenario)
+POLICY_KWARGS = ("obs_mode", "placement", "preemption", "preempt_window", "information", "task_clusters")
+FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their parameters depend on it)
+HEURISTIC_PLACEMENT = {
+    "gandiva": "pack"
+}  # Gandiva's own packing placement; the others use the agent's placement
+
+
+def information_of(meta: dict) -> str:
+    """The information class a checkpoint was trained with (legacy checkpoints saw durations: clairvoyant)."""
+    return meta.get("information") or (meta.get("env_kwargs") or {}).get("information") or "clairvoyant"
+
+
+def heuristics_for(information: str) -> tuple[str, ...]:
+    from gpusched_envs.policies.schedulers import comparable_policies
+
+    return comparable_policies(information, preemption=True)
 
 
 def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
@@ -27,50 +53,123 @@ def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
     return float(fresh_simulator(env, seed).run(make_policy(name, placement))["avg_jct"])
 
 
-def compare(checkpoint: str | Path, seeds: list[int], heuristics=HEURISTICS, progress=None) -> dict:
-    """Average JCT of the checkpoint's deterministic policy and of each heuristic on ``seeds``."""
+def scenario_kwargs(meta: dict, env_kwargs: dict) -> dict:
+    """``env_kwargs`` over the checkpoint's, with the policy-defining kwargs kept from the checkpoint."""
+    trained = dict(meta.get("env_kwargs") or {})
+    keep = POLICY_KWARGS + (
+        () if (meta.get("network") or {}).get("encoder") == "gnn" else FIXED_LAYOUT_KWARGS
+    )
+    out = {**trained, **env_kwargs}
+    for k in keep:
+        if k in trained:
+            out[k] = trained[k]
+        else:
+            out.pop(k, None)
+    out["information"] = information_of(meta)
+    return out
+
+
+def compare(
+    checkpoint: str | Path,
+    seeds: list[int],
+    heuristics=None,
+    progress=None,
+    env_kwargs: dict | None = None,
+    suite: str | None = None,
+) -> dict:
+    """Average JCT of the checkpoint's deterministic policy and of each heuristic on every (scenario, seed).
+
+    Scenarios: the checkpoint's own env (with ``env_kwargs`` over its kwargs), or every JobSelect / WorkerPlacement
+    scenario of ``suite`` with the checkpoint's env id (``seeds`` then replace the suite's)."""
     import agents
-    from agents.common import set_torch_threads
+    from agents.common import make_env, set_torch_threads
 
     set_torch_threads(1)
     agent = agents.load(checkpoint)
-    env = agent.make_env()
-    placement = agent.meta["env_kwargs"].get("placement", "closest")
+    meta = agent.meta
+    information = information_of(meta)
+    names = tuple(heuristics) if heuristics is not None else heuristics_for(information)
+    if suite is not None:
+        from evaluate.scenarios import load_suite
+
+        scenarios = [(s.name, s.env_kwargs) for s in load_suite(suite).scenarios if s.env_id == agent.env_id]
+        if not scenarios:
+            raise ValueError(f"suite {suite!r} has no scenario on {agent.env_id}")
+    else:
+        scenarios = [("checkpoint-env" if not env_kwargs else "env-kwargs", dict(env_kwargs or {}))]
+    placement = meta["env_kwargs"].get("placement", "closest")
     if not isinstance(placement, str):
         placement = "closest"
-    per_seed: dict[str, list[float]] = {"agent": []}
+    rows: list[dict] = []
     t0 = time.perf_counter()
-    for s in seeds:
-        per_seed["agent"].append(float(run_episode(agent.act, env, s)["metrics"]["avg_jct"]))
-        if progress:
-            progress(f"agent seed {s}: {per_seed['agent'][-1]:,.0f} s")
-    agent_seconds = time.perf_counter() - t0
-    for name in heuristics:
-        per_seed[name] = [heuristic_jct(env, name, placement, s) for s in seeds]
-    summary = {}
-    for name, values in per_seed.items():
-        mean, lo, hi = bootstrap_ci(values)
-        summary[name] = {"mean": mean, "ci95": [lo, hi]}
-    if "fifo" in per_seed:
-        diff = np.asarray(per_seed["agent"]) - np.asarray(per_seed["fifo"])
-        mean, lo, hi = bootstrap_ci(diff)
-        summary["agent_minus_fifo"] = {"mean": mean, "ci95": [lo, hi]}
+    for name, kwargs in scenarios:
+        env = make_env(agent.env_id, scenario_kwargs(meta, kwargs), agent.obs_mode)
+        agent.check_env(env)  # one clear line when the layout cannot be read (CNN / MLP on another cluster)
+        for s in seeds:
+            row = {"scenario": name, "seed": int(s)}
+            row["agent"] = float(run_episode(agent.act, env, s)["metrics"]["avg_jct"])
+            for h in names:
+                row[h] = heuristic_jct(env, h, HEURISTIC_PLACEMENT.get(h, placement), s)
+            rows.append(row)
+            if progress:
+                progress(
+                    f"{name} seed {s}: agent {row['agent']:,.0f} s, "
+                    + ", ".join(f"{h} {row[h]:,.0f}" for h in names)
+                )
+        env.close()
     return {
         "checkpoint": str(checkpoint),
         "env_id": agent.env_id,
-        "env_kwargs": agent.meta["env_kwargs"],
+        "env_kwargs": meta["env_kwargs"],
+        "information": information,
         "placement": placement,
+        "suite": suite,
+        "scenarios": [{"name": n, "env_kwargs": scenario_kwargs(meta, k)} for n, k in scenarios],
         "seeds": list(map(int, seeds)),
-        "avg_jct_per_seed": per_seed,
-        "summary": summary,
-        "agent_seconds": agent_seconds,
+        "rows": rows,
+        "summary": summarize_pairs(rows, names),
+        "seconds": time.perf_counter() - t0,
     }
 
 
+def summarize_pairs(rows: list[dict], heuristics) -> dict:
+    """Per policy: mean avg JCT with its 95% bootstrap interval; per heuristic h: the paired difference agent − h
+    (negative: the agent is better) with its interval and as a share of h's mean."""
+    summary = {}
+    for name in ("agent", *heuristics):
+        mean, lo, hi = bootstrap_ci([r[name] for r in rows])
+        summary[name] = {"mean": mean, "ci95": [lo, hi]}
+    for h in heuristics:
+        diff = np.asarray([r["agent"] - r[h] for r in rows])
+        mean, lo, hi = bootstrap_ci(diff)
+        base = summary[h]["mean"]
+        summary[f"agent_minus_{h}"] = {
+            "mean": mean,
+            "ci95": [lo, hi],
+            "relative": mean / base if base else float("nan"),
+            "pairs": len(diff),
+            "agent_better_in": int((diff < 0).sum()),
+        }
+    return summary
+
+
 def markdown_table(result: dict) -> str:
-    rows = ["| policy | mean avg JCT (s) | 95% CI |", "|---|---:|---|"]
-    for name, s in result["summary"].items():
-        rows.append(f"| {name} | {s['mean']:,.0f} | [{s['ci95'][0]:,.0f}, {s['ci95'][1]:,.0f}] |")
+    rows = [
+        f"information: {result['information']}; {len(result['rows'])} paired (scenario, seed) episodes",
+        "",
+        "| policy | mean avg JCT (s) | 95% CI | agent − policy (s) [95% CI] | relative |",
+        "|---|---:|---|---|---:|",
+    ]
+    s = result["summary"]
+    for name, v in s.items():
+        if name.startswith("agent_minus_"):
+            continue
+        d = s.get(f"agent_minus_{name}")
+        diff = f"{d['mean']:+,.0f} [{d['ci95'][0]:+,.0f}, {d['ci95'][1]:+,.0f}]" if d else "—"
+        rel = f"{d['relative']:+.1%}" if d else "—"
+        rows.append(
+            f"| {name} | {v['mean']:,.0f} | [{v['ci95'][0]:,.0f}, {v['ci95'][1]:,.0f}] | {diff} | {rel} |"
+        )
     return "\n".join(rows)
 
 

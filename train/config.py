@@ -11,6 +11,7 @@ A config file (``train/configs/*.yaml``, read with ``yaml.safe_load``)::
     eval_seeds: [10000, 10001, 10002]
     checkpoint_every: 5000    # env steps between checkpoints (0: only at the end)
     args: {encoder: gnn, learning_rate: 0.0005}   # fields of DDQNArgs / PPOArgs
+    curriculum: [{until: 20000, env_kwargs: {load: 0.6}}]   # optional, see train/curriculum.py
 
 ``--set`` keys: a top-level key (``steps=1000``), an algorithm argument (``learning_rate=1e-3`` or
 ``args.learning_rate=1e-3``) or an env kwarg (``env_kwargs.load=1.0``); values are parsed as YAML scalars.
@@ -40,6 +41,7 @@ class RunConfig:
     checkpoint_every: int = 0
     progress: bool = True
     args: dict = field(default_factory=dict)
+    curriculum: list = field(default_factory=list)  # stages of env kwargs over the run (train/curriculum.py)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -167,6 +169,10 @@ def validate(cfg: RunConfig) -> None:
         )
     if "device" in cfg.args:
         check_device(cfg.args["device"])
+    if cfg.curriculum:
+        from train.curriculum import parse_stages
+
+        parse_stages(cfg.curriculum, {})
 
 
 def build_args(dataclass_type, values: dict):

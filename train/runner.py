@@ -33,6 +33,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
+from stable_baselines3.common.callbacks import BaseCallback
 
 from agents import checkpoint as ckpt
 from agents.common import make_env, resolve_device
@@ -70,8 +71,21 @@ def obs_mode_for(cfg: RunConfig) -> str:
     return mode
 
 
-def make_train_env(env_id: str, env_kwargs: dict, obs_mode: str, reward_scale: float = 1.0):
-    env = make_env(env_id, env_kwargs, obs_mode)
+def make_train_env(
+    env_id: str,
+    env_kwargs: dict,
+    obs_mode: str,
+    reward_scale: float = 1.0,
+    curriculum: list | None = None,
+    num_envs: int = 1,
+):
+    """A training env: the config's env, or a :class:`~train.curriculum.CurriculumEnv` over its stages."""
+    if curriculum:
+        from train.curriculum import CurriculumEnv
+
+        env = CurriculumEnv(env_id, env_kwargs, curriculum, obs_mode, num_envs)
+    else:
+        env = make_env(env_id, env_kwargs, obs_mode)
     return ScaleReward(env, reward_scale) if reward_scale != 1.0 else env
 
 
@@ -96,13 +110,16 @@ def eval_status(evaluation: dict) -> str:
     return f" eval {label}={evaluation['objective']:,.0f}s"
 
 
-def greedy_act(module: torch.nn.Module, device) -> callable:
-    @torch.no_grad()
-    def act(obs: dict) -> int:
-        t = obs_to_tensors(obs, device, batched=False)
-        return int(masked(module(t), t["action_mask"]).argmax(dim=-1)[0])
+class GreedyAct:
+    """``act(obs) -> int``: the masked argmax of a policy module (a class, not a closure)."""
 
-    return act
+    def __init__(self, module: torch.nn.Module, device):
+        self.module, self.device = module, device
+
+    @torch.no_grad()
+    def __call__(self, obs: dict) -> int:
+        t = obs_to_tensors(obs, self.device, batched=False)
+        return int(masked(self.module(t), t["action_mask"]).argmax(dim=-1)[0])
 
 
 def evaluate_module(module, env, seeds, device) -> dict:
@@ -111,7 +128,7 @@ def evaluate_module(module, env, seeds, device) -> dict:
     was_training = module.training
     module.eval()
     try:
-        return summarize(evaluate(greedy_act(module, device), env, seeds))
+        return summarize(evaluate(GreedyAct(module, device), env, seeds))
     finally:
         module.train(was_training)
 
@@ -199,34 +216,52 @@ def best_objective(out: Path) -> float:
         return float("inf")
 
 
-def save_policy(
-    out: Path,
-    module,
-    cfg: RunConfig,
-    policy: str,
-    network,
-    obs_mode: str,
-    steps: int,
-    command: str,
-    evaluation: dict | None,
-    args: dict,
-    folder: str = "checkpoint",
-) -> None:
-    ckpt.save(
-        out / folder,
-        module,
-        algorithm=cfg.algorithm,
-        policy=policy,
-        env_id=cfg.env,
-        env_kwargs=cfg.env_kwargs,
-        obs_mode=obs_mode,
-        network=network,
-        steps=steps,
-        seed=cfg.seed,
-        command=command,
-        evaluation=evaluation,
-        args=args,
-    )
+class PolicySaver:
+    """Writes a policy checkpoint (``model.pt`` + ``meta.json``) of one run: everything but the module, the step
+    and the evaluation is fixed when the run starts."""
+
+    def __init__(
+        self, out: Path, cfg: RunConfig, policy: str, network, obs_mode: str, command: str, args: dict
+    ):
+        self.out, self.cfg, self.policy, self.network = out, cfg, policy, network
+        self.obs_mode, self.command, self.args = obs_mode, command, args
+
+    def save(self, module, step: int, evaluation: dict | None, folder: str = CHECKPOINT_DIR) -> None:
+        ckpt.save(
+            self.out / folder,
+            module,
+            algorithm=self.cfg.algorithm,
+            policy=self.policy,
+            env_id=self.cfg.env,
+            env_kwargs=self.cfg.env_kwargs,
+            obs_mode=self.obs_mode,
+            network=self.network,
+            steps=step,
+            seed=self.cfg.seed,
+            command=self.command,
+            evaluation=evaluation,
+            args=self.args,
+        )
+
+
+class Evaluator:
+    """Periodic evaluation on the held-out eval seeds (SB3's ``EvalCallback`` in spirit): logs ``eval/*`` and keeps
+    the best policy so far (lowest objective) in ``best/``. ``last`` holds the latest evaluation."""
+
+    def __init__(self, env, seeds: list[int], writer: Writer, saver: PolicySaver):
+        self.env, self.seeds, self.writer, self.saver = env, seeds, writer, saver
+        self.last: dict | None = None
+
+    def __call__(self, module, step: int, device) -> dict:
+        self.last = evaluate_module(module, self.env, self.seeds, device)
+        self.writer.scalar(f"eval/{self.last['objective_name']}", self.last["objective"], step)
+        self.writer.scalar("eval/return", self.last["return"], step)
+        if self.last["objective"] < best_objective(self.saver.out):
+            self.saver.save(module, step, self.last, folder=BEST_DIR)
+        return self.last
+
+    def status(self) -> str:
+        return eval_status(self.last) if self.last else ""
 
 
 def resumed_config(cfg: RunConfig, out: Path) -> tuple[RunConfig, str]:
@@ -237,6 +272,44 @@ def resumed_config(cfg: RunConfig, out: Path) -> tuple[RunConfig, str]:
 
 
 # ------------------------------------------------------------------------------------------------------ DDQN
+class DDQNCallback:
+    """Called by :meth:`agents.ddqn.DDQN.learn` after every step: episode scalars, progress, periodic evaluation
+    and checkpoints (policy + full training state for a bit-for-bit resume)."""
+
+    def __init__(self, algo, cfg: RunConfig, writer: Writer, bar: Progress, evaluator: Evaluator, saver):
+        self.algo, self.cfg, self.writer, self.bar = algo, cfg, writer, bar
+        self.evaluator, self.saver = evaluator, saver
+        self.t0, self.s0 = time.perf_counter(), algo.global_step
+
+    def steps_per_second(self) -> float:
+        return (self.algo.global_step - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
+
+    def __call__(self, a) -> None:
+        cfg = self.cfg
+        step, before = a.global_step, a.global_step - cfg.num_envs
+        if a.finished_episodes:
+            self.writer.episodes(a.finished_episodes, step)
+            a.finished_episodes.clear()
+        if _due(before, step, 100):
+            sps = self.steps_per_second()
+            self.writer.scalar("train/loss", a.last_loss, step)
+            self.writer.scalar("train/epsilon", a.epsilon, step)
+            self.writer.scalar("train/steps_per_second", sps, step)
+            self.bar.update(
+                step, f"{sps:,.0f} steps/s ε={a.epsilon:.2f} loss={a.last_loss:.3g}" + self.evaluator.status()
+            )
+        if _due(before, step, cfg.eval_every) and step < cfg.steps:
+            self.evaluator(a.q, step, a.device)
+        if _due(before, step, cfg.checkpoint_every) and step < cfg.steps:
+            self.save(step)
+
+    def save(self, step: int) -> None:
+        self.saver.save(self.algo.q, step, self.evaluator.last)
+        buf = io.BytesIO()
+        torch.save(self.algo.training_state(), buf)
+        atomic_write_bytes(self.saver.out / CHECKPOINT_DIR / RESUME_FILE, buf.getvalue())
+
+
 def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> dict:
     """Train DDQN (or TopDRL) per ``cfg`` into ``out``; returns the final evaluation."""
     from agents.ddqn import DDQN, DDQNArgs
@@ -256,88 +329,96 @@ def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> d
     if not resume:
         out.mkdir(parents=True, exist_ok=True)
         write_config(out, cfg, command)
-    envs = [
-        make_env(cfg.env, cfg.env_kwargs, mode) for _ in range(cfg.num_envs)
-    ]  # DDQN scales rewards itself
+    envs = [  # DDQN scales rewards itself
+        make_train_env(cfg.env, cfg.env_kwargs, mode, 1.0, cfg.curriculum, cfg.num_envs)
+        for _ in range(cfg.num_envs)
+    ]
     cls = TopDRL if cfg.algorithm == "topdrl" else DDQN
     algo = cls(args, envs, total_steps=cfg.steps)
-    if resume:
-        state = torch.load(
-            resume_path, map_location=algo.device, weights_only=False
-        )  # our own file: envs pickled
-        algo.load_training_state(state)
-    eval_env = make_env(cfg.env, cfg.env_kwargs, mode)
+    if resume:  # our own file (pickled envs): weights_only cannot read it
+        algo.load_training_state(torch.load(resume_path, map_location=algo.device, weights_only=False))
     writer = Writer(out / "tb", purge_step=algo.global_step if resume else None)
     bar = Progress(cfg.steps, algo.global_step, cfg.progress, cfg.algorithm)
-    t0, s0 = time.perf_counter(), algo.global_step
-    last = {"eval": None}
-
-    def save(step: int) -> None:
-        save_policy(out, algo.q, cfg, "q", algo.net_config, mode, step, command, last["eval"], args.to_dict())
-        buf = io.BytesIO()
-        torch.save(algo.training_state(), buf)
-        atomic_write_bytes(resume_path, buf.getvalue())
-
-    def callback(a: DDQN) -> None:
-        step, before = a.global_step, a.global_step - cfg.num_envs
-        if a.finished_episodes:
-            writer.episodes(a.finished_episodes, step)
-            a.finished_episodes.clear()
-        if _due(before, step, 100):
-            writer.scalar("train/loss", a.last_loss, step)
-            writer.scalar("train/epsilon", a.epsilon, step)
-            sps = (step - s0) / max(time.perf_counter() - t0, 1e-9)
-            writer.scalar("train/steps_per_second", sps, step)
-            status = f"{sps:,.0f} steps/s ε={a.epsilon:.2f} loss={a.last_loss:.3g}"
-            if last["eval"]:
-                status += eval_status(last["eval"])
-            bar.update(step, status)
-        if _due(before, step, cfg.eval_every) and step < cfg.steps:
-            run_eval(step)
-        if _due(before, step, cfg.checkpoint_every) and step < cfg.steps:
-            save(step)
-
-    def run_eval(step: int) -> None:
-        last["eval"] = evaluate_module(algo.q, eval_env, cfg.eval_seeds, algo.device)
-        writer.scalar(f"eval/{last['eval']['objective_name']}", last["eval"]["objective"], step)
-        writer.scalar("eval/return", last["eval"]["return"], step)
-        if last["eval"]["objective"] < best_objective(out):
-            save_policy(
-                out,
-                algo.q,
-                cfg,
-                "q",
-                algo.net_config,
-                mode,
-                step,
-                command,
-                last["eval"],
-                args.to_dict(),
-                folder=BEST_DIR,
-            )
-
+    saver = PolicySaver(out, cfg, "q", algo.net_config, mode, command, args.to_dict())
+    evaluator = Evaluator(make_env(cfg.env, cfg.env_kwargs, mode), cfg.eval_seeds, writer, saver)
+    callback = DDQNCallback(algo, cfg, writer, bar, evaluator, saver)
     try:
         algo.learn(cfg.steps, callback)
-        run_eval(algo.global_step)
-        save(algo.global_step)
+        evaluator(algo.q, algo.global_step, algo.device)
+        callback.save(algo.global_step)
     finally:
         bar.close()
         writer.close()
     return {
         "steps": algo.global_step,
-        "evaluation": last["eval"],
-        "steps_per_second": (algo.global_step - s0) / max(time.perf_counter() - t0, 1e-9),
+        "evaluation": evaluator.last,
+        "steps_per_second": callback.steps_per_second(),
     }
 
 
 # ------------------------------------------------------------------------------------------------------ PPO
+class PPOCallback(BaseCallback):
+    """SB3 callback of a MaskablePPO run: episode and loss scalars, progress, periodic evaluation of the
+    deterministic policy, checkpoints at rollout boundaries (nothing collected is lost there)."""
+
+    def __init__(self, cfg: RunConfig, network, writer: Writer, bar: Progress, evaluator: Evaluator, saver):
+        super().__init__()
+        self.cfg, self.network, self.writer, self.bar = cfg, network, writer, bar
+        self.evaluator, self.saver = evaluator, saver
+
+    def policy_copy(self):
+        from agents.checkpoint import PPOPolicy
+
+        return PPOPolicy.from_sb3(self.model, self.network).to(self.model.device)
+
+    def save(self, step: int) -> None:
+        self.saver.save(self.policy_copy(), step, self.evaluator.last)
+        sb3_path = self.saver.out / CHECKPOINT_DIR / SB3_FILE
+        tmp = sb3_path.with_name(".sb3.tmp.zip")
+        self.model.save(tmp)
+        tmp.replace(sb3_path)
+
+    def evaluate(self, step: int) -> None:
+        self.evaluator(self.policy_copy(), step, self.model.device)
+
+    def _on_training_start(self) -> None:
+        self.t0, self.s0 = time.perf_counter(), self.model.num_timesteps
+        self.last_ckpt = self.model.num_timesteps
+
+    def _on_step(self) -> bool:
+        step, cfg = self.model.num_timesteps, self.cfg
+        for info, done in zip(self.locals["infos"], self.locals["dones"], strict=True):
+            ep = info.get("episode")
+            if done and ep is not None:
+                self.writer.episodes(
+                    [{"return": ep["r"], "length": ep["l"], "metrics": info.get("metrics", {})}], step
+                )
+        before = step - cfg.num_envs
+        if _due(before, step, 100):
+            sps = (step - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
+            self.writer.scalar("train/steps_per_second", sps, step)
+            self.bar.update(step, f"{sps:,.0f} steps/s" + self.evaluator.status())
+        if _due(before, step, cfg.eval_every) and step < cfg.steps:
+            self.evaluate(step)
+        return True
+
+    def _on_rollout_start(self) -> None:
+        step, cfg = self.model.num_timesteps, self.cfg
+        values = self.model.logger.name_to_value
+        for tag in ("loss", "entropy_loss", "approx_kl", "explained_variance", "clip_fraction"):
+            if f"train/{tag}" in values:  # SB3's logger keys
+                self.writer.scalar(f"train/{tag}", values[f"train/{tag}"], step)
+        self.writer.scalar("train/learning_rate", self.model.policy.optimizer.param_groups[0]["lr"], step)
+        if cfg.checkpoint_every > 0 and step // cfg.checkpoint_every > self.last_ckpt // cfg.checkpoint_every:
+            self.save(step)
+            self.last_ckpt = step
+
+
 def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> dict:
     """Train MaskablePPO per ``cfg`` into ``out``; returns the final evaluation."""
     from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
-    from agents.checkpoint import PPOPolicy
     from agents.networks import config_for_env
     from agents.ppo import PPOArgs, make_ppo
     from train.config import build_args
@@ -352,14 +433,15 @@ def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> di
     if not resume:
         out.mkdir(parents=True, exist_ok=True)
         write_config(out, cfg, command)
-    factory = partial(make_train_env, cfg.env, cfg.env_kwargs, mode, args.reward_scale)
+    factory = partial(
+        make_train_env, cfg.env, cfg.env_kwargs, mode, args.reward_scale, cfg.curriculum, cfg.num_envs
+    )
     vec_cls = SubprocVecEnv if cfg.num_envs > 1 else DummyVecEnv
     venv = VecMonitor(vec_cls([factory] * cfg.num_envs))  # episode returns/lengths in info["episode"]
     eval_env = make_env(cfg.env, cfg.env_kwargs, mode)
     network = config_for_env(eval_env, args.encoder, args.hidden, args.layers)
-    device = resolve_device(args.device)
     if resume:
-        model = MaskablePPO.load(sb3_path, env=venv, device=device)
+        model = MaskablePPO.load(sb3_path, env=venv, device=resolve_device(args.device))
         model.set_random_seed(cfg.seed + model.num_timesteps)
         venv.seed(cfg.seed + model.num_timesteps)
     else:
@@ -367,86 +449,18 @@ def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> di
         model = make_ppo(venv, network, args)
     writer = Writer(out / "tb", purge_step=model.num_timesteps if resume else None)
     bar = Progress(cfg.steps, model.num_timesteps, cfg.progress, cfg.algorithm)
-    last = {"eval": None}
-
-    def policy_copy() -> PPOPolicy:
-        return PPOPolicy.from_sb3(model, network).to(model.device)
-
-    def save(step: int) -> None:
-        save_policy(
-            out, policy_copy(), cfg, "logits", network, mode, step, command, last["eval"], args.to_dict()
-        )
-        tmp = sb3_path.with_name(".sb3.tmp.zip")
-        model.save(tmp)
-        tmp.replace(sb3_path)
-
-    def run_eval(step: int) -> None:
-        policy = policy_copy()
-        last["eval"] = evaluate_module(policy, eval_env, cfg.eval_seeds, model.device)
-        writer.scalar(f"eval/{last['eval']['objective_name']}", last["eval"]["objective"], step)
-        writer.scalar("eval/return", last["eval"]["return"], step)
-        if last["eval"]["objective"] < best_objective(out):
-            save_policy(
-                out,
-                policy,
-                cfg,
-                "logits",
-                network,
-                mode,
-                step,
-                command,
-                last["eval"],
-                args.to_dict(),
-                folder=BEST_DIR,
-            )
-
-    class Callback(BaseCallback):
-        def _on_training_start(self) -> None:
-            self.t0, self.s0 = time.perf_counter(), self.model.num_timesteps
-            self.last_ckpt = self.model.num_timesteps
-
-        def _on_step(self) -> bool:
-            step = self.model.num_timesteps
-            for info, done in zip(self.locals["infos"], self.locals["dones"], strict=True):
-                ep = info.get("episode")
-                if done and ep is not None:
-                    writer.episodes(
-                        [{"return": ep["r"], "length": ep["l"], "metrics": info.get("metrics", {})}], step
-                    )
-            before = step - cfg.num_envs
-            if _due(before, step, 100):
-                sps = (step - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
-                writer.scalar("train/steps_per_second", sps, step)
-                bar.update(
-                    step,
-                    f"{sps:,.0f} steps/s" + (eval_status(last["eval"]) if last["eval"] else ""),
-                )
-            if _due(before, step, cfg.eval_every) and step < cfg.steps:
-                run_eval(step)
-            return True
-
-        def _on_rollout_start(self) -> None:
-            step = self.model.num_timesteps
-            loss = self.model.logger.name_to_value.get("train/loss")
-            if loss is not None:
-                writer.scalar("train/loss", loss, step)
-                writer.scalar(
-                    "train/entropy_loss", self.model.logger.name_to_value.get("train/entropy_loss"), step
-                )
-            if (
-                cfg.checkpoint_every > 0
-                and step // cfg.checkpoint_every > self.last_ckpt // cfg.checkpoint_every
-            ):
-                save(step)  # a rollout boundary: nothing collected is lost
-                self.last_ckpt = step
-
+    saver = PolicySaver(out, cfg, "logits", network, mode, command, args.to_dict())
+    callback = PPOCallback(
+        cfg, network, writer, bar, Evaluator(eval_env, cfg.eval_seeds, writer, saver), saver
+    )
     try:
-        remaining = max(cfg.steps - model.num_timesteps, 0)
-        model.learn(remaining, callback=Callback(), reset_num_timesteps=not resume)
-        run_eval(model.num_timesteps)
-        save(model.num_timesteps)
+        model.learn(
+            max(cfg.steps - model.num_timesteps, 0), callback=callback, reset_num_timesteps=not resume
+        )
+        callback.evaluate(model.num_timesteps)
+        callback.save(model.num_timesteps)
     finally:
         bar.close()
         writer.close()
         venv.close()
-    return {"steps": model.num_timesteps, "evaluation": last["eval"]}
+    return {"steps": model.num_timesteps, "evaluation": callback.evaluator.last}

@@ -34,7 +34,10 @@ job column 6       ``preempted``: waits to         ``preemptions``: log1p(times 
 =================  =============================  =====================================================
 
 Every other column (GPUs asked, age, network sensitivity of the job's model, fits, occupancy, bandwidths, queue
-lengths) is known to a real scheduler and is the same in both settings. JobSelect's ``preemption=True`` appends
+lengths) is known to a real scheduler and is the same in both settings. The contexts are set by each env (named by
+``context_names``; non-clairvoyant ones count only what has happened). One bit about the future remains in both
+settings: waiting is masked when nothing runs and no job is still to arrive, since it would end the episode in a
+deadlock. JobSelect's ``preemption=True`` appends
 the columns :data:`PREEMPTION_JOB_FEATURES` and rows for running jobs after the queue rows.
 :func:`flat_feature_names` names every entry of the ``flat`` vector.
 """
@@ -94,7 +97,8 @@ _U = UNBOUNDED
 BOUNDS: dict[str, tuple[float, float]] = {
     # shares, flags, one-hots
     **dict.fromkeys(("busy", "in_placement", "free", "fits", "running", "gpus"), (0.0, 1.0)),
-    "preempted": (0.0, _U),  # a 0/1 flag, bounded as its non-clairvoyant twin "preemptions": same spaces in both
+    # a 0/1 flag, bounded as its non-clairvoyant twin "preemptions" so that both settings have the same spaces
+    "preempted": (0.0, _U),
     **dict.fromkeys(("gpu_server", "server_rack", "rack_cluster"), (0.0, 1.0)),
     "slot_exists": (-1.0, 1.0),
     # non-negative: log1p times and counts, speeds, raw counts

@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_number, resolve_cluster
 from gpusched_envs.envs.encoding import NON_CLAIRVOYANT
-from gpusched_envs.sim.engine import FULL_GPU
+from gpusched_envs.sim.engine import FULL_GPU, RUNNING
 from gpusched_envs.sim.topology import Cluster, load_cluster
 
 
@@ -75,6 +75,8 @@ class WorkerPlacementEnv(ClusterEnv):
     ## Episode End
     Terminates when every job has finished (a further ``step`` raises); truncates after ``max_steps`` actions or
     ``max_episode_steps``. ``info["metrics"]`` at the end.
+    ``info["iteration_times"]`` = ``(jobs, seconds, ideal seconds)``: the running jobs whose iteration time changed
+    since the last step (a job started or a neighbour came or went), for learning a performance model online.
 
     ## Meta-RL
     ``sample_tasks(n)`` draws :class:`PlacementTask` variations (cluster from ``task_clusters``, offered load in
@@ -195,6 +197,8 @@ class WorkerPlacementEnv(ClusterEnv):
         self._chosen: list[int] = []
         self._taken = np.zeros(self.cluster.num_gpus)
         self._deferred: set[int] = set()
+        self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
+        self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def _first_candidate(self, exclude: int = -1) -> int:
         """Oldest waiting job, not deferred (nor ``exclude``), for which enough GPUs are free; -1 if none."""
@@ -251,6 +255,32 @@ class WorkerPlacementEnv(ClusterEnv):
             )  # best fit; argmin keeps the lowest index on ties
         return int(ok[0])
 
+    # ------------------------------------------------------------------ for agents (MetaPlace's performance model)
+    @property
+    def head_job(self) -> int:
+        """The job being placed now (-1 between decisions)."""
+        return self._head
+
+    def candidate_gpus(self, server: int) -> np.ndarray:
+        """GPUs the head job would hold with its placed workers plus the next one on ``server`` (a valid action)."""
+        return np.array([*self._chosen, self._worker_gpu(int(server))], dtype=np.int64)
+
+    def _collect_iteration_times(self) -> None:
+        """Note the running jobs whose iteration time changed since the last note (reported by ``_info``)."""
+        sim = self.sim
+        run = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
+        run = run[(sim.status[run] == RUNNING) & (sim.version[run] != self._reported_version[run])]
+        self._reported_version[run] = sim.version[run]
+        self._pending_iter.append((run, 1.0 / sim.rate[run], sim.job_ideal_iter[run]))
+
+    def _info(self, terminated: bool, truncated: bool) -> dict:
+        info = super()._info(terminated, truncated)
+        self._collect_iteration_times()
+        parts = self._pending_iter
+        info["iteration_times"] = tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+        self._pending_iter = []
+        return info
+
     # ------------------------------------------------------------------ gymnasium API
     def _first_decision(self) -> None:
         self._settle()
@@ -272,6 +302,7 @@ class WorkerPlacementEnv(ClusterEnv):
         self._taken[g] = 1.0
         if len(self._chosen) == sim.job_gpus_n[head]:
             sim.start(head, np.sort(np.array(self._chosen, dtype=np.int64)))
+            self._collect_iteration_times()  # before the simulator runs on (the job may finish meanwhile)
             self._release_partial()
             self._settle()
 

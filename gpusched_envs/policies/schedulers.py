@@ -184,6 +184,12 @@ def _netsens(**kwargs):
     return DelaySchedulingPolicy(**kwargs)
 
 
+def _netsens_auto(**kwargs):
+    from gpusched_envs.policies.netsens import AutoDelaySchedulingPolicy
+
+    return AutoDelaySchedulingPolicy(**kwargs)
+
+
 POLICIES = {
     "fifo": FIFO,
     "sjf": SJF,
@@ -191,6 +197,7 @@ POLICIES = {
     "tiresias": Tiresias,
     "gandiva": Gandiva,
     "netsens": _netsens,
+    "netsens-auto": _netsens_auto,
 }
 
 
@@ -220,8 +227,8 @@ def comparable_policies(information: str = "non-clairvoyant", preemption: bool =
 
 
 def make_policy(name: str, placement: str | None = None, **kwargs) -> Policy:
-    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``netsens``) with a placement
-    rule (NetSens picks its own: consolidate, then closest after the delay)."""
+    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``netsens``, ``netsens-auto``)
+    with a placement rule (NetSens picks its own: consolidate, then closest after the delay)."""
     try:
         cls = POLICIES[name]
     except KeyError:

@@ -45,6 +45,8 @@ class Catalog:
     space_sharing: np.ndarray  # (M, M) float64 in (0, 1]: i's throughput fraction when sharing one GPU with j
     model_weights: np.ndarray  # (M,) float64, mix used when a trace gives no model (sums to 1)
     gpu_memory_gb: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (T,)
+    # (T, M, M): the same per GPU type; types without measurements use the untyped (reference-GPU) matrix
+    space_sharing_by_type: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))
     source: str = ""
 
     def model_index(self, name: str) -> int:
@@ -134,15 +136,27 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
         a, b = model_names.index(entry["model"]), model_names.index(entry["other"])
         colocation[a, b] = float(entry["slowdown"])
     default_share = float(inter.get("default_gpu_share_fraction", 0.5))
+    by_type_default = inter.get("default_gpu_share_fraction_by_type", {}) or {}
     share = np.full((n_models, n_models), default_share)
+    typed: dict[int, np.ndarray] = {}
     for entry in inter.get("gpu_sharing", []) or []:
         a, b = model_names.index(entry["model"]), model_names.index(entry["other"])
-        share[a, b] = float(entry["fraction"])
+        gpu = entry.get("gpu_type")
+        if gpu is None:
+            share[a, b] = float(entry["fraction"])
+            continue
+        if gpu not in gpu_types:
+            raise CatalogError(f"{where}: interference.gpu_sharing: unknown GPU type {gpu!r}")
+        t = gpu_types.index(gpu)
+        if t not in typed:
+            typed[t] = np.full((n_models, n_models), float(by_type_default.get(gpu, default_share)))
+        typed[t][a, b] = float(entry["fraction"])
+    share_by_type = np.stack([typed.get(t, share) for t in range(n_types)]) if n_types else share[None]
     if (colocation < 1).any():
         raise CatalogError(
             f"{where}: interference: co-location slowdowns must be >= 1 (a factor on iteration time)"
         )
-    if ((share <= 0) | (share > 1)).any():
+    if ((share <= 0) | (share > 1)).any() or ((share_by_type <= 0) | (share_by_type > 1)).any():
         raise CatalogError(f"{where}: interference: GPU-sharing throughput fractions must be in (0, 1]")
     reference = _require(doc, "reference_gpu", where)
     if reference not in gpu_types:
@@ -157,6 +171,7 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
         reference_gpu=reference,
         colocation_slowdown=colocation,
         space_sharing=share,
+        space_sharing_by_type=share_by_type,
         model_weights=weights,
         gpu_memory_gb=memory,
         source=where,

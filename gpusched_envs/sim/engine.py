@@ -675,7 +675,12 @@ class Simulator:
                 if self.job_milli[job] < FULL_GPU:
                     sharers = [o for o in self.gpu_sharers.get(int(self.job_gpus[job][0]), ()) if o != job]
                     if sharers:
-                        share = float(cat.space_sharing[m, self.job_model[sharers]].min())
+                        g = int(self.job_gpus[job][0])
+                        share = float(
+                            cat.space_sharing_by_type[
+                                self.cluster.gpu_type[g], m, self.job_model[sharers]
+                            ].min()
+                        )
                 it = tp.iteration_time_of_shape(
                     self.cluster,
                     m,

@@ -218,7 +218,11 @@ def predict_iteration_time(
         (catalog.colocation_slowdown[m, catalog.model_index(o)] for o in colocated_models), default=1.0
     )
     share = (
-        1.0 if gpu_sharing_model is None else catalog.space_sharing[m, catalog.model_index(gpu_sharing_model)]
+        1.0
+        if gpu_sharing_model is None
+        else catalog.space_sharing_by_type[
+            cluster.gpu_type[gpus[0]], m, catalog.model_index(gpu_sharing_model)
+        ]
     )
     return iteration_time_of_shape(
         cluster, m, shape, None, slowdown, share, nic_load=nics, uplink_load=uplink

@@ -140,6 +140,8 @@ class Cluster:
 
 
 PRESETS = ("tiny", "topdrl", "hetero64", "philly", "philly-vc", "openb", "pai2020")
+# NetSens congested-network family: rack uplinks oversubscribed 1:1, 4:1, 16:1, and 10 GbE NICs (same layout)
+PRESETS += ("congested-1x", "congested-4x", "congested-16x", "congested-nic")
 
 
 def list_presets() -> list[str]:

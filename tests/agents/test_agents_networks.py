@@ -84,3 +84,84 @@ def test_masked_sets_invalid_actions_to_minus_infinity():
     out = masked(scores, mask)
     assert out[0].tolist() == [1.0, float("-inf"), 2.0]
     assert out[1].tolist() == [0.0, 0.0, 0.0]  # no valid action: left as is
+
+
+# ------------------------------------------------------------------ fast GNN (issue 10 pt 4)
+SIXTEEN_RACKS = """name: racks16
+description: 16 racks x 2 servers x 4 GPUs (a cluster no shipped checkpoint was trained on)
+racks:
+  - count: 16
+    oversubscription: 2.0
+    servers:
+      - {count: 2, gpus: 4, gpu_type: V100, intra_link: pcie3, nic: eth25}
+"""
+
+
+def rollout_batch(env, steps: int = 12, seed: int = 0) -> dict:
+    obs, _ = env.reset(seed=seed)
+    seen = [obs]
+    for _ in range(steps - 1):
+        obs, _, terminated, truncated, _ = env.step(
+            int(np.flatnonzero(obs["action_mask"])[-1 if len(seen) % 3 else 0])
+        )
+        if terminated or truncated:
+            obs, _ = env.reset(seed=seed + len(seen))
+        seen.append(obs)
+    return obs_to_tensors({k: np.stack([o[k] for o in seen]) for k in obs})
+
+
+@pytest.mark.parametrize("env_id", list(ENVS))
+def test_scatter_gnn_equals_the_pyg_reference(env_id):
+    """The dense scatter GNN computes the torch_geometric reference's function with the same parameters, on a
+    heterogeneous cluster with padding (hetero64: mixed server sizes), forward and gradients."""
+    env = make_env(env_id, {"cluster": "hetero64", "num_jobs": 40, "load": 1.2}, "graph")
+    cfg = config_for_env(env, "gnn", hidden=16, layers=2)
+    torch.manual_seed(0)
+    fast = build_network(cfg, env.observation_space, "scatter")
+    ref = build_network(cfg, env.observation_space, "pyg")
+    ref.load_state_dict(fast.state_dict())
+    batch = rollout_batch(env)
+    a, b = fast(batch), ref(batch)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    a.square().sum().backward()
+    b.square().sum().backward()
+    for (name, p), q in zip(fast.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_tree_blocks_read_the_padded_layout_from_the_observation():
+    from agents.networks import tree_blocks
+
+    # tiny padded to the layout of topdrl and hetero64 (WorkerPlacement's task clusters): padding in every block
+    env = make_env(
+        "gpusched/WorkerPlacement-v0",
+        {"cluster": "tiny", "task_clusters": ["tiny", "topdrl", "hetero64"], "num_jobs": 8},
+        "graph",
+    )
+    lo = env.unwrapped.layout
+    assert env.unwrapped.cluster.num_gpus < lo.num_gpus
+    obs, _ = env.reset(seed=0)
+    assert tree_blocks(obs_to_tensors(obs)) == (lo.num_gpus, lo.num_servers, lo.num_racks)
+
+
+@pytest.mark.parametrize("env_id", list(ENVS))
+def test_one_gnn_runs_on_any_cluster_size(env_id, tmp_path):
+    """A GNN built for topdrl scores every action of hetero64 and of a 16-rack cluster with the same parameters;
+    its scores there equal those of a network built for that cluster with the same weights."""
+    from agents.networks import for_env, layout_mismatch
+
+    (tmp_path / "racks16.yaml").write_text(SIXTEEN_RACKS)
+    train_env = make_env(env_id, {"cluster": "topdrl", "num_jobs": 20}, "graph")
+    cfg = config_for_env(train_env, "gnn", hidden=16)
+    torch.manual_seed(0)
+    net = build_network(cfg, train_env.observation_space)
+    for cluster in ("hetero64", str(tmp_path / "racks16.yaml")):
+        env = make_env(env_id, {"cluster": cluster, "num_jobs": 30, "load": 1.0}, "graph")
+        assert layout_mismatch("gnn", train_env.observation_space, env.observation_space) is None
+        assert layout_mismatch("cnn", train_env.observation_space, env.observation_space) is not None
+        batch = rollout_batch(env, steps=6)
+        scores = net(batch)
+        assert scores.shape == (6, env.action_space.n) and torch.isfinite(scores).all()
+        resized = build_network(for_env(cfg, env), env.observation_space)
+        resized.load_state_dict(net.state_dict())
+        torch.testing.assert_close(resized(batch), scores)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import agents
-from agents.checkpoint import CheckpointMismatchError
+from agents.checkpoint import CheckpointMismatchError, scorer_of
 
 ROOT = Path(__file__).resolve().parents[2] / "checkpoints"
 SHIPPED = sorted(p.parent for p in ROOT.glob("*/meta.json"))
@@ -38,3 +38,34 @@ def test_shipped_checkpoint_loads_and_acts(path):
     other = "image" if meta["obs_mode"] != "image" else "graph"
     with pytest.raises(CheckpointMismatchError):
         agents.load(path, obs_mode=other)
+
+
+GNN_SHIPPED = [p for p in SHIPPED if json.loads((p / "meta.json").read_text())["network"]["encoder"] == "gnn"]
+RACKS16 = """name: racks16
+description: 16 racks x 2 servers x 4 GPUs
+racks:
+  - count: 16
+    oversubscription: 2.0
+    servers:
+      - {count: 2, gpus: 4, gpu_type: V100, intra_link: pcie3, nic: eth25}
+"""
+
+
+@pytest.mark.parametrize("path", GNN_SHIPPED, ids=lambda p: p.name)
+def test_shipped_gnn_checkpoint_runs_on_presets_it_was_not_trained_on(path, tmp_path):
+    """The GNN is size-agnostic: each shipped GNN checkpoint loads with the scatter encoder for hetero64 and for a
+    16-rack cluster (both unlike its training cluster) and acts validly there."""
+    meta = json.loads((path / "meta.json").read_text())
+    (tmp_path / "racks16.yaml").write_text(RACKS16)
+    for cluster in ("hetero64", str(tmp_path / "racks16.yaml")):
+        assert cluster != meta["env_kwargs"]["cluster"]
+        env = agents.load(path).make_env(cluster=cluster, num_jobs=10)
+        agent = agents.load(path, env=env)
+        assert scorer_of(agent.module).encoder.impl == "scatter"
+        obs, _ = env.reset(seed=0)
+        for _ in range(12):
+            a = agent.act(obs)
+            assert obs["action_mask"][a]
+            obs, _, terminated, truncated, _ = env.step(a)
+            if terminated or truncated:
+                break

@@ -37,10 +37,12 @@ def _env(case: int, preset: str, mode: str, information: str):
 
 def _change_durations(sim, rng) -> None:
     """Scale every job's traced duration (queued, running, finished and still to arrive) by a random factor in
-    [0.2, 5], keeping each job's work above what it has already done."""
+    [0.2, 5], keeping each job's work above what it has already done, and delay the jobs still to arrive."""
     w = sim.workload
     duration = w.duration * rng.uniform(0.2, 5.0, len(w.duration))
-    sim.workload = dataclasses.replace(w, duration=duration)
+    submit = w.submit_time.copy()
+    submit[sim.next_arrival :] += rng.uniform(1.0, 1e4)  # the future arrivals, later (still sorted)
+    sim.workload = dataclasses.replace(w, duration=duration, submit_time=submit)
     done = sim.done_work + sim.rate * (sim.now - sim.last_update)
     sim.job_work = np.maximum(duration / sim.job_ideal_iter, done + 1.0)
 

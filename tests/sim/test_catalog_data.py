@@ -127,3 +127,91 @@ def test_every_number_has_a_source(doc):
             assert src.get(key), (name, key)
         derived = [g for g, text in src["iteration_time"].items() if "derived" in text]
         assert set(derived).isdisjoint(src["measured_on"]), name
+
+
+# ---------------------------------------------------------------- issue 11, point 3: families, ties, generations
+GENERATIONS = (("P100", "K80"), ("V100", "P100"), ("A100", "V100"))
+
+
+def test_newer_generations_are_not_slower_unless_measured_so(catalog, doc):
+    # a derived cell never makes a newer data-centre GPU slower; only a pair of measured cells may (e.g. Gavel's
+    # recommendation model on V100 vs P100, Sia's deepspeech2 on the DGX-A100 vs the Azure V100 VM)
+    for i, name in enumerate(catalog.model_names):
+        measured = set(doc["models"][name]["sources"]["measured_on"])
+        for new, old in GENERATIONS:
+            t_new = catalog.iteration_time[i, catalog.gpu_index(new)]
+            t_old = catalog.iteration_time[i, catalog.gpu_index(old)]
+            if not {new, old} <= measured:
+                assert t_new <= t_old * (1 + 1e-6), (name, new, old)
+    # the audit's cases: A100 came out slower than V100 for these four
+    for name in ("resnet18", "resnet50", "vgg16", "cyclegan"):
+        i = catalog.model_index(name)
+        assert (
+            catalog.iteration_time[i, catalog.gpu_index("A100")]
+            <= catalog.iteration_time[i, catalog.gpu_index("V100")]
+        )
+
+
+@pytest.mark.parametrize(("a", "b"), [("resnet18", "cifar10"), ("resnet50", "imagenet")])
+def test_entries_of_one_architecture_are_tied(catalog, a, b):
+    # the audit: ResNet-18/CIFAR had K80/V100 = 9.96 as resnet18 and 3.98 as cifar10; tied entries now agree on
+    # every GPU type's ratio to V100 within 20% (the ridge-shrunk architecture term, not an exact copy)
+    v = catalog.gpu_index("V100")
+    ra = catalog.iteration_time[catalog.model_index(a)] / catalog.iteration_time[catalog.model_index(a), v]
+    rb = catalog.iteration_time[catalog.model_index(b)] / catalog.iteration_time[catalog.model_index(b), v]
+    assert np.all(np.abs(np.log(ra / rb)) < np.log(1.2)), (ra / rb).round(3)
+
+
+def test_derived_cells_name_their_family(doc):
+    for name, spec in doc["models"].items():
+        for gpu, text in spec["sources"]["iteration_time"].items():
+            if text.startswith("derived: fitted"):
+                assert "family deviation" in text, (name, gpu)
+
+
+def test_gpu_sharing_is_per_gpu_type_where_gavel_measured_it(catalog):
+    by_type = catalog.space_sharing_by_type
+    assert by_type.shape == (len(catalog.gpu_types), *catalog.space_sharing.shape)
+    v100, k80 = catalog.gpu_index("V100"), catalog.gpu_index("K80")
+    np.testing.assert_array_equal(by_type[v100], catalog.space_sharing)
+    assert not np.allclose(by_type[k80], by_type[v100])  # measured separately on K80
+    np.testing.assert_array_equal(
+        by_type[catalog.gpu_index("T4")], catalog.space_sharing
+    )  # not measured: V100's
+    assert np.all((by_type > 0) & (by_type <= 1.0))
+
+
+def test_typed_gpu_sharing_is_used_on_that_gpu_type(toy_catalog):
+    from gpusched_envs.sim.catalog import parse_catalog
+    from gpusched_envs.sim.throughput import predict_iteration_time
+    from gpusched_envs.sim.topology import build_cluster
+    from tests.toy import TOY_CATALOG
+
+    doc = {
+        **TOY_CATALOG,
+        "interference": {
+            **TOY_CATALOG["interference"],
+            "gpu_sharing": [{"model": "additive", "other": "additive", "gpu_type": "slow", "fraction": 0.25}],
+        },
+    }
+    cat = parse_catalog(doc)
+    cluster = build_cluster(
+        {
+            "name": "two",
+            "racks": [
+                {
+                    "servers": [
+                        {"gpus": 1, "gpu_type": "fast", "intra_link": "bus", "nic": "nic"},
+                        {"gpus": 1, "gpu_type": "slow", "intra_link": "bus", "nic": "nic"},
+                    ]
+                }
+            ],
+        },
+        cat,
+    )
+    assert predict_iteration_time(
+        cluster, "additive", [0], gpu_sharing_model="additive"
+    ).total == pytest.approx(0.1 / 0.6)
+    assert predict_iteration_time(
+        cluster, "additive", [1], gpu_sharing_model="additive"
+    ).total == pytest.approx(0.3 / 0.25)

@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 import pytest
 
@@ -44,13 +42,6 @@ def test_vc_counts(philly):
     counts = describe(philly)["vcs"]
     assert counts["6214e9"] == 41_226 and counts["11cb48"] == 16_091 and counts["6c71a0"] == 9_953
     assert counts["b436b2"] == 7_423 and counts["23dbec"] == 8
-
-
-def test_load_time():
-    load_philly()  # warm the page cache
-    t0 = time.perf_counter()
-    load_philly()
-    assert time.perf_counter() - t0 < 1.5
 
 
 def test_same_fingerprint(philly):

@@ -1,0 +1,559 @@
+"""MetaPlace (Yang, Bao et al., IEEE TCC 2023): a worker-placement policy meta-trained across workload variations of
+``WorkerPlacement-v0`` so that it adapts to a new (or drifting) workload in a few episodes, exploring where its
+performance model is unsure.
+
+Pieces:
+
+- **Policy**: the project's hierarchical GNN (:func:`agents.networks.build_network`, ``slots="servers"``: one
+  logit per server from the server's embedding ⊕ the head job's, one for deferring) plus a value head on the pooled
+  embedding. Decisions with a single valid action are taken without the network (they carry no gradient).
+- **Inner learner** (:func:`adapt`): advantage actor-critic policy gradient, one Adam step per episode on that
+  episode (returns-to-go with the value baseline, normalised advantages, entropy bonus); ``k`` episodes on a task.
+- **Outer loop** (:func:`meta_train`): Reptile (Nichol et al. 2018), ``θ ← θ + ε · mean_tasks(φ_task − θ)`` with
+  ``φ_task`` the inner learner's weights after ``k`` episodes; first-order MAML (:func:`fomaml_update`) is offered as
+  the alternative update (``outer="fomaml"``: the gradient of one more episode taken at ``φ_task``).
+- **Uncertainty-directed exploration**: during adaptation episodes actions are sampled from
+  ``softmax(logits + β · σ(s) / mean σ)``, ``σ(s)`` being the :class:`~agents.perf_model.PerformanceModel`
+  ensemble's spread for the head job placed with its next worker on server ``s``; ``β = 0`` is the ablation
+  (plain sampling from the policy). The performance model is refitted after every adaptation episode from the
+  iteration times the env reported.
+- **Warm start** (optional, ``imitation_episodes``): before meta-training the policy imitates a placement heuristic
+  (behaviour cloning on the heuristic's server choices over the training tasks), so the few hundred meta-training
+  episodes a CPU allows start from a sensible policy. The multi-task baseline gets the same warm start; the
+  from-scratch baseline does not (it is the same network from a random initialisation).
+
+Checkpoints (:func:`save_meta` / :func:`load_meta`): ``model.pt`` (the greedy policy in
+:class:`agents.checkpoint.PPOPolicy`'s layout, so ``agents.load`` and the leaderboard can run it), ``value.pt`` (the
+critic), ``perf_model.pt`` (the performance model) and ``meta.json`` (:mod:`agents.checkpoint`'s fields plus
+``"meta_rl"``: mode, outer update, task seed, the iteration reached, the files' sha256).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import io
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from agents.common import seed_everything, set_torch_threads
+from agents.networks import NetworkConfig, build_network, config_for_env, masked, obs_to_tensors
+from agents.perf_model import PerformanceModel
+
+ENV_ID = "gpusched/WorkerPlacement-v0"
+POLICY_FILE, VALUE_FILE, PERF_FILE, META_FILE = "model.pt", "value.pt", "perf_model.pt", "meta.json"
+
+
+@dataclass
+class MetaArgs:
+    cluster: str = "topdrl"
+    """cluster preset of every task"""
+    num_jobs: int = 30
+    """jobs per episode"""
+    train_tasks: int = 16
+    """size of the training task set (fixed by task_seed)"""
+    task_seed: int = 0
+    """seed of the training / held-out task sets"""
+    hidden: int = 32
+    """GNN width"""
+    layers: int = 1
+    """GNN up/down sweeps"""
+    inner_lr: float = 1e-3
+    """Adam step size of the inner (adaptation) learner"""
+    inner_episodes: int = 3
+    """episodes of adaptation per task in meta-training (k)"""
+    outer_lr: float = 0.5
+    """Reptile / FOMAML outer step size ε"""
+    outer: str = "reptile"
+    """reptile | fomaml"""
+    meta_batch: int = 4
+    """tasks per outer update"""
+    iterations: int = 60
+    """outer updates"""
+    entropy: float = 0.01
+    """entropy bonus of the policy gradient"""
+    value_coef: float = 0.5
+    """value-loss weight"""
+    reward_scale: float = 0.1
+    """rewards (−jobs × hours) are multiplied by this for the critic"""
+    bonus: float = 1.0
+    """β of the uncertainty-directed exploration bonus (0: plain sampling, the ablation)"""
+    imitation_episodes: int = 24
+    """behaviour-cloning episodes of the warm start (0: none)"""
+    imitation_placement: str = "consolidate"
+    """the heuristic imitated by the warm start"""
+    perf_fit_steps: int = 100
+    """performance-model training steps per refit"""
+    seed: int = 0
+    """seeds torch, numpy and the episodes"""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------- outer updates
+@torch.no_grad()
+def reptile_update(params: list[torch.Tensor], adapted: list[list[torch.Tensor]], outer_lr: float) -> None:
+    """In place: ``θ ← θ + ε · mean_i(φ_i − θ)`` (Reptile, Nichol et al. 2018)."""
+    for j, p in enumerate(params):
+        delta = torch.stack([a[j] - p for a in adapted]).mean(0)
+        p.add_(outer_lr * delta)
+
+
+@torch.no_grad()
+def fomaml_update(params: list[torch.Tensor], grads: list[list[torch.Tensor]], outer_lr: float) -> None:
+    """In place: ``θ ← θ − ε · mean_i ∇L_i(φ_i)`` (first-order MAML: the query gradient at the adapted weights
+    applied to the initial ones)."""
+    for j, p in enumerate(params):
+        p.sub_(outer_lr * torch.stack([g[j] for g in grads]).mean(0))
+
+
+# ---------------------------------------------------------------------------------------------- policy
+class PlacementPolicy(nn.Module):
+    """GNN scorer (logits per server + defer) and a value head on the pooled embedding."""
+
+    def __init__(self, cfg: NetworkConfig, obs_space):
+        super().__init__()
+        self.cfg = cfg
+        self.scorer = build_network(cfg, obs_space)
+        self.value = nn.Linear(cfg.hidden, 1)
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        scores, emb = self.scorer.scores_and_embedding(obs)
+        return scores, self.value(emb).squeeze(-1)
+
+
+def make_env(args: MetaArgs):
+    import gymnasium as gym
+
+    import gpusched_envs.envs  # noqa: F401 - registers the ids
+
+    return gym.make(ENV_ID, cluster=args.cluster, num_jobs=args.num_jobs, obs_mode="graph")
+
+
+def make_policy(env, args: MetaArgs) -> PlacementPolicy:
+    cfg = config_for_env(env, "gnn", hidden=args.hidden, layers=args.layers, slots="servers")
+    return PlacementPolicy(cfg, env.observation_space)
+
+
+@dataclass
+class Episode:
+    obs: list[dict]
+    actions: list[int]
+    bonus: list[np.ndarray]
+    rewards: list[float]  # reward after each recorded decision (forced decisions' rewards folded in)
+    metrics: dict
+
+
+def _copy_obs(obs: dict) -> dict:
+    return {k: np.array(v, copy=True) for k, v in obs.items()}
+
+
+@torch.no_grad()
+def rollout(
+    policy: PlacementPolicy,
+    env,
+    seed: int,
+    *,
+    greedy: bool,
+    rng: np.random.Generator | None = None,
+    perf: PerformanceModel | None = None,
+    bonus: float = 0.0,
+    expert=None,
+) -> Episode:
+    """One episode. ``greedy``: masked argmax; else sampled from ``softmax(logits + β σ / mean σ)`` (β = ``bonus``
+    when ``perf`` is given). ``perf`` also records the iteration times the env reports. ``expert(env) -> action``:
+    act by it (and record it) instead of the policy, for behaviour cloning."""
+    obs, info = env.reset(seed=int(seed))
+    ep = Episode([], [], [], [], {})
+    if perf is not None:
+        perf.observe(env, info)
+    pending = 0.0
+    while True:
+        mask = obs["action_mask"]
+        valid = np.flatnonzero(mask)
+        b = np.zeros(len(mask), dtype=np.float32)
+        if expert is not None:
+            a = int(expert(env))
+            record = len(valid) > 1
+        elif len(valid) == 1:
+            a, record = int(valid[0]), False
+        else:
+            record = True
+            logits, _ = policy(obs_to_tensors(obs, batched=False))
+            logits = masked(logits, torch.as_tensor(mask).unsqueeze(0))[0]
+            if greedy:
+                a = int(logits.argmax())
+            else:
+                if perf is not None and bonus > 0 and len(perf):
+                    u = perf.candidate_uncertainty(env)
+                    mean_u = float(u[valid].mean())
+                    if mean_u > 0:
+                        b = (bonus * u / mean_u).astype(np.float32)
+                p = torch.softmax(logits + torch.as_tensor(b), -1).numpy().astype(np.float64)
+                a = int(rng.choice(len(p), p=p / p.sum()))
+        if record:
+            if ep.actions:
+                ep.rewards[-1] += pending
+            elif pending:
+                pass  # rewards before the first recorded decision do not depend on the policy
+            pending = 0.0
+            ep.obs.append(_copy_obs(obs))
+            ep.actions.append(a)
+            ep.bonus.append(b)
+            ep.rewards.append(0.0)
+        obs, r, terminated, truncated, info = env.step(a)
+        if perf is not None:
+            perf.observe(env, info)
+        pending += float(r)
+        if terminated or truncated:
+            if ep.actions:
+                ep.rewards[-1] += pending
+            ep.metrics = dict(info.get("metrics") or {})
+            return ep
+
+
+def _batch(obs: list[dict]) -> dict:
+    return obs_to_tensors({k: np.stack([o[k] for o in obs]) for k in obs[0]}, batched=True)
+
+
+def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) -> torch.Tensor | None:
+    """Advantage actor-critic loss of whole episodes (returns-to-go, γ = 1, value baseline)."""
+    obs, acts, bon, rets = [], [], [], []
+    for ep in episodes:
+        if not ep.actions:
+            continue
+        r = np.asarray(ep.rewards) * args.reward_scale
+        rets.append(np.cumsum(r[::-1])[::-1].copy())
+        obs += ep.obs
+        acts += ep.actions
+        bon += ep.bonus
+    if not acts:
+        return None
+    t = _batch(obs)
+    logits, v = policy(t)
+    logits = masked(logits + torch.as_tensor(np.stack(bon)), t["action_mask"])
+    logp = torch.log_softmax(logits, -1)
+    a = torch.as_tensor(acts)
+    ret = torch.as_tensor(np.concatenate(rets), dtype=torch.float32)
+    adv = (ret - v).detach()
+    if len(adv) > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    # masked actions have log-probability −inf: zero them before the product, or 0 · −inf poisons the gradient
+    safe = logp.masked_fill(~torch.isfinite(logp), 0.0)
+    ent = -(safe.exp() * safe).sum(-1).mean()
+    chosen = logp.gather(1, a[:, None]).squeeze(1)
+    return -(chosen * adv).mean() + args.value_coef * ((v - ret) ** 2).mean() - args.entropy * ent
+
+
+def pg_step(policy: PlacementPolicy, opt, episodes: list[Episode], args: MetaArgs) -> None:
+    loss = pg_loss(policy, episodes, args)
+    if loss is None:
+        return
+    opt.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    opt.step()
+
+
+def adapt(
+    policy: PlacementPolicy,
+    env,
+    task,
+    seeds,
+    args: MetaArgs,
+    *,
+    perf: PerformanceModel | None = None,
+    bonus: float | None = None,
+    rng: np.random.Generator,
+    callback=None,
+) -> PlacementPolicy:
+    """Inner loop: one policy-gradient step per episode on ``task``, one episode per seed of ``seeds``; returns
+    the adapted copy. ``perf`` is refitted after every episode. ``callback(k, policy)`` after episode ``k``."""
+    env.unwrapped.set_task(task)
+    phi = copy.deepcopy(policy)
+    opt = torch.optim.Adam(phi.parameters(), lr=args.inner_lr)
+    beta = args.bonus if bonus is None else bonus
+    for k, s in enumerate(seeds, start=1):
+        ep = rollout(phi, env, int(s), greedy=False, rng=rng, perf=perf, bonus=beta)
+        pg_step(phi, opt, [ep], args)
+        if perf is not None:
+            perf.fit(args.perf_fit_steps)
+        if callback is not None:
+            callback(k, phi)
+    return phi
+
+
+# ---------------------------------------------------------------------------------------------- warm start
+class HeuristicExpert:
+    """``expert(env) -> action``: the server of the next GPU a placement heuristic would give the head job (it
+    plans the whole placement when the first worker is placed), or defer when the heuristic would not place it."""
+
+    def __init__(self, placement: str):
+        from gpusched_envs.policies import get_placement
+
+        self.place = get_placement(placement)
+        self._plan: tuple[int, list[int]] | None = None
+
+    def __call__(self, env) -> int:
+        u = env.unwrapped
+        mask = u.encoder.action_mask
+        head = u.head_job
+        if head < 0:
+            return int(np.flatnonzero(mask)[0])
+        if self._plan is None or self._plan[0] != head or not u._chosen:
+            gpus = self.place(u.sim, head)
+            servers = [] if gpus is None else u.cluster.gpu_server[np.asarray(gpus)].tolist()
+            self._plan = (head, servers)
+        servers = self._plan[1]
+        if not servers:
+            if mask[u.defer_action]:
+                return int(u.defer_action)
+            return int(np.flatnonzero(mask)[0])
+        s = servers.pop(0)
+        return int(s) if mask[s] else int(np.flatnonzero(mask)[0])
+
+
+def imitation(
+    policy: PlacementPolicy, env, tasks, args: MetaArgs, rng: np.random.Generator, log=print
+) -> None:
+    """Behaviour cloning of ``args.imitation_placement`` over ``tasks`` (cross-entropy on its actions)."""
+    if args.imitation_episodes <= 0:
+        return
+    opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
+    data: list[Episode] = []
+    for i in range(args.imitation_episodes):
+        env.unwrapped.set_task(tasks[i % len(tasks)])
+        data.append(
+            rollout(
+                policy,
+                env,
+                int(rng.integers(2**31)),
+                greedy=True,
+                expert=HeuristicExpert(args.imitation_placement),
+            )
+        )
+    obs = [o for ep in data for o in ep.obs]
+    acts = torch.as_tensor([a for ep in data for a in ep.actions])
+    for epoch in range(30):
+        perm = rng.permutation(len(acts))
+        total = 0.0
+        for lo in range(0, len(perm), 64):
+            idx = perm[lo : lo + 64]
+            t = _batch([obs[i] for i in idx])
+            logits, _ = policy(t)
+            loss = nn.functional.cross_entropy(masked(logits, t["action_mask"]), acts[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+        if epoch % 10 == 9:
+            log(
+                f"imitation epoch {epoch + 1}: cross-entropy {total / len(acts):.3f} on {len(acts)} decisions"
+            )
+
+
+# ---------------------------------------------------------------------------------------------- training
+def _params(m: nn.Module) -> list[torch.Tensor]:
+    return [p for p in m.parameters()]
+
+
+def new_perf_model(env, seed: int) -> PerformanceModel:
+    return PerformanceModel(len(env.unwrapped.cluster.catalog.model_names), seed=seed)
+
+
+def meta_train(
+    args: MetaArgs,
+    out: str | Path,
+    *,
+    mode: str = "meta",
+    resume: bool = True,
+    save_every: int = 5,
+    log=print,
+) -> Path:
+    """Meta-train (``mode="meta"``: Reptile / FOMAML) or multi-task-train (``mode="multitask"``: the same episodes,
+    every episode's policy-gradient step applied to the shared weights, no inner/outer split) on the training task
+    set; checkpoints to ``out`` every ``save_every`` iterations and resumes from it."""
+    from gpusched_envs.envs.placement_tasks import train_tasks
+
+    set_torch_threads(1)
+    seed_everything(args.seed)
+    out = Path(out)
+    env = make_env(args)
+    tasks = train_tasks(args.train_tasks, args.task_seed, args.num_jobs, (args.cluster,))
+    policy = make_policy(env, args)
+    perf = new_perf_model(env, args.seed)
+    start = 0
+    if resume and (out / META_FILE).exists():
+        policy, perf, meta = load_meta(out)
+        start = int(meta["meta_rl"]["iteration"])
+        log(f"resuming {out} at iteration {start}")
+    else:
+        imitation(policy, env, tasks, args, np.random.default_rng([args.seed, 7]), log=log)
+        _save(out, policy, perf, args, mode, 0, env)
+    opt = torch.optim.Adam(policy.parameters(), lr=args.inner_lr)
+    t0 = time.time()
+    for it in range(start, args.iterations):
+        rng = np.random.default_rng([args.seed, 11, it])
+        batch = [tasks[int(i)] for i in rng.choice(len(tasks), size=args.meta_batch, replace=False)]
+        jcts = []
+        if mode == "meta":
+            adapted, grads = [], []
+            for task in batch:
+                seeds = rng.integers(2**31, size=args.inner_episodes)
+                phi = adapt(policy, env, task, seeds, args, perf=perf, rng=rng)
+                if args.outer == "fomaml":
+                    ep = rollout(phi, env, int(rng.integers(2**31)), greedy=False, rng=rng, perf=perf)
+                    loss = pg_loss(phi, [ep], args)
+                    phi.zero_grad()
+                    if loss is not None:
+                        loss.backward()
+                    grads.append(
+                        [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in _params(phi)]
+                    )
+                adapted.append([p.detach() for p in _params(phi)])
+                jcts.append(perf_note(env))
+            if args.outer == "fomaml":
+                fomaml_update(_params(policy), grads, args.outer_lr * args.inner_lr)
+            else:
+                reptile_update(_params(policy), adapted, args.outer_lr)
+        else:
+            for task in batch:
+                env.unwrapped.set_task(task)
+                for s in rng.integers(2**31, size=args.inner_episodes):
+                    ep = rollout(policy, env, int(s), greedy=False, rng=rng, perf=perf, bonus=args.bonus)
+                    pg_step(policy, opt, [ep], args)
+                    jcts.append(ep.metrics.get("avg_jct", float("nan")))
+                perf.fit(args.perf_fit_steps)
+        log(
+            f"{mode} iteration {it + 1}/{args.iterations}: last-episode avg JCT {np.nanmean(jcts):,.0f} s, "
+            f"perf-model samples {len(perf)}, {time.time() - t0:.0f} s"
+        )
+        if (it + 1) % save_every == 0 or it + 1 == args.iterations:
+            _save(out, policy, perf, args, mode, it + 1, env)
+    return out
+
+
+def perf_note(env) -> float:
+    sim = env.unwrapped.sim
+    return (
+        float(sim.metrics().get("avg_jct", float("nan"))) if sim is not None and sim.drained else float("nan")
+    )
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+def _save(out: Path, policy: PlacementPolicy, perf: PerformanceModel, args: MetaArgs, mode, it, env) -> None:
+    save_meta(out, policy, perf, args, mode=mode, iteration=it, env_kwargs=_env_kwargs(args))
+
+
+def _env_kwargs(args: MetaArgs) -> dict:
+    return {"cluster": args.cluster, "num_jobs": args.num_jobs}
+
+
+def policy_state(policy: PlacementPolicy) -> dict:
+    """The greedy policy as :class:`agents.checkpoint.PPOPolicy` weights (the scorer, and an action net that reads
+    the scores through), so ``agents.load`` and the leaderboard run a MetaPlace checkpoint like any other."""
+    state = {f"scorer.{k}": v for k, v in policy.scorer.state_dict().items()}
+    a, h = policy.cfg.num_actions, policy.cfg.hidden
+    w = torch.zeros(a, a + h)
+    w[:, :a] = torch.eye(a)
+    state["action_net.weight"], state["action_net.bias"] = w, torch.zeros(a)
+    return state
+
+
+def save_meta(
+    out: str | Path,
+    policy: PlacementPolicy,
+    perf: PerformanceModel,
+    args: MetaArgs,
+    *,
+    mode: str,
+    iteration: int,
+    env_kwargs: dict,
+    evaluation: dict | None = None,
+    command: str = "",
+) -> Path:
+    """``model.pt`` (the greedy policy, :func:`policy_state`), ``value.pt`` (the critic), ``perf_model.pt`` (the
+    performance model) then ``meta.json`` (with the three files' sha256), each written atomically."""
+    import hashlib
+    from datetime import UTC, datetime
+
+    from gpusched_envs.io import atomic_write_bytes, atomic_write_text
+
+    out = Path(out)
+    hashes = {}
+    for name, state in (
+        (POLICY_FILE, policy_state(policy)),
+        (VALUE_FILE, policy.value.state_dict()),
+        (PERF_FILE, perf.state_dict()),
+    ):
+        buf = io.BytesIO()
+        torch.save({k: v.detach().cpu() for k, v in state.items()}, buf)
+        atomic_write_bytes(out / name, buf.getvalue())
+        hashes[name] = hashlib.sha256(buf.getvalue()).hexdigest()
+    meta = {
+        "format": 1,
+        "algorithm": "metaplace" if mode == "meta" else "multitask-pg",
+        "policy": "logits",
+        "env_id": ENV_ID,
+        "env_kwargs": env_kwargs,
+        "obs_mode": "graph",
+        "network": policy.cfg.to_dict(),
+        "steps": 0,
+        "seed": args.seed,
+        "command": command,
+        "evaluation": evaluation,
+        "args": args.to_dict(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model_sha256": hashes[POLICY_FILE],
+        "meta_rl": {
+            "mode": mode,
+            "outer": args.outer,
+            "iteration": int(iteration),
+            "task_seed": args.task_seed,
+            "sha256": hashes,
+        },
+    }
+    atomic_write_text(out / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def load_meta(path: str | Path) -> tuple[PlacementPolicy, PerformanceModel, dict]:
+    """Policy (with its critic), performance model and ``meta.json`` of a checkpoint written by :func:`save_meta`
+    (every file checked against its sha256)."""
+    import hashlib
+
+    path = Path(path)
+    if not (path / META_FILE).exists():
+        raise FileNotFoundError(f"{path}: no MetaPlace checkpoint ({META_FILE} missing)")
+    meta = json.loads((path / META_FILE).read_text())
+    if "meta_rl" not in meta:
+        raise ValueError(f"{path}: not a MetaPlace checkpoint (no 'meta_rl' in {META_FILE})")
+    fields = {f.name for f in dataclasses.fields(MetaArgs)}
+    args = MetaArgs(**{k: v for k, v in meta["args"].items() if k in fields})
+    env = make_env(args)
+    policy = make_policy(env, args)
+    perf = new_perf_model(env, args.seed)
+    env.close()
+    states = {}
+    for name in (POLICY_FILE, VALUE_FILE, PERF_FILE):
+        f = path / name
+        if not f.exists():
+            raise FileNotFoundError(f"{f}: no such file")
+        data = f.read_bytes()
+        if hashlib.sha256(data).hexdigest() != meta["meta_rl"]["sha256"][name]:
+            raise ValueError(f"{path}: {name} does not match {META_FILE} (interrupted save?)")
+        states[name] = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    prefix = "scorer."
+    policy.scorer.load_state_dict(
+        {k[len(prefix) :]: v for k, v in states[POLICY_FILE].items() if k.startswith(prefix)}
+    )
+    policy.value.load_state_dict(states[VALUE_FILE])
+    perf.load_state_dict(states[PERF_FILE])
+    return policy, perf, meta

@@ -1,0 +1,309 @@
+"""``gpusched adapt``: the MetaPlace adaptation evaluation on held-out ``WorkerPlacement-v0`` tasks, and
+``gpusched meta-train``: meta-training (or multi-task training) of the MetaPlace policy.
+
+For each seed ``i`` (one held-out task per seed, :func:`gpusched_envs.envs.placement_tasks.heldout_tasks`, or a
+drifting one with ``--drift``), every learning agent adapts for ``K`` episodes on the task (one policy-gradient
+step per episode, its own workload seeds) and its greedy policy is then evaluated on ``--eval-episodes`` workloads
+of the task that adaptation never saw; the heuristics run on the same evaluation workloads (FIFO order with
+backfill, as the env's head job, and their placement). Reported: average JCT after 0, 1, 3, 10 adaptation
+episodes, per agent, mean over seeds with a 95% percentile-bootstrap interval, and paired differences
+(MetaPlace − agent, per seed) with their intervals.
+
+Agents: ``metaplace`` (the meta-trained checkpoint, uncertainty-directed exploration on), ``metaplace-nobonus``
+(the exploration ablation: the same checkpoint, plain sampling from the policy), ``multitask`` (pre-trained on
+every training task without meta-learning, adapted the same way, plain sampling), ``scratch`` (the same network
+from a random initialisation, same adaptation budget), and the heuristics ``consolidate``, ``closest``, ``pack``,
+``random``.
+
+    gpusched adapt --seeds 10 --adapt-episodes 0,1,3,10 --out results/adapt
+    gpusched adapt --drift --seeds 10 --out results/adapt-drift
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+
+HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
+LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "multitask", "scratch")
+DEFAULT_META = "checkpoints/metaplace/workerplacement_gnn"
+DEFAULT_MULTITASK = "checkpoints/metaplace/multitask_gnn"
+
+
+def _heuristic_jct(env, task, placement: str, seed: int) -> float:
+    from agents.common import fresh_simulator
+    from gpusched_envs.policies.schedulers import FIFO
+
+    env.unwrapped.set_task(task)
+    sim = fresh_simulator(env, seed)
+    return float(sim.run(FIFO(placement, backfill=True))["avg_jct"])
+
+
+def _greedy_jct(policy, env, task, seeds) -> float:
+    from agents.meta_rl import rollout
+
+    env.unwrapped.set_task(task)
+    return float(np.mean([rollout(policy, env, int(s), greedy=True).metrics["avg_jct"] for s in seeds]))
+
+
+def run_seed(job: dict) -> dict:
+    """One seed of the evaluation: every agent on the seed's task; ``{agent: {K: avg JCT}}``."""
+    import copy
+
+    import torch
+
+    from agents.common import seed_everything, set_torch_threads
+    from agents.meta_rl import adapt, load_meta, make_env, make_policy
+    from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
+
+    set_torch_threads(1)
+    i, ks = int(job["seed"]), sorted(int(k) for k in job["ks"])
+    policy0, perf0, meta = load_meta(job["meta"])
+    from agents.meta_rl import MetaArgs
+
+    args = MetaArgs(**{k: v for k, v in meta["args"].items() if k in MetaArgs.__dataclass_fields__})
+    env = make_env(args)
+    pick = drift_tasks if job["drift"] else heldout_tasks
+    task = pick(i + 1, args.task_seed, args.num_jobs, (args.cluster,))[i]
+    adapt_seeds = np.random.default_rng([i, 100]).integers(2**31, size=max(ks))
+    eval_seeds = np.random.default_rng([i, 200]).integers(2**31, size=int(job["eval_episodes"]))
+    out: dict = {"seed": i, "task": repr(task), "agents": {}}
+    for name in job["agents"]:
+        if name in HEURISTIC_AGENTS:
+            jct = float(np.mean([_heuristic_jct(env, task, name, int(s)) for s in eval_seeds]))
+            out["agents"][name] = {str(k): jct for k in ks}
+            continue
+        seed_everything(1000 + i)
+        perf = None
+        bonus = 0.0
+        if name.startswith("metaplace"):
+            policy, perf = copy.deepcopy(policy0), copy.deepcopy(perf0)
+            bonus = args.bonus if name == "metaplace" else 0.0
+        elif name == "multitask":
+            policy, _, _ = load_meta(job["multitask"])
+        elif name == "scratch":
+            torch.manual_seed(1000 + i)
+            policy = make_policy(env, args)
+        else:
+            raise ValueError(f"unknown agent {name!r}; valid: {', '.join(LEARNED_AGENTS + HEURISTIC_AGENTS)}")
+        curve: dict[str, float] = {}
+        if 0 in ks:
+            curve["0"] = _greedy_jct(policy, env, task, eval_seeds)
+
+        def note(k, phi, curve=curve):
+            if k in ks:
+                curve[str(k)] = _greedy_jct(phi, env, task, eval_seeds)
+                env.unwrapped.set_task(task)
+
+        if max(ks) > 0:
+            rng = np.random.default_rng([i, 300])
+            adapt(policy, env, task, adapt_seeds, args, perf=perf, bonus=bonus, rng=rng, callback=note)
+        out["agents"][name] = curve
+    env.close()
+    return out
+
+
+def summarise(results: list[dict], ks: list[int], reference: str = "metaplace") -> dict:
+    """Mean and 95% interval per agent and K; paired differences ``reference − agent`` per seed."""
+    from evaluate.stats import mean_ci
+
+    agents = list(results[0]["agents"]) if results else []
+    table: dict = {}
+    for a in agents:
+        table[a] = {}
+        for k in ks:
+            vals = [r["agents"][a][str(k)] for r in results]
+            m, lo, hi = mean_ci(vals)
+            row = {"mean": m, "low": lo, "high": hi, "n": len(vals)}
+            if reference in agents and a != reference:
+                d = [r["agents"][reference][str(k)] - r["agents"][a][str(k)] for r in results]
+                dm, dlo, dhi = mean_ci(d)
+                row["paired_diff"] = {"mean": dm, "low": dlo, "high": dhi}
+            table[a][str(k)] = row
+    return table
+
+
+def markdown(table: dict, ks: list[int], title: str, reference: str = "metaplace") -> str:
+    lines = [f"### {title}", "", "| agent | " + " | ".join(f"K={k}" for k in ks) + " |"]
+    lines.append("|---|" + "---|" * len(ks))
+    for a, row in table.items():
+        cells = []
+        for k in ks:
+            r = row[str(k)]
+            cells.append(f"{r['mean']:,.0f} [{r['low']:,.0f}, {r['high']:,.0f}]")
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Paired difference {reference} − agent (s; negative: {reference} better), 95% interval:",
+        "",
+    ]
+    lines.append("| agent | " + " | ".join(f"K={k}" for k in ks) + " |")
+    lines.append("|---|" + "---|" * len(ks))
+    for a, row in table.items():
+        if "paired_diff" not in row[str(ks[0])]:
+            continue
+        cells = []
+        for k in ks:
+            d = row[str(k)]["paired_diff"]
+            cells.append(f"{d['mean']:+,.0f} [{d['low']:+,.0f}, {d['high']:+,.0f}]")
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_adaptation(
+    meta: str | Path,
+    multitask: str | Path | None,
+    agents: list[str],
+    seeds: int,
+    ks: list[int],
+    eval_episodes: int = 2,
+    drift: bool = False,
+    workers: int = 1,
+    log=print,
+) -> tuple[list[dict], dict]:
+    jobs = [
+        {
+            "seed": i,
+            "ks": ks,
+            "meta": str(meta),
+            "multitask": str(multitask) if multitask else None,
+            "agents": agents,
+            "eval_episodes": eval_episodes,
+            "drift": drift,
+        }
+        for i in range(seeds)
+    ]
+    results: list[dict] = []
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers) as pool:
+            for r in pool.map(run_seed, jobs):
+                results.append(r)
+                log(f"seed {r['seed']} done")
+    else:
+        for j in jobs:
+            results.append(run_seed(j))
+            log(f"seed {j['seed']} done")
+    return results, summarise(results, ks)
+
+
+def _fail(message: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        vals = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        _fail(f"--{what}: expected a comma list of integers, got {text!r}")
+    if not vals or min(vals) < 0:
+        _fail(f"--{what}: expected non-negative integers, got {text!r}")
+    return vals
+
+
+def adapt_cmd(
+    adapt_episodes: Annotated[
+        str, typer.Option(help="Comma list of adaptation budgets K (episodes) to report.")
+    ] = "0,1,3,10",
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds (one held-out task each).")] = 10,
+    agents: Annotated[
+        str, typer.Option(help="Comma list of agents: " + ", ".join(LEARNED_AGENTS + HEURISTIC_AGENTS))
+    ] = ",".join(LEARNED_AGENTS + HEURISTIC_AGENTS),
+    checkpoint: Annotated[Path, typer.Option(help="MetaPlace checkpoint folder.")] = Path(DEFAULT_META),
+    multitask: Annotated[Path, typer.Option(help="Multi-task baseline checkpoint folder.")] = Path(
+        DEFAULT_MULTITASK
+    ),
+    eval_episodes: Annotated[int, typer.Option(min=1, help="Evaluation workloads per seed and K.")] = 2,
+    drift: Annotated[bool, typer.Option(help="Drift experiment: the task changes mid-episode.")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
+    out: Annotated[Path, typer.Option(help="Output folder (adapt.json, adapt.md).")] = Path("results/adapt"),
+) -> None:
+    """Average JCT on held-out WorkerPlacement tasks after K adaptation episodes, per agent (MetaPlace, issue 15)."""
+    from gpusched_envs.io import atomic_write_text
+
+    ks = _int_list(adapt_episodes, "adapt-episodes")
+    names = [a.strip() for a in agents.split(",") if a.strip()]
+    bad = [a for a in names if a not in LEARNED_AGENTS + HEURISTIC_AGENTS]
+    if bad:
+        _fail(f"--agents: unknown {', '.join(bad)}; valid: {', '.join(LEARNED_AGENTS + HEURISTIC_AGENTS)}")
+    for flag, path, needed in (
+        ("--checkpoint", checkpoint, True),
+        ("--multitask", multitask, "multitask" in names),
+    ):
+        if needed and not (Path(path) / "meta.json").exists():
+            _fail(f"{flag} {path}: no MetaPlace checkpoint there (meta.json missing)")
+    results, table = run_adaptation(
+        checkpoint,
+        multitask if "multitask" in names else None,
+        names,
+        seeds,
+        ks,
+        eval_episodes,
+        drift,
+        workers,
+    )
+    title = f"{'Drift' if drift else 'Held-out'} tasks: average JCT (s) after K adaptation episodes, {seeds} seeds"
+    md = markdown(table, ks, title)
+    doc = {"ks": ks, "seeds": seeds, "drift": drift, "eval_episodes": eval_episodes, "table": table}
+    doc["per_seed"] = results
+    atomic_write_text(Path(out) / "adapt.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(Path(out) / "adapt.md", md)
+    typer.echo(md)
+    typer.echo(f"wrote {out}/adapt.json, {out}/adapt.md")
+
+
+def meta_train_cmd(
+    out: Annotated[Path, typer.Option(help="Checkpoint folder (resumed when it exists).")] = Path(
+        DEFAULT_META
+    ),
+    mode: Annotated[str, typer.Option(help="meta (Reptile / FOMAML) | multitask (baseline)")] = "meta",
+    config: Annotated[
+        Path | None, typer.Option(help="YAML of MetaArgs fields (e.g. train/configs/meta.yaml).")
+    ] = None,
+    iterations: Annotated[
+        int | None, typer.Option(min=1, help="Outer iterations (overrides the config).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (overrides the config).")] = None,
+    resume: Annotated[bool, typer.Option(help="Resume from OUT when it holds a checkpoint.")] = True,
+) -> None:
+    """Meta-train the MetaPlace worker-placement policy (or the multi-task baseline) on the training tasks."""
+    import dataclasses
+
+    import yaml
+
+    from agents.meta_rl import MetaArgs, meta_train
+
+    if mode not in ("meta", "multitask"):
+        _fail(f"--mode: expected meta or multitask, got {mode!r}")
+    kv: dict = {}
+    if config is not None:
+        if not config.exists():
+            _fail(f"--config {config}: no such file")
+        kv = yaml.safe_load(config.read_text()) or {}
+        if not isinstance(kv, dict):
+            _fail(f"--config {config}: expected a mapping of MetaArgs fields")
+        fields = {f.name for f in dataclasses.fields(MetaArgs)}
+        unknown = sorted(set(kv) - fields)
+        if unknown:
+            _fail(
+                f"--config {config}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(sorted(fields))}"
+            )
+    if iterations is not None:
+        kv["iterations"] = iterations
+    if seed is not None:
+        kv["seed"] = seed
+    try:
+        args = MetaArgs(**kv)
+    except TypeError as exc:
+        _fail(f"--config {config}: {exc}")
+    if args.outer not in ("reptile", "fomaml"):
+        _fail(f"outer must be reptile or fomaml, got {args.outer!r}")
+    meta_train(args, out, mode=mode, resume=resume, log=lambda m: typer.echo(m))

@@ -1,0 +1,121 @@
+"""``python -m train compare``: heuristics of the agent's information class, paired differences, ``--env-kwargs``
+(a GNN checkpoint on a cluster it was not trained on) and ``--suite``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from agents import checkpoint as ckpt
+from agents.common import make_env
+from agents.networks import build_network, config_for_env
+from train.cli import app
+from train.compare import compare, heuristics_for, information_of, scenario_kwargs, summarize_pairs
+
+TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9, "information": "non-clairvoyant", "preemption": True}
+
+
+def test_summarize_pairs_exact_paired_differences():
+    rows = [{"agent": 10.0, "fifo": 20.0}, {"agent": 30.0, "fifo": 20.0}, {"agent": 5.0, "fifo": 35.0}]
+    s = summarize_pairs(rows, ("fifo",))
+    assert s["agent"]["mean"] == 15.0 and s["fifo"]["mean"] == 25.0
+    d = s["agent_minus_fifo"]
+    assert d["mean"] == -10.0 and d["relative"] == -0.4 and d["pairs"] == 3 and d["agent_better_in"] == 2
+    assert d["ci95"][0] <= -10.0 <= d["ci95"][1]
+
+
+def test_heuristics_follow_the_information_class():
+    assert set(heuristics_for("non-clairvoyant")) == {"fifo", "gandiva", "tiresias"}
+    assert set(heuristics_for("clairvoyant")) == {"fifo", "gandiva", "tiresias", "sjf", "srtf"}
+    assert information_of({"information": "non-clairvoyant", "env_kwargs": {}}) == "non-clairvoyant"
+    assert (
+        information_of({"env_kwargs": {}}) == "clairvoyant"
+    )  # saved before the setting existed: saw durations
+
+
+def test_scenario_kwargs_keep_what_defines_the_policy():
+    meta = {
+        "env_kwargs": {"cluster": "topdrl", "window": 16, "placement": "closest", "preemption": True},
+        "information": "non-clairvoyant",
+        "network": {"encoder": "cnn"},
+    }
+    out = scenario_kwargs(
+        meta, {"cluster": "hetero64", "window": 8, "placement": "pack", "preemption": False}
+    )
+    assert out == {
+        "cluster": "hetero64",
+        "window": 16,
+        "placement": "closest",
+        "preemption": True,
+        "information": "non-clairvoyant",
+    }
+    meta["network"]["encoder"] = "gnn"  # the GNN reads any window
+    assert scenario_kwargs(meta, {"window": 8})["window"] == 8
+
+
+@pytest.fixture(scope="module")
+def gnn_checkpoint(tmp_path_factory):
+    """An untrained GNN policy on tiny (non-clairvoyant, with preemption), saved like a trained one."""
+    path = tmp_path_factory.mktemp("ckpt") / "gnn"
+    env = make_env("gpusched/JobSelect-v0", TINY, "graph")
+    cfg = config_for_env(env, "gnn", hidden=8)
+    torch.manual_seed(0)
+    net = build_network(cfg, env.observation_space)
+    ckpt.save(
+        path,
+        net,
+        algorithm="ddqn",
+        policy="q",
+        env_id="gpusched/JobSelect-v0",
+        env_kwargs={**TINY, "obs_mode": "graph"},
+        obs_mode="graph",
+        network=cfg,
+        steps=0,
+        seed=0,
+    )
+    return path
+
+
+def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
+    assert json.loads((gnn_checkpoint / "meta.json").read_text())["information"] == "non-clairvoyant"
+    result = compare(gnn_checkpoint, [0, 1], env_kwargs={"cluster": "topdrl", "num_jobs": 12})
+    assert result["information"] == "non-clairvoyant"
+    assert result["scenarios"][0]["env_kwargs"]["cluster"] == "topdrl"
+    assert [r["seed"] for r in result["rows"]] == [0, 1]
+    assert set(result["rows"][0]) == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias"}
+    assert all(r["agent"] > 0 and r["tiresias"] > 0 for r in result["rows"])
+    # the heuristic figures are those of the same workload replayed by the simulator
+    from agents.common import fresh_simulator
+    from gpusched_envs.policies import make_policy
+
+    env = make_env("gpusched/JobSelect-v0", result["scenarios"][0]["env_kwargs"], "graph")
+    expected = fresh_simulator(env, 1).run(make_policy("tiresias", "closest"))["avg_jct"]
+    assert result["rows"][1]["tiresias"] == pytest.approx(expected)
+
+
+def test_compare_cli_env_kwargs_and_errors(gnn_checkpoint, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "r.json"
+    res = runner.invoke(
+        app,
+        [
+            "compare",
+            str(gnn_checkpoint),
+            "--seeds",
+            "1",
+            "--env-kwargs",
+            '{"num_jobs": 8}',
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "tiresias" in res.output and "sjf" not in res.output
+    assert json.loads(out.read_text())["rows"][0]["seed"] == 20_000
+    bad = runner.invoke(app, ["compare", str(gnn_checkpoint), "--env-kwargs", "{not json"])
+    assert bad.exit_code == 2 and "--env-kwargs is not valid JSON" in bad.output
+    both = runner.invoke(app, ["compare", str(gnn_checkpoint), "--env-kwargs", "{}", "--suite", "quick"])
+    assert both.exit_code == 2 and "not both" in both.output
