@@ -53,6 +53,31 @@ def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
     return float(fresh_simulator(env, seed).run(make_policy(name, placement))["avg_jct"])
 
 
+SUITES_DIR = Path(__file__).resolve().parents[1] / "evaluate" / "suites"
+
+
+def suite_scenarios(name_or_path: str) -> list[tuple[str, str, dict]]:
+    """``(name, env_id, env_kwargs)`` of a leaderboard suite file (a path or a name in ``evaluate/suites``), read
+    as data (``train`` does not import ``evaluate``); defaults are merged as the leaderboard merges them."""
+    import yaml
+
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = SUITES_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in SUITES_DIR.glob("*.yaml")))
+        raise ValueError(f"--suite {name_or_path!r}: neither a file nor a suite in evaluate/suites ({known})")
+    doc = yaml.safe_load(path.read_text()) or {}
+    defaults = doc.get("defaults") or {}
+    out = []
+    for i, sc in enumerate(doc.get("scenarios") or []):
+        if not isinstance(sc, dict) or not isinstance(sc.get("name"), str):
+            raise ValueError(f"{path}: scenarios[{i}] is not a mapping with a name")
+        kwargs = {**(defaults.get("env_kwargs") or {}), **(sc.get("env_kwargs") or {})}
+        out.append((sc["name"], sc.get("env_id", defaults.get("env_id")), kwargs))
+    return out
+
+
 def scenario_kwargs(meta: dict, env_kwargs: dict) -> dict:
     """``env_kwargs`` over the checkpoint's, with the policy-defining kwargs kept from the checkpoint."""
     trained = dict(meta.get("env_kwargs") or {})
@@ -90,9 +115,7 @@ def compare(
     information = information_of(meta)
     names = tuple(heuristics) if heuristics is not None else heuristics_for(information)
     if suite is not None:
-        from evaluate.scenarios import load_suite
-
-        scenarios = [(s.name, s.env_kwargs) for s in load_suite(suite).scenarios if s.env_id == agent.env_id]
+        scenarios = [(n, kw) for n, env_id, kw in suite_scenarios(suite) if env_id == agent.env_id]
         if not scenarios:
             raise ValueError(f"suite {suite!r} has no scenario on {agent.env_id}")
     else:

@@ -119,3 +119,15 @@ def test_compare_cli_env_kwargs_and_errors(gnn_checkpoint, tmp_path):
     assert bad.exit_code == 2 and "--env-kwargs is not valid JSON" in bad.output
     both = runner.invoke(app, ["compare", str(gnn_checkpoint), "--env-kwargs", "{}", "--suite", "quick"])
     assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_suite_scenarios_read_the_heldout_family_as_data():
+    from train.compare import suite_scenarios
+
+    rows = suite_scenarios("philly_heldout")
+    assert len(rows) == 14 and all(env_id == "gpusched/JobSelect-v0" for _, env_id, _ in rows)
+    starts = [kw["workload"].split("start=")[1][:10] for _, _, kw in rows]
+    assert all(s >= "2017-11-01" for s in starts)  # held out: nothing submitted before 2017-11-01
+    assert sum("jobs=1000" in kw["workload"] for _, _, kw in rows) == 4
+    with pytest.raises(ValueError, match="neither a file nor a suite"):
+        suite_scenarios("no_such_suite")
