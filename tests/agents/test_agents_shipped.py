@@ -12,7 +12,13 @@ import agents
 from agents.checkpoint import CheckpointMismatchError, scorer_of
 
 ROOT = Path(__file__).resolve().parents[2] / "checkpoints"
-SHIPPED = sorted(p.parent for p in ROOT.glob("*/meta.json"))
+# single-agent policies read by agents.load (multi-agent checkpoints have their own loader and tests)
+SHIPPED = sorted(
+    p.parent
+    for p in ROOT.glob("*/meta.json")
+    if str(json.loads(p.read_text()).get("env_id", "")).startswith("gpusched/")
+    and "network" in json.loads(p.read_text())
+)
 
 
 def test_the_three_checkpoints_are_shipped():
@@ -40,7 +46,16 @@ def test_shipped_checkpoint_loads_and_acts(path):
         agents.load(path, obs_mode=other)
 
 
-GNN_SHIPPED = [p for p in SHIPPED if json.loads((p / "meta.json").read_text())["network"]["encoder"] == "gnn"]
+def _is_cluster_gnn(path) -> bool:
+    """A single-agent GNN policy checkpoint of a cluster env (other shipped folders have formats of their own)."""
+    meta = json.loads((path / "meta.json").read_text())
+    return (meta.get("network") or {}).get("encoder") == "gnn" and meta.get("env_id") in (
+        "gpusched/JobSelect-v0",
+        "gpusched/WorkerPlacement-v0",
+    )
+
+
+GNN_SHIPPED = [p for p in SHIPPED if _is_cluster_gnn(p)]
 RACKS16 = """name: racks16
 description: 16 racks x 2 servers x 4 GPUs
 racks:
