@@ -59,12 +59,15 @@ def config_for_env(
     u = env.unwrapped
     a = int(env.observation_space["action_mask"].shape[-1])
     lo = getattr(u, "layout", None)
-    if lo is None:  # not a cluster env (DAGSchedule-v0): only the MLP over the flat observation applies
+    if lo is None:  # not a cluster env (DAGSchedule-v0): its own GNN (agents.dag_networks) or the MLP
         env_id = u.spec.id if u.spec is not None else type(u).__name__
+        if encoder == "gnn" and hasattr(u, "max_tasks") and getattr(u, "obs_mode", None) == "graph":
+            return NetworkConfig(encoder, a, "dag", a, 0, 0, 0, int(u.max_tasks), hidden, layers)
         if encoder != "mlp":
             raise ValueError(
                 f"encoder {encoder!r} reads the cluster observations of JobSelect, WorkerPlacement and DelayTuning; "
-                f"{env_id} has none: use encoder=mlp"
+                f"{env_id} has none: use encoder=mlp (flat), or encoder=gnn with obs_mode='graph' (a DAG env's "
+                "own task-DAG network)"
             )
         return NetworkConfig(encoder, a, "none", 0, 0, 0, 0, 0, hidden, layers)
     if slots is None:
@@ -383,7 +386,12 @@ class ActionScorer(nn.Module):
 
 def build_network(cfg: NetworkConfig, obs_space, gnn_impl: str = "scatter") -> ActionScorer:
     """The scorer for ``cfg``; ``gnn_impl`` picks the GNN's implementation (``"scatter"``, the default, or the
-    reference ``"pyg"``; same parameters and outputs, see :class:`GraphEncoder`)."""
+    reference ``"pyg"``; same parameters and outputs, see :class:`GraphEncoder`). DAGSchedule-v0's config
+    (``slots="dag"``) gets the task-DAG + GPU network of :mod:`agents.dag_networks` (same interface)."""
+    if cfg.slots == "dag":
+        from agents.dag_networks import DAGScorer
+
+        return DAGScorer(cfg, obs_space)
     return ActionScorer(cfg, obs_space, gnn_impl)
 
 
@@ -401,7 +409,7 @@ def layout_mismatch(encoder: str, trained_space, env_space, fixed_actions: bool 
         if set(mine) != set(theirs):
             return f"observation keys differ ({sorted(mine)} vs {sorted(theirs)})"
         for k in GNN_FEATURE_KEYS:
-            if mine[k][-1:] != theirs[k][-1:]:
+            if k in mine and mine[k][-1:] != theirs[k][-1:]:  # DAGSchedule-v0 has no job_features
                 return f"{k} has {theirs[k][-1]} feature columns, the network reads {mine[k][-1]}"
         if fixed_actions and mine["action_mask"] != theirs["action_mask"]:
             return f"{theirs['action_mask'][0]} actions, the policy has {mine['action_mask'][0]}"

@@ -163,7 +163,7 @@ def make_ppo(
         verbose=verbose,
     )
     init_action_net_identity(model, network_config.num_actions)
-    if network_config.slots != "none":
+    if network_config.slots in ("jobs", "servers"):  # a wait / defer action (not DAGSchedule's GPUs)
         with torch.no_grad():
             model.policy.action_net.bias[-1] = args.wait_logit_init
     return model

@@ -198,6 +198,11 @@ class HeuristicEvalAgent(EvalAgent):
     def identity(self) -> dict:
         return {"kind": self.kind, "policy": self.policy, "placement": self.placement}
 
+    def applies_to(self, scenario: Scenario) -> str | None:
+        if scenario.env_id == "gpusched/DAGSchedule-v0":  # no job queue: the dag-* agents schedule DAGs
+            return "a cluster scheduler; DAG scenarios are ranked with the dag-* agents"
+        return None
+
     def run_episode(self, scenario: Scenario, seed: int) -> dict:
         from gpusched_envs.policies import make_policy
 
@@ -216,6 +221,12 @@ def _shapes(space) -> dict:
 _LOADED: dict[str, object] = {}
 
 
+def _gym_ids() -> tuple[str, ...]:
+    from gpusched_envs.envs import ENTRY_POINTS
+
+    return tuple(ENTRY_POINTS)
+
+
 class CheckpointEvalAgent(EvalAgent):
     """A trained policy folder; runs on scenarios with its env id and observation layout (its ``obs_mode``,
     ``window`` and ``placement`` replace the scenario's)."""
@@ -228,10 +239,19 @@ class CheckpointEvalAgent(EvalAgent):
         meta_path = folder / "meta.json"
         if not meta_path.is_file() or not (folder / "model.pt").is_file():
             raise AgentSpecError(f"{folder}: not a checkpoint (expected model.pt + meta.json)")
-        from agents.checkpoint import CheckpointError, read_meta
+        from agents.checkpoint import CheckpointError, read_meta, validate_meta
 
-        try:  # every field checked (env id registered by the package, no file paths) before anything is built
+        try:
             self.meta = read_meta(folder)
+            # a policy of one of the package's gym envs: every field checked (no file paths, types) before anything
+            # is built; a "module:Env" id is refused; other kinds of checkpoint (an HMARL actor of the PettingZoo
+            # env, an interference model) run on no scenario
+            env_id = self.meta.get("env_id")
+            self._other_kind = None
+            if not isinstance(env_id, str) or (env_id not in _gym_ids() and ":" not in env_id):
+                self._other_kind = f"a {self.meta['algorithm']} checkpoint, not a policy of a gym env"
+            else:
+                validate_meta(self.meta, str(meta_path))
         except CheckpointError as exc:
             raise AgentSpecError(str(exc)) from None
         self.folder = folder.resolve()
@@ -248,6 +268,8 @@ class CheckpointEvalAgent(EvalAgent):
         return {"kind": self.kind, "files": file_digest(self.folder), "agents_code": _agents_code_digest()}
 
     def applies_to(self, scenario: Scenario) -> str | None:
+        if self._other_kind is not None:
+            return self._other_kind
         key = scenario.content_hash()
         if key not in self._applies:
             self._applies[key] = self._check(scenario)
@@ -418,6 +440,9 @@ def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | 
                 continue
             if spec in ("all", "heuristics"):
                 out.extend(HEURISTICS)
+                from evaluate.dag_bench import LEADERBOARD_AGENTS  # DAG heuristics and searchers (issue 13)
+
+                out.extend(LEADERBOARD_AGENTS)
             if spec in ("all", "checkpoints"):
                 out.extend(shipped_checkpoints(checkpoints))
             if spec not in ("all", "heuristics", "checkpoints"):
@@ -436,10 +461,12 @@ def resolve_agent(spec: str) -> EvalAgent:
     policy, plus, placement = spec.partition("+")
     from gpusched_envs.policies import POLICIES
 
-    if policy in POLICIES and ":" not in spec:
-        agent: EvalAgent = HeuristicEvalAgent(
-            policy, placement if plus else HEURISTICS.get(policy, "closest"), spec
-        )
+    if spec.startswith("dag-") and not Path(spec).exists():  # DAG agents of `gpusched dag-bench` (issue 13)
+        from evaluate.dag_bench import dag_eval_agent
+
+        agent: EvalAgent = dag_eval_agent(spec)
+    elif policy in POLICIES and ":" not in spec:
+        agent = HeuristicEvalAgent(policy, placement if plus else HEURISTICS.get(policy, "closest"), spec)
     elif Path(spec).exists():
         agent = CheckpointEvalAgent(spec)
     elif ":" in spec:

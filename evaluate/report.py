@@ -101,7 +101,10 @@ def summarise(result: GridResult) -> dict:
             for key, _, _ in TABLE_METRICS:
                 row[key] = _ci([c["metrics"].get(key) for c in cells])
             rows.append(row)
-        rows.sort(key=lambda r: (_sort_value(r["avg_jct"]["mean"]), r["agent"]))
+        # ranked by average JCT; scenarios without jobs (DAGSchedule: one DAG) by makespan
+        rows.sort(
+            key=lambda r: (_sort_value(r["avg_jct"]["mean"]), _sort_value(r["makespan"]["mean"]), r["agent"])
+        )
         for i, row in enumerate(rows, 1):
             row["rank"] = i
         summary.extend(rows)

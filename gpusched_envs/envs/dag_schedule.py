@@ -22,6 +22,28 @@ EDGE_FEATURES = ("dependency", "assignment", "bytes")
 MODES = ("construct", "improve")
 
 
+SYNTHETIC_CCR_KINDS = ("random", "alibaba", "tpch")  # DAG spec kinds whose edge bytes come from a CCR knob
+
+
+def ccr_at_gpus(dag, bandwidth: np.ndarray, reference_bandwidth: float | None = None):
+    """``dag`` with its edge bytes rescaled so that its CCR, set by a generator at the reference bandwidth
+    (``dag_reference_bandwidth_bytes_per_s``, 10 GB/s), holds on this GPU set instead: transfer times at the mean
+    inverse bandwidth over pairs of distinct GPUs (as HEFT's mean communication cost) equal those at the reference.
+    Slow links (hetero64's cross-rack 0.12 GB/s) otherwise multiply a generator's CCR by up to ~80."""
+    from gpusched_envs.workloads.dag.random_layered import DEFAULT_BANDWIDTH
+
+    inv = inverse_bandwidth(bandwidth)
+    g = inv.shape[0]
+    if g < 2 or dag.num_edges == 0:
+        return dag
+    mean_inv = float(inv[~np.eye(g, dtype=bool)].mean())
+    ref = float(reference_bandwidth or DEFAULT_BANDWIDTH)
+    return dag.replace(
+        edge_bytes=np.asarray(dag.edge_bytes) / (ref * mean_inv),
+        source=f"{dag.source}; bytes rescaled x{1 / (ref * mean_inv):.4g} for the CCR on the GPU set",
+    )
+
+
 def pick_gpus(cluster: Cluster, count: int | None) -> np.ndarray:
     """``count`` GPU ids spread evenly over the cluster's GPU numbering (so over servers, racks and types)."""
     if count is None or count >= cluster.num_gpus:
@@ -52,8 +74,10 @@ class DAGScheduleEnv(gym.Env):
     :data:`TASK_FEATURES` on task nodes and :data:`GPU_FEATURES` on GPU nodes), ``node_mask``, ``edge_index (2, E)``
     with the DAG's edges and one task→GPU edge per placed task, ``edge_features (E, 3)``, ``edge_mask``,
     ``context (4,)``, ``action_mask (GPUs,)``. ``"flat"``: ``obs`` (task and GPU features and context in one
-    vector, without edges) and ``action_mask``. Times are ``log1p(seconds / time_scale)``; ``makespan_if_here`` is
-    (makespan if the current task goes there − current makespan) ÷ ``time_scale``. Padded to ``max_tasks`` /
+    vector, without edges) and ``action_mask``. Times are ``log1p(seconds / time_scale)``; ``makespan_if_here`` is,
+    in ``improve`` mode, (makespan if the current task moves there − current makespan) ÷ ``time_scale``, in
+    ``construct`` mode (the current task's finish time there − current makespan) ÷ ``time_scale``: the makespan
+    increase when positive, and ordered by finish time throughout (lowest = earliest finish). Padded to ``max_tasks`` /
     ``max_edges``. Image observations are not offered.
 
     ## Rewards
@@ -62,16 +86,21 @@ class DAGScheduleEnv(gym.Env):
     is the total improvement over the initial plan.
 
     ## Episode End
-    ``construct``: terminates when every task is placed. ``improve``: truncates after ``improve_steps``
-    reassignments (default: one pass over the tasks). ``info["makespan"]``, ``info["plan"]`` = (assignment,
+    ``construct``: terminates when every task is placed. ``improve``: terminates after ``improve_steps``
+    reassignments (default: one pass over the tasks); the spent share of the budget is in the context, so the
+    end is part of the observed state (a termination, not a time-limit truncation). ``info["makespan"]``, ``info["plan"]`` = (assignment,
     priority) as :func:`gpusched_envs.sim.dag_eval.evaluate_plan` takes them; at the end ``info["metrics"]``.
 
     ## Arguments
     - ``cluster`` (``"hetero64"``): preset, path or ``Cluster``; ``gpus`` (8): how many of its GPUs, spread evenly
       (None: all).
     - ``dag`` (``"dag:random:n=20"``): a DAG spec of :func:`gpusched_envs.workloads.dag.load_dag` (re-drawn every
-      reset from the reset seed) or a ``DAG``; ``max_tasks`` / ``max_edges``: padding (default: from the first DAG,
-      with room for denser DAGs of the same size).
+      reset from the reset seed) or a ``DAG``, or a list of those (each reset draws one uniformly: training across
+      DAG families); ``max_tasks`` / ``max_edges``: padding (default: from the first draw of each entry, with room
+      for denser DAGs of the same size).
+    - ``ccr_at``: ``"reference"`` (default: edge bytes as generated, CCR at the 10 GB/s reference bandwidth) or
+      ``"gpus"``: DAGs of the synthetic spec kinds (``random``, ``alibaba``, ``tpch``) get their bytes rescaled so
+      the CCR holds on this GPU set (:func:`ccr_at_gpus`); measured DAGs (PipeDream, GPT-2) keep their bytes.
     - ``mode``: ``"construct"`` | ``"improve"``; ``initial_plan``: ``"heft"`` | ``"random"``; ``improve_steps``.
     - ``obs_mode``: ``"graph"`` | ``"flat"``; ``time_scale``: seconds per reward unit (None: the DAG's total
       work ÷ GPUs, the perfectly balanced makespan without transfers); ``invalid_action``, ``invalid_penalty``;
@@ -91,6 +120,7 @@ class DAGScheduleEnv(gym.Env):
         *,
         gpus: int | None = 8,
         mode: str = "construct",
+        ccr_at: str = "reference",
         initial_plan: str = "heft",
         improve_steps: int | None = None,
         max_tasks: int | None = None,
@@ -102,6 +132,8 @@ class DAGScheduleEnv(gym.Env):
         render_mode: str | None = None,
     ):
         check_choice("mode", mode, MODES)
+        check_choice("ccr_at", ccr_at, ("reference", "gpus"))
+        self.ccr_at = ccr_at
         check_choice("initial_plan", initial_plan, ("heft", "random"))
         check_choice("invalid_action", invalid_action, ("penalize", "raise"))
         check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
@@ -122,10 +154,16 @@ class DAGScheduleEnv(gym.Env):
         self.obs_mode, self.time_scale_arg = obs_mode, time_scale
         self.invalid_action, self.invalid_penalty = invalid_action, float(invalid_penalty)
         self.render_mode = render_mode
-        first = self._load_dag(0)
-        n = first.num_tasks
+        firsts = [self._load_one(d, 0) for d in self._entries()]
+        n = max(d.num_tasks for d in firsts)
         self.max_tasks = int(max_tasks or n)
-        self.max_edges = int(max_edges or min(n * (n - 1) // 2, max(8 * n, 2 * first.num_edges)))
+        self.max_edges = int(
+            max_edges
+            or max(
+                min(d.num_tasks * (d.num_tasks - 1) // 2, max(8 * d.num_tasks, 2 * d.num_edges))
+                for d in firsts
+            )
+        )
         g = len(self.gpu_ids)
         self.num_gpus = g
         self.num_nodes = self.max_tasks + g
@@ -179,12 +217,28 @@ class DAGScheduleEnv(gym.Env):
             self.gpu_view = self._flat[cut:].reshape(self.num_gpus, len(GPU_FEATURES))
 
     # ------------------------------------------------------------------ episode
-    def _load_dag(self, seed: int):
-        if isinstance(self.dag_arg, str):
+    def _entries(self) -> list:
+        if isinstance(self.dag_arg, list | tuple):
+            if not self.dag_arg:
+                raise ValueError("dag: the list of DAG specs is empty")
+            return list(self.dag_arg)
+        return [self.dag_arg]
+
+    def _load_one(self, entry, seed: int):
+        if isinstance(entry, str):
             from gpusched_envs.workloads.dag import load_dag
 
-            return load_dag(self.dag_arg, seed=seed)
-        return self.dag_arg
+            dag = load_dag(entry, seed=seed)
+            kind = entry.split(":")[1].strip().lower() if entry.count(":") >= 1 else ""
+            if self.ccr_at == "gpus" and kind in SYNTHETIC_CCR_KINDS:
+                dag = ccr_at_gpus(dag, self.bandwidth)
+            return dag
+        return entry
+
+    def _load_dag(self, seed: int):
+        entries = self._entries()
+        pick = int(np.random.default_rng(seed).integers(len(entries))) if len(entries) > 1 else 0
+        return self._load_one(entries[pick], seed)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -306,9 +360,9 @@ class DAGScheduleEnv(gym.Env):
                 self.assignment[task] = a
                 self._score_plan()
             reward = (before - self.makespan) / self.time_scale
-            terminated, truncated = False, self.steps >= self.limit
+            terminated, truncated = self.steps >= self.limit, False
             self.current = int(self.visit[self.steps % len(self.visit)])
-            if not truncated:
+            if not terminated:
                 self._score_candidates()
         self.done = terminated or truncated
         return self._observe(), reward, terminated, truncated, self._info()
@@ -390,9 +444,9 @@ class DAGScheduleEnv(gym.Env):
                 gv[:, 3] = (self.candidates - self.makespan) / ts
             else:
                 finish = np.array([self._place(cur, q) for q in range(self.num_gpus)]) + self.runtime[cur]
-                gv[:, 3] = np.where(
-                    self.allowed[cur], (np.maximum(finish, self.makespan) - self.makespan) / ts, 0.0
-                )
+                # finish there − current makespan: the makespan increase when > 0, and still ordered by finish
+                # time when <= 0, so its minimum is the earliest-finish-time GPU (HEFT's choice)
+                gv[:, 3] = np.where(self.allowed[cur], (finish - self.makespan) / ts, 0.0)
         else:
             mask[:] = 1  # episode over: any action is a no-op
             gv[:, 3] = 0.0

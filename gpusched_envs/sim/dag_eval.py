@@ -126,6 +126,10 @@ class PlanEvaluator:
         # padded parent / child tables; padding points at a dummy task N (finish 0, on GPU 0, 0 bytes)
         self.par = _padded(in_ptr, src[by_dst], n, n)  # (N, K) int64
         self.par_bytes = _padded(in_ptr, eb[by_dst], n, 0).astype(np.float64)  # (N, K)
+        self.kid_edge = _padded(out_ptr, by_src, n, len(edges))  # (N, C) edge ids; padding: dummy edge E
+        self.num_edges = len(edges)
+        self.edge_src, self.edge_dst, self.edge_bytes = src, dst, eb
+        self._table_cache: dict[int, dict] = {}
         self.kids = _padded(out_ptr, dst[by_src], n, n)  # (N, C) int64
         self.indeg = np.bincount(dst, minlength=n).astype(np.int64)
         self.roots = np.flatnonzero(self.indeg == 0)
@@ -154,62 +158,102 @@ class PlanEvaluator:
         return a, p
 
     # ------------------------------------------------------------------ core
+    def _tables(self, pop: int) -> dict:
+        """Index tables for a population of ``pop`` plans (cached per size: they do not depend on the plans).
+        Per-task arrays are laid out task-major, ``(N + 1, P)`` (row N: padding), so position ``task * P + plan``;
+        row ``plan * N + task`` of ``kids`` holds the positions of that task's children, of ``kid_edge`` the
+        positions ``edge * P + plan`` of those edges in an ``(E + 1, P)`` array (row E: padding, delay 0)."""
+        tab = self._table_cache.get(pop)
+        if tab is None:
+            n = self.num_tasks
+            plan = np.arange(pop, dtype=np.int64)
+            tab = {
+                "kids": (self.kids[None] * pop + plan[:, None, None]).reshape(pop * n, -1),
+                "kid_edge": (self.kid_edge[None] * pop + plan[:, None, None]).reshape(pop * n, -1),
+                "plan": plan,
+                "rows_n": plan * n,
+                "rows_g": plan * self.num_gpus,
+            }
+            if len(self._table_cache) > 4:
+                self._table_cache.clear()
+            self._table_cache[pop] = tab
+        return tab
+
     def _run(self, a: np.ndarray, prio: np.ndarray, keep: bool):
+        """One pass over the N dispatch steps for the whole population.
+
+        The dispatch order: priorities are first turned into per-plan ranks (0 = lowest, distinct), so "ready"
+        folds into one key per task, ``rank - (N + 1) * (undispatched parents)``: the ready tasks are exactly the
+        keys >= 0, and the next task is the one whose rank is the column maximum (looked up by rank, which is
+        cheaper than an argmax along a short axis). Dispatching a task sets its key to -inf and adds ``N + 1`` to
+        its children's keys. Times are *pushed*: when a task finishes, each child's input-arrival time becomes
+        ``max(itself, finish + transfer)``, using the same child positions as the key update; a task starts at
+        ``max(GPU free, its arrival time)``. Per-plan runtimes and edge transfer delays are gathered once."""
         pop, n = a.shape
         g = self.num_gpus
-        n1 = n + 1
-        rows_n = np.arange(pop, dtype=np.int64) * n1
-        rows_g = np.arange(pop, dtype=np.int64) * g
-        a_ext = np.zeros((pop, n1), dtype=np.int64)
-        a_ext[:, :n] = a
-        a_flat = a_ext.ravel()
-        prio_ext = np.full((pop, n1), -np.inf)
-        prio_ext[:, :n] = prio
-        prio_flat = prio_ext.ravel()
-        avail = np.full((pop, n1), -np.inf)  # priority of ready, undispatched tasks; -inf otherwise
-        avail[:, self.roots] = prio[:, self.roots]
-        avail_flat = avail.ravel()
-        rem = np.empty((pop, n1), dtype=np.int64)
-        rem[:, :n] = self.indeg
-        rem[:, n] = np.iinfo(np.int64).max // 2
-        rem_flat = rem.ravel()
-        finish = np.zeros(pop * n1)
+        if n == 0:
+            z = np.zeros((pop, 0))
+            return np.zeros(pop), z, z, np.zeros((pop, 0), dtype=np.int64)
+        tab = self._tables(pop)
+        n1, e1 = n + 1, self.num_edges + 1
+        # tasks by ascending rank: priority ascending, ties by descending index (the lower index ranks higher)
+        by_prio = (n - 1) - np.argsort(prio[:, ::-1], axis=1, kind="stable")
+        rank = np.empty((pop, n), dtype=np.int64)
+        np.put_along_axis(rank, by_prio, np.arange(n, dtype=np.int64)[None, :], axis=1)
+        task_of_rank = by_prio.ravel()  # position plan * N + rank -> the task
+        key = np.full((n1, pop), -np.inf)
+        key[:n] = rank.T - n1 * self.indeg[:, None].astype(np.float64)
+        key_flat = key.ravel()
+        run_flat = np.take(self._rt_flat, np.arange(n, dtype=np.int64) * g + a).ravel()  # (P * N,) plan-major
+        delay = np.zeros((e1, pop))  # transfer time of each edge in each plan (+ a dummy 0 edge for padding)
+        if self.num_edges:
+            delay[:-1] = self.edge_bytes[:, None] * np.take(
+                self._inv_flat, (a[:, self.edge_src] * g + a[:, self.edge_dst]).T
+            )
+        delay_flat = delay.ravel()
+        gpu_flat = (a + tab["rows_g"][:, None]).ravel()  # position of each task's GPU in ``free``
+        plan, rows_n, kids, kid_edge = tab["plan"], tab["rows_n"], tab["kids"], tab["kid_edge"]
+        ready_flat = np.zeros(n1 * pop)  # inputs-arrived time of each task (row N: the padding child)
         free = np.zeros(pop * g)
-        start = np.zeros((pop, n)) if keep else None
-        order = np.zeros((pop, n), dtype=np.int64) if keep else None
-        par, par_bytes, kids = self.par, self.par_bytes, self.kids
-        has_par, has_kids = par.shape[1] > 0, kids.shape[1] > 0
-        rt, inv = self._rt_flat, self._inv_flat
+        has_kids = kids.shape[1] > 0
+        step_add = float(n1)
         neg_inf = -np.inf
+        if keep:
+            order = np.empty((n, pop), dtype=np.int64)
+            start = np.empty((n, pop))
+            finish = np.empty((n, pop))
         for step in range(n):
-            t = avail.argmax(axis=1)  # (P,) next task of each plan
-            ft = rows_n + t
-            avail_flat[ft] = neg_inf
-            gpu = a_flat[ft]
-            fg = rows_g + gpu
-            st = free[fg]
-            if has_par:
-                pidx = rows_n[:, None] + par[t]  # (P, K)
-                arrive = finish[pidx] + par_bytes[t] * inv[a_flat[pidx] * g + gpu[:, None]]
-                np.maximum(st, arrive.max(axis=1), out=st)
-            fin = st + rt[t * g + gpu]
-            finish[ft] = fin
+            best = key.max(axis=0).astype(np.int64)  # (P,) rank of the next task
+            t = np.take(task_of_rank, rows_n + best)
+            fa = rows_n + t
+            ft = t * pop + plan
+            key_flat[ft] = neg_inf
+            fg = np.take(gpu_flat, fa)
+            st = np.maximum(np.take(free, fg), np.take(ready_flat, ft))
+            fin = st + np.take(run_flat, fa)
             free[fg] = fin
             if keep:
-                start[:, step] = st
-                order[:, step] = t
+                order[step], start[step], finish[step] = t, st, fin
             if has_kids:
-                cidx = rows_n[:, None] + kids[t]  # (P, C)
-                r = rem_flat[cidx] - 1
-                rem_flat[cidx] = r
-                avail_flat[cidx] = np.where(r == 0, prio_flat[cidx], neg_inf)
-        makespan = free.reshape(pop, g).max(axis=1) if n else np.zeros(pop)
+                cidx = np.take(kids, fa, axis=0)  # (P, C); one plan's children are distinct: no add.at
+                key_flat[cidx] = np.take(key_flat, cidx) + step_add
+                arrive = np.take(delay_flat, np.take(kid_edge, fa, axis=0))
+                arrive += fin[:, None]
+                ready_flat[cidx] = np.maximum(np.take(ready_flat, cidx), arrive)
+        makespan = free.reshape(pop, g).max(axis=1)
         if not keep:
             return makespan, None, None, None
-        fin2 = finish.reshape(pop, n1)[:, :n]
+        order = np.ascontiguousarray(order.T)
         st2 = np.empty((pop, n))
-        np.put_along_axis(st2, order, start, axis=1)
-        return makespan, st2, fin2.copy(), order
+        fin2 = np.empty((pop, n))
+        np.put_along_axis(st2, order, start.T, axis=1)
+        np.put_along_axis(fin2, order, finish.T, axis=1)
+        return makespan, st2, fin2, order
+
+    def dispatch_order(self, assignments, priorities) -> np.ndarray:
+        """(P, N) int64 dispatch order of each plan (repeatedly the ready task of highest priority)."""
+        a, p = self._check(assignments, priorities)
+        return self._run(a, p, keep=True)[3]
 
     def evaluate(self, assignments, priorities) -> np.ndarray:
         """(P,) makespans of the plans ``assignments`` (P, N) int and ``priorities`` (P, N) float."""

@@ -186,3 +186,69 @@ def test_heft_beats_random_on_average():
     a1, p1 = random_plan(dag, 4, seed=5)
     a2, p2 = random_plan(dag, 4, seed=5)
     assert np.array_equal(a1, a2) and np.array_equal(p1, p2)
+
+
+# ---------------------------------------------------------------- worked examples (issue 13)
+def test_evaluator_hand_computed_five_task_schedule():
+    # 0 -> 1 (20 B), 0 -> 2 (10 B), 1 -> 3 (30 B), 2 -> 3 (0 B), 2 -> 4 (40 B); work 2, 4, 3, 2, 1;
+    # speeds 1 and 2, 10 B/s between the GPUs
+    dag = DAG(
+        work=np.array([2.0, 4.0, 3.0, 2.0, 1.0]),
+        edges=np.array([[0, 1], [0, 2], [1, 3], [2, 3], [2, 4]]),
+        edge_bytes=np.array([20.0, 10.0, 30.0, 0.0, 40.0]),
+    )
+    speed, bw = np.array([1.0, 2.0]), uniform_bandwidth(2, 10.0)
+    # order 0, 1, 2, 3, 4 on GPUs 0, 1, 0, 1, 0:
+    # t0 g0 0..2; t1 g1 arrives 2 + 20/10 = 4, runs 4/2 -> 4..6; t2 g0 (same GPU as t0) 2..5;
+    # t3 g1: GPU free 6, t2's 0 B arrive at 5 -> 6..7; t4 g0 after t2 on the same GPU 5..6   => 7
+    s = schedule_plan(dag, speed, bw, [0, 1, 0, 1, 0], [5, 4, 3, 2, 1])
+    np.testing.assert_allclose(s.start, [0, 4, 2, 6, 5])
+    np.testing.assert_allclose(s.finish, [2, 6, 5, 7, 6])
+    assert s.makespan == pytest.approx(7.0)
+    # t3 and t4 on GPU 0, t4 first: t4 5..6; t3 waits for t1's 30 B from GPU 1: 6 + 3 = 9 -> 9..11   => 11
+    assert evaluate_plan(dag, speed, bw, [0, 1, 0, 0, 0], [5, 4, 3, 1, 2]) == pytest.approx(11.0)
+    # t3 first: 9..11, then t4 11..12   => 12
+    s = schedule_plan(dag, speed, bw, [0, 1, 0, 0, 0], [5, 4, 3, 2, 1])
+    assert s.makespan == pytest.approx(12.0)
+    assert s.order.tolist() == [0, 1, 2, 3, 4]
+
+
+def topcuoglu_example() -> tuple[DAG, np.ndarray, np.ndarray]:
+    """The 10-task, 3-processor example of Topcuoglu, Hariri & Wu (IEEE TPDS 2002, Fig. 2): computation costs
+    W[i, p] as unrelated-machine factors on unit work, communication costs as bytes at 1 B/s."""
+    w = np.array(
+        [
+            [14, 16, 9],
+            [13, 19, 18],
+            [11, 13, 19],
+            [13, 8, 17],
+            [12, 13, 10],
+            [13, 16, 9],
+            [7, 15, 11],
+            [5, 11, 14],
+            [18, 12, 20],
+            [21, 7, 16],
+        ],
+        dtype=float,
+    )
+    comm = {
+        (1, 2): 18, (1, 3): 12, (1, 4): 9, (1, 5): 11, (1, 6): 14, (2, 8): 19, (2, 9): 16, (3, 7): 23,
+        (4, 8): 27, (4, 9): 23, (5, 9): 13, (6, 8): 15, (7, 10): 17, (8, 10): 11, (9, 10): 13,
+    }  # fmt: skip
+    edges = np.array([(s - 1, d - 1) for s, d in comm])
+    dag = DAG(work=np.ones(10), edges=edges, edge_bytes=np.array(list(comm.values()), float), hetero=w)
+    return dag, np.ones(3), uniform_bandwidth(3, 1.0)
+
+
+def test_heft_reproduces_topcuoglu_worked_example():
+    dag, speed, bw = topcuoglu_example()
+    # the paper's upward ranks (Table 1 of the HEFT paper, rounded there to 3 digits)
+    np.testing.assert_allclose(
+        upward_rank(dag, speed, bw),
+        [108.0, 77.0, 80.0, 80.0, 69.0, 63.333, 42.667, 35.667, 44.333, 14.667],
+        atol=1e-3,
+    )
+    s = heft_schedule(dag, speed, bw)
+    assert s.makespan == pytest.approx(80.0)  # the paper's HEFT schedule length
+    assert evaluate_plan(dag, speed, bw, *s.plan) == pytest.approx(80.0)
+    assert cpop_schedule(dag, speed, bw).makespan == pytest.approx(86.0)  # the paper's CPOP schedule length

@@ -1,0 +1,82 @@
+"""Merge ``gpusched dag-bench --json`` files into one Markdown table (README's WORL-RTGS section), with the
+stability comparison (seed-to-seed std, WORL-RTGS vs WOA) and the issue's two goals checked.
+
+Usage::
+
+    python scripts/worl_table.py results/worl/*.json > results/worl/table.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluate.dag_bench import AGENTS, markdown_table, summarise  # noqa: E402
+
+
+def main(paths: list[str]) -> None:
+    rows, seen, metas = [], set(), []
+    for p in paths:
+        data = json.loads(Path(p).read_text())
+        metas.append(data["meta"])
+        for r in data["rows"]:
+            key = (r["dag"], r["instance"], r["agent"], r["seed"])
+            if key not in seen:
+                seen.add(key)
+                rows.append(r)
+    agents = [a for a in AGENTS if any(r["agent"] == a for r in rows)]
+    summary = summarise(rows, agents)
+    meta = dict(metas[0])
+    meta["seeds"] = max(m["seeds"] for m in metas)
+    print(markdown_table(summary, agents, meta))
+    by = {(s["dag"], s["agent"]): s for s in summary}
+    dags = list(dict.fromkeys(s["dag"] for s in summary))
+    print("Stability (seed-to-seed std of the makespan, averaged over instances), WORL-RTGS vs WOA:\n")
+    print("| DAG | WOA std | WORL-RTGS std | WORL-RTGS+HEFT std |")
+    print("|---|---|---|---|")
+
+    def std(s):  # float noise of identical runs shown as 0
+        v = s["makespan_std_over_seeds"]
+        return f"{0.0 if v <= 1e-9 * abs(s['makespan_mean']) else v:.3g}"
+
+    for d in dags:
+        w, r, rh = by.get((d, "woa")), by.get((d, "worl-rtgs")), by.get((d, "worl-rtgs+heft"))
+        if w and r:
+            print(f"| `{d}` | {std(w)} | {std(r)} | {std(rh) if rh else '–'} |")
+    print()
+    small = [
+        (d, by[(d, a)]["gap_to_reference_mean"])
+        for d in dags
+        for a in ("worl-rtgs",)
+        if (d, a) in by and by[(d, a)]["reference"] == "optimum"
+    ]
+    if small:
+        print(
+            "Goal 1 (within 2% of CP-SAT on small DAGs, where CP-SAT proved the optimum): "
+            + "; ".join(f"`{d}` {100 * g:+.2f}%" for d, g in small)
+        )
+    big = [
+        (d, by[(d, "worl-rtgs")]["vs_heft_mean"])
+        for d in dags
+        if "n=100" in d and "ccr=0.1" not in d and (d, "worl-rtgs") in by
+    ]
+    if big:
+        print(
+            "Goal 2 (>= 5% shorter than HEFT on 100-task DAGs at CCR >= 1): "
+            + "; ".join(f"`{d}` {100 * g:+.1f}%" for d, g in big)
+        )
+    walls = {
+        a: float(np.mean([s["wall_s_mean"] for s in summary if s["agent"] == a]))
+        for a in agents
+        if any(s["agent"] == a for s in summary)
+    }
+    print("\nMean wall time per run (s): " + ", ".join(f"{a} {w:.2g}" for a, w in walls.items()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
