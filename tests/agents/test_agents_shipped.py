@@ -12,7 +12,11 @@ import agents
 from agents.checkpoint import CheckpointMismatchError, scorer_of
 
 ROOT = Path(__file__).resolve().parents[2] / "checkpoints"
-SHIPPED = sorted(p.parent for p in ROOT.glob("*/meta.json"))
+# single-agent policies (agents.load); the multi-agent HMARL actors and the interference model load through
+# agents.hmarl / agents.interference (tested below)
+ALL_META = {p.parent: json.loads(p.read_text()) for p in ROOT.glob("*/meta.json")}
+SHIPPED = sorted(p for p, m in ALL_META.items() if str(m.get("env_id", "")).startswith("gpusched/"))
+HMARL_SHIPPED = sorted(p for p, m in ALL_META.items() if m.get("algorithm") in ("hmarl", "hmarl-independent"))
 
 
 def test_the_three_checkpoints_are_shipped():
@@ -69,3 +73,28 @@ def test_shipped_gnn_checkpoint_runs_on_presets_it_was_not_trained_on(path, tmp_
             obs, _, terminated, truncated, _ = env.step(a)
             if terminated or truncated:
                 break
+
+
+@pytest.mark.parametrize("path", HMARL_SHIPPED, ids=lambda p: p.name)
+def test_shipped_hmarl_checkpoint_loads_and_acts(path):
+    from agents import hmarl
+
+    policy = hmarl.load(path)
+    env = hmarl.make_env({**policy.meta["env_kwargs"], "num_jobs": 8})
+    result = hmarl.run_episode(env, policy, seed=0)
+    assert result["steps"] > 0 and result["metrics"]["avg_jct"] > 0
+
+
+def test_hmarl_interference_path_must_stay_inside_the_repository(tmp_path):
+    import shutil
+
+    from agents import hmarl
+
+    src = next(iter(HMARL_SHIPPED))
+    bad = tmp_path / "ckpt"
+    shutil.copytree(src, bad)
+    meta = json.loads((bad / "meta.json").read_text())
+    meta.setdefault("args", {})["interference_model"] = "/etc"
+    (bad / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="interference_model"):
+        hmarl.load(bad)
