@@ -30,6 +30,7 @@ def training_samples_per_second(
     device: str = "cpu",
     seed: int = 0,
     gnn_impl: str = "scatter",
+    num_envs: int = 1,
 ) -> dict:
     """Env steps per second of ``algorithm`` (``"ddqn"`` | ``"ppo"``) training with ``encoder`` for ``steps`` steps
     after a short warm-up (DDQN: one gradient step of batch 64 every 4 env steps; PPO: rollouts of 256, 4 epochs of
@@ -48,17 +49,25 @@ def training_samples_per_second(
             buffer_size=steps + warmup,
             gnn_impl=gnn_impl,
         )
-        algo = DDQN(args, [make_env(env_id, kwargs, mode)], total_steps=steps + warmup)
+        envs = [make_env(env_id, kwargs, mode) for _ in range(num_envs)]  # acted on as one batch
+        algo = DDQN(args, envs, total_steps=steps + warmup)
         algo.learn(warmup)
         t0, c0 = time.perf_counter(), time.process_time()
         algo.learn(warmup + steps)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         done = algo.global_step - warmup
     elif algorithm == "ppo":
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
         from agents.networks import config_for_env
         from agents.ppo import PPOArgs, make_ppo
 
         env = make_env(env_id, kwargs, mode)
+        venv = (
+            DummyVecEnv([lambda: make_env(env_id, kwargs, mode) for _ in range(num_envs)])
+            if num_envs > 1
+            else env
+        )
         args = PPOArgs(
             encoder=encoder,
             device=device,
@@ -68,15 +77,16 @@ def training_samples_per_second(
             n_epochs=4,
             gnn_impl=gnn_impl,
         )
-        model = make_ppo(env, config_for_env(env, encoder, args.hidden, args.layers), args)
-        model.learn(256)
+        model = make_ppo(venv, config_for_env(env, encoder, args.hidden, args.layers), args)
+        model.learn(256)  # warm-up: one rollout (256 steps per env) and its update
+        start = model.num_timesteps
         t0, c0 = time.perf_counter(), time.process_time()
         model.learn(steps, reset_num_timesteps=False)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        done = model.num_timesteps - 256
+        done = model.num_timesteps - start
     else:
         raise ValueError(f"algorithm must be 'ddqn' or 'ppo', got {algorithm!r}")
-    impl = f"_{gnn_impl}" if encoder == "gnn" else ""
+    impl = (f"_{gnn_impl}" if encoder == "gnn" else "") + (f"_{num_envs}envs" if num_envs > 1 else "")
     return {
         "name": f"train_{algorithm}_{encoder}{impl}",
         "value": done / elapsed,
@@ -92,6 +102,7 @@ def training_samples_per_second(
             # samples per second of this process's CPU time: on a shared machine, wall time counts other jobs too
             "samples_per_cpu_second": done / max(cpu, 1e-9),
             "device": device,
+            "num_envs": num_envs,
             "gnn_impl": gnn_impl if encoder == "gnn" else None,
         },
     }

@@ -31,6 +31,7 @@ import hashlib
 import io
 import json
 import pickle
+import re
 from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,11 +62,11 @@ class CheckpointCorruptError(CheckpointError):
     readable weights file."""
 
 
-ALGORITHMS = ("ddqn", "ppo", "topdrl")
 POLICY_KINDS = ("q", "logits")
 OBS_MODES = ("graph", "image", "flat")
-# workload-spec keys whose value is a file path
-_PATH_KEYS = ("path", "job_table", "fit")
+# spec keys whose value is a file path (a fit is a file when its value looks like one, else a bundled fit name)
+_PATH_KEY = re.compile(r"(?:^|[:,])\s*(?:path|job_table)\s*=[^,]*")
+_FIT_FILE = re.compile(r"(?:^|[:,])\s*fit\s*=\s*[^,]*(?:[/\\]|\.ya?ml)[^,]*", re.IGNORECASE)
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -113,17 +114,13 @@ def _check_env_kwargs(kwargs: dict, where: str, allow_paths: bool) -> None:
                 f"{where}: env_kwargs['cluster'] = {cluster!r} is not a bundled preset ({', '.join(PRESETS)}); "
                 "a checkpoint may not name a file (pass allow_paths=True to trust it)"
             )
-    workload = kwargs.get("workload")
-    if isinstance(workload, str):
-        for part in workload.partition(":")[2].split(","):
-            key, _, value = (x.strip() for x in part.partition("="))
-            if key in _PATH_KEYS and (
-                key != "fit" or "/" in value or "\\" in value or value.endswith(".yaml")
-            ):
-                raise CheckpointError(
-                    f"{where}: env_kwargs['workload'] names a file ({key}={value}); a checkpoint may not name "
-                    "files (pass allow_paths=True to trust it)"
-                )
+    for key, value in kwargs.items():  # workload / dag specs (any string): no path=, job_table=, fit=<file>
+        hit = isinstance(value, str) and (_PATH_KEY.search(value) or _FIT_FILE.search(value))
+        if hit:
+            raise CheckpointError(
+                f"{where}: env_kwargs[{key!r}] names a file ({hit.group(0).strip(':, ')}); a checkpoint may not "
+                "name files (pass allow_paths=True to trust it)"
+            )
 
 
 def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = False) -> dict:
@@ -133,7 +130,8 @@ def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = Fals
     _check_type(meta, "format", int, where)
     if meta["format"] != FORMAT:
         raise CheckpointError(f"{where}: checkpoint format {meta['format']!r}, this version reads {FORMAT}")
-    for key, choices in (("algorithm", ALGORITHMS), ("policy", POLICY_KINDS), ("obs_mode", OBS_MODES)):
+    _check_type(meta, "algorithm", str, where)  # a label (ddqn, ppo, metaplace, ...): it selects no code
+    for key, choices in (("policy", POLICY_KINDS), ("obs_mode", OBS_MODES)):
         _check_type(meta, key, str, where)
         if meta[key] not in choices:
             raise CheckpointError(
@@ -240,9 +238,16 @@ def save(
     return path
 
 
-def read_meta(path: str | Path, allowed_env_ids=(), allow_paths: bool = False) -> dict:
-    """``meta.json`` of a checkpoint folder (or of the folder holding the given ``model.pt``), validated by
-    :func:`validate_meta`."""
+def meta_path_of(path: str | Path) -> Path:
+    path = Path(path)
+    return path / META_FILE if path.is_dir() else path.parent / META_FILE
+
+
+def read_meta(path: str | Path) -> dict:
+    """``meta.json`` of a checkpoint folder (or of the folder holding the given ``model.pt``): a JSON object with
+    ``format`` 1, a string ``algorithm`` and (when present) a string ``model_sha256``. Every kind of checkpoint of
+    the project (single-agent policies, HMARL actors, interference models) reads its metadata here; a single-agent
+    policy's fields are checked further by :func:`validate_meta` (:func:`read_policy_meta`)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such checkpoint")
@@ -257,7 +262,21 @@ def read_meta(path: str | Path, allowed_env_ids=(), allow_paths: bool = False) -
         raise CheckpointError(f"{meta_path}: invalid JSON ({exc})") from None
     except RecursionError:
         raise CheckpointError(f"{meta_path}: JSON nested too deeply") from None
-    return validate_meta(meta, str(meta_path), allowed_env_ids, allow_paths)
+    where = str(meta_path)
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{where}: expected a JSON object, got {type(meta).__name__}")
+    _check_type(meta, "format", int, where)
+    if meta["format"] != FORMAT:
+        raise CheckpointError(f"{where}: checkpoint format {meta['format']!r}, this version reads {FORMAT}")
+    _check_type(meta, "algorithm", str, where)
+    _check_type(meta, "model_sha256", str, where, required=False)
+    return meta
+
+
+def read_policy_meta(path: str | Path, allowed_env_ids=(), allow_paths: bool = False) -> dict:
+    """:func:`read_meta` of a single-agent policy checkpoint (what :func:`load` reads), every field checked by
+    :func:`validate_meta` before anything is imported or built."""
+    return validate_meta(read_meta(path), str(meta_path_of(path)), allowed_env_ids, allow_paths)
 
 
 def check_compatible(meta: dict, where: str, env_id: str | None, obs_mode: str | None) -> None:
@@ -398,7 +417,7 @@ def load(
     ``require_sha256`` refuses a checkpoint without a ``model_sha256``."""
     path = Path(path)
     # first: a path that does not exist is "no such checkpoint"; then every field is checked
-    meta = read_meta(path, allowed_env_ids, allow_paths)
+    meta = read_policy_meta(path, allowed_env_ids, allow_paths)
     folder = path if path.is_dir() else path.parent
     check_compatible(meta, str(folder), env_id, obs_mode)
     state = load_state(folder, read_model_bytes(folder, meta, require_sha256))

@@ -569,21 +569,21 @@ def save_actor(
 def load(path: str | Path, device: str = "cpu", interference: bool = True) -> HMARLPolicy:
     """A saved actor as an :class:`HMARLPolicy` (it adapts to the layout of whatever env it acts on). The
     interference model named in the metadata is loaded from its folder (relative to the repository root or absolute)."""
-    from agents.checkpoint import read_meta, read_model_bytes
+    from agents.interference import read_meta, read_state
 
-    path = Path(path)
-    meta = read_meta(path)
-    folder = path if path.is_dir() else path.parent
-    if meta.get("env_id") != ENV_ID or not str(meta.get("algorithm", "")).startswith("hmarl"):
-        raise ValueError(f"{folder}: not an HMARL checkpoint (algorithm {meta.get('algorithm')!r})")
+    folder, meta = read_meta(path, ("hmarl", "hmarl-independent"))
+    if meta.get("env_id") != ENV_ID:
+        raise ValueError(
+            f"{folder / 'meta.json'}: env_id {meta.get('env_id')!r}, an HMARL checkpoint has {ENV_ID}"
+        )
     try:
         cfg = NetworkConfig(**meta["network"])
         dims = {k: int(v) for k, v in meta["dims"].items()}
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{folder / 'meta.json'}: bad or missing network description ({exc})") from None
-    actor = HMARLActor(cfg, dims)
-    state = torch.load(io.BytesIO(read_model_bytes(folder, meta)), map_location="cpu", weights_only=True)
-    actor.load_state_dict(state)
+        actor = HMARLActor(cfg, dims)
+        actor.load_state_dict(read_state(folder, meta))
+    except (KeyError, TypeError, AttributeError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{folder}: network description and weights do not match ({first})") from None
     model_path = meta.get("args", {}).get("interference_model")
     model = None
     if interference and model_path:

@@ -121,6 +121,40 @@ def collect_samples(env_kwargs: dict, seeds, max_per_episode: int = 4000) -> tup
     return np.stack(xs).astype(np.float32), np.asarray(ys, dtype=np.float32)
 
 
+def read_meta(path: str | Path, algorithms: tuple[str, ...]) -> tuple[Path, dict]:
+    """(folder, ``meta.json``) of an HMARL-side checkpoint whose ``algorithm`` is one of ``algorithms``; any problem
+    is one :class:`~agents.checkpoint.CheckpointError` line naming the file."""
+    from agents.checkpoint import CheckpointError
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    folder = path if path.is_dir() else path.parent
+    meta_path = folder / "meta.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{meta_path}: no checkpoint metadata (expected model.pt + meta.json)")
+    try:
+        meta = json.loads(meta_path.read_bytes().decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"{meta_path}: not a valid JSON checkpoint description ({exc})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+    if meta.get("algorithm") not in algorithms:
+        raise CheckpointError(
+            f"{meta_path}: field 'algorithm' is {meta.get('algorithm')!r}; expected one of {', '.join(algorithms)}"
+        )
+    if not isinstance(meta.get("model_sha256", ""), str):
+        raise CheckpointError(f"{meta_path}: field 'model_sha256' must be a string")
+    return folder, meta
+
+
+def read_state(folder: Path, meta: dict) -> dict:
+    """``model.pt`` checked against the metadata's sha256 and loaded with ``torch.load(weights_only=True)``."""
+    from agents.checkpoint import load_state, read_model_bytes
+
+    return load_state(folder, read_model_bytes(folder, meta))
+
+
 @dataclass
 class InterferenceArgs:
     hidden: int = 32
@@ -229,17 +263,16 @@ class InterferenceModel:
 
     @classmethod
     def load(cls, path: str | Path) -> InterferenceModel:
-        import torch
-
-        from agents.checkpoint import read_meta, read_model_bytes
-
-        path = Path(path)
-        meta = read_meta(path)
-        if meta.get("algorithm") != "interference-mlp" or meta.get("features") != list(FEATURES):
-            raise ValueError(f"{path}: not an interference model of this version (features differ)")
-        state = torch.load(io.BytesIO(read_model_bytes(path, meta)), map_location="cpu", weights_only=True)
+        folder, meta = read_meta(path, ("interference-mlp",))
+        if meta.get("features") != list(FEATURES) or not isinstance(meta.get("hidden"), int):
+            raise ValueError(
+                f"{folder / 'meta.json'}: not an interference model of this version (features differ)"
+            )
+        state = read_state(folder, meta)
+        if "feature_mean" not in state or "feature_std" not in state:
+            raise ValueError(f"{folder / 'model.pt'}: no feature_mean / feature_std tensors")
         mean, std = state.pop("feature_mean").numpy(), state.pop("feature_std").numpy()
-        net = cls.build(int(meta["hidden"]))
+        net = cls.build(meta["hidden"])
         net.load_state_dict(state)
         return cls(net, mean, std, meta)
 

@@ -221,6 +221,12 @@ def _shapes(space) -> dict:
 _LOADED: dict[str, object] = {}
 
 
+def _gym_ids() -> tuple[str, ...]:
+    from gpusched_envs.envs import ENTRY_POINTS
+
+    return tuple(ENTRY_POINTS)
+
+
 class CheckpointEvalAgent(EvalAgent):
     """A trained policy folder; runs on scenarios with its env id and observation layout (its ``obs_mode``,
     ``window`` and ``placement`` replace the scenario's)."""
@@ -233,10 +239,19 @@ class CheckpointEvalAgent(EvalAgent):
         meta_path = folder / "meta.json"
         if not meta_path.is_file() or not (folder / "model.pt").is_file():
             raise AgentSpecError(f"{folder}: not a checkpoint (expected model.pt + meta.json)")
-        from agents.checkpoint import CheckpointError, read_meta
+        from agents.checkpoint import CheckpointError, read_meta, validate_meta
 
-        try:  # every field checked (env id registered by the package, no file paths) before anything is built
+        try:
             self.meta = read_meta(folder)
+            # a policy of one of the package's gym envs: every field checked (no file paths, types) before anything
+            # is built; a "module:Env" id is refused; other kinds of checkpoint (an HMARL actor of the PettingZoo
+            # env, an interference model) run on no scenario
+            env_id = self.meta.get("env_id")
+            self._other_kind = None
+            if not isinstance(env_id, str) or (env_id not in _gym_ids() and ":" not in env_id):
+                self._other_kind = f"a {self.meta['algorithm']} checkpoint, not a policy of a gym env"
+            else:
+                validate_meta(self.meta, str(meta_path))
         except CheckpointError as exc:
             raise AgentSpecError(str(exc)) from None
         self.folder = folder.resolve()
@@ -253,6 +268,8 @@ class CheckpointEvalAgent(EvalAgent):
         return {"kind": self.kind, "files": file_digest(self.folder), "agents_code": _agents_code_digest()}
 
     def applies_to(self, scenario: Scenario) -> str | None:
+        if self._other_kind is not None:
+            return self._other_kind
         key = scenario.content_hash()
         if key not in self._applies:
             self._applies[key] = self._check(scenario)

@@ -173,10 +173,10 @@ def markdown(report: dict) -> str:
         "",
         f"Machine: {report['machine']}. Seeds: held-out Philly windows (days 85–105 of the trace), "
         "offered load 1.0 on each cluster's GPUs. Avg JCT: mean over seeds [95% bootstrap interval]; "
-        "Δ vs HMARL: paired difference (positive = HMARL lower) [95% interval]; decision latency: median wall time "
-        "of one scheduler's decision from its own observation (batch of one), as process CPU time (the machine is "
-        "shared, so wall time — in marl.json — is inflated by other jobs); the heuristics' figures in the same run "
-        "are the reference.",
+        "Δ vs HMARL: paired difference (positive = HMARL lower) [95% interval]; decision latency: median process CPU "
+        "time of one scheduler's decision from its own observation (batch of one; wall time, inflated by the other "
+        "jobs on the shared machine, is in marl.json); the heuristics' figures in the same run are the reference. "
+        "Tiresias runs as one preemptive scheduler over the merged queue (a batch run: no per-decision timing).",
         "",
     ]
     for name, sc in report["scenarios"].items():

@@ -65,6 +65,28 @@ GPU_TYPES = {
     ),
 }
 GAVEL_WORKER = {"k80": "K80", "p100": "P100", "v100": "V100"}
+# Vendor peak FP32 TFLOPS and memory bandwidth (GB/s) per GPU, from the datasheets named in GPU_TYPES (K80: one GK210
+# of the board, 8.73 TFLOPS boost and 480 GB/s per board; P100/V100: SXM2; A100: 40 GB SXM). Their ratio to V100
+# (geometric mean of the two) is a weak prior on each GPU type's speed factor in fit_speed: it decides a GPU type
+# that no model of a family was measured on, and barely moves measured ones.
+GPU_SPEC = {
+    "K80": (4.37, 240.0),
+    "P100": (10.6, 732.0),
+    "V100": (15.7, 900.0),
+    "T4": (8.1, 320.0),
+    "A100": (19.5, 1555.0),
+    "RTX2080Ti": (13.4, 616.0),
+    "RTX6000": (16.3, 672.0),
+}
+SPEC_PRIOR_WEIGHT = 1.0  # one cell's worth (log-time units), fixed a priori
+
+
+def spec_ratio(gpu: str) -> float:
+    """Datasheet time ratio to V100: sqrt(FLOPS ratio x memory-bandwidth ratio)."""
+    f, b = GPU_SPEC[gpu]
+    return math.sqrt(GPU_SPEC[REFERENCE_GPU][0] / f * GPU_SPEC[REFERENCE_GPU][1] / b)
+
+
 # Sia cluster suffix -> (GPU type, intra-server link, NIC link, GPUs per node). 'dgx-ext' is Sia's default DGX profile
 # (simulator_config.py: "extended profiled batch sizes (should be default)"); the no-suffix files are copies of 'aws'.
 SIA_CLUSTERS = {
@@ -377,12 +399,15 @@ RIDGE_ARCH = 0.3
 GENERATIONS = (("P100", "K80"), ("V100", "P100"), ("A100", "V100"))  # (newer, older), NVIDIA data-centre line
 
 
-def fit_speed(times: dict, ridge_family: float = RIDGE_FAMILY, families: bool = True):
+def fit_speed(
+    times: dict, ridge_family: float = RIDGE_FAMILY, families: bool = True, spec_prior: bool = True
+):
     """Fit log t(m, g) = a_m + s_g + d_(family(m), g) + e_(arch(m), g) on the measured cells ``times[m][g]``.
 
     s_g: one factor per GPU type (s_V100 = 0); d: per-architecture-family deviations, ridge-shrunk towards 0 so that
     a family with no cell on a GPU type falls back to the all-model factor; e: deviations shared by the entries of one
-    architecture (ARCH). ``families=False`` drops d and e (the earlier one-factor-per-GPU rule, for comparison).
+    architecture (ARCH). ``families=False`` drops d and e (the earlier one-factor-per-GPU rule, for comparison);
+    ``spec_prior`` pulls each s_g weakly towards the datasheet ratio (:func:`spec_ratio`).
     Returns predict(model, gpu) -> seconds and the fitted terms."""
     gpus = list(GPU_TYPES)
     models = [m for m in times if times[m]]
@@ -422,6 +447,11 @@ def fit_speed(times: dict, ridge_family: float = RIDGE_FAMILY, families: bool = 
             x[j] = math.sqrt(ridge_family)
         elif key[0] == "e":
             x[j] = math.sqrt(RIDGE_ARCH)
+        elif key[0] == "s" and spec_prior:
+            x[j] = math.sqrt(SPEC_PRIOR_WEIGHT)
+            rows.append(x)
+            ys.append(math.sqrt(SPEC_PRIOR_WEIGHT) * math.log(spec_ratio(key[1])))
+            continue
         else:
             continue
         rows.append(x)
@@ -901,7 +931,11 @@ def main(argv=None) -> int:
         # each measured single-GPU cell re-derived from the others (rejected Azure cells excluded)
         measured, _notes, _b = measured_times(args, load_gavel(args.gavel_dir))
         measured = {m: v for m, v in measured.items() if v}
-        for label, kw in (("one factor per GPU type", {"families": False}), ("family factors + ties", {})):
+        for label, kw in (
+            ("one factor per GPU type", {"families": False, "spec_prior": False}),
+            ("family factors + ties", {"spec_prior": False}),
+            ("family factors + ties + datasheet prior", {}),
+        ):
             cells = leave_one_cell_out(measured, **kw)
             print(
                 f"leave-one-cell-out, {label}: {len(cells)} cells, median {cells.ape.median():.1f}%, "

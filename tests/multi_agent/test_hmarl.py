@@ -185,7 +185,7 @@ def test_load_rejects_other_checkpoints(tmp_path):
     (tmp_path / "meta.json").write_text(
         '{"format": 1, "algorithm": "ppo", "env_id": "gpusched/JobSelect-v0"}'
     )
-    with pytest.raises(ValueError, match="not an HMARL checkpoint"):
+    with pytest.raises(ValueError, match="expected one of hmarl"):
         load(tmp_path)
 
 

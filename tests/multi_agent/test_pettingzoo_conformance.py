@@ -128,3 +128,20 @@ def test_datacenter_cluster_spec():
     env = multi_scheduler_v0.parallel_env(num_agents=16, cluster="datacenter:racks=16", num_jobs=40)
     obs, _ = env.reset(seed=0)
     assert len(obs) == 16 and env.num_candidates == 5 + 16
+
+
+def test_philly_windows_and_heads_arguments():
+    from gpusched_envs.multi_agent.multi_scheduler import PhillyWindows, resolve_multi_workload
+
+    w = resolve_multi_workload("philly-windows:first=85,last=90,jobs=20,load=1.5")
+    assert isinstance(w, PhillyWindows) and (w.first, w.last, w.jobs, w.load) == (85.0, 90.0, 20, 1.5)
+    with pytest.raises(ValueError, match="bad item 'days=3'"):
+        resolve_multi_workload("philly-windows:days=3")
+    with pytest.raises(ValueError, match="first <= last"):
+        PhillyWindows(first=9, last=3)
+    with pytest.raises(ValueError, match="heads must be an integer in 1..window"):
+        multi_scheduler_v0.parallel_env(window=2, heads=3)
+    env = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=20, heads=2)
+    assert env.action_space("scheduler_0").n == 2 * env.num_candidates + 1 == env.wait_action + 1
+    obs, _ = env.reset(seed=0)
+    assert obs["scheduler_0"]["candidate_features"].shape == (2 * env.num_candidates, 5)

@@ -1,0 +1,50 @@
+"""``gpusched marl`` (evaluate/marl.py): a tiny paired evaluation and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from evaluate.marl import app, scenario_kwargs
+
+
+def test_marl_evaluates_heuristics_on_paired_seeds(tmp_path):
+    out = tmp_path / "marl"
+    res = CliRunner().invoke(
+        app,
+        [
+            "--scenarios",
+            "dc4",
+            "--seeds",
+            "1,2",
+            "--jobs",
+            "12",
+            "--out",
+            str(out),
+            "--schedulers",
+            "fifo-closest,fifo-closest+backfill,tiresias-consolidate",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "marl.json").read_text())
+    r = report["scenarios"]["dc4"]["results"]
+    assert set(r) == {"fifo-closest", "fifo-closest+backfill", "tiresias-consolidate"}
+    for v in r.values():
+        assert len(v["per_seed"]) == 2 and v["ci95"][0] <= v["avg_jct"] <= v["ci95"][1]
+    assert r["fifo-closest"]["latency_ms_median"] is not None  # decisions timed in the env
+    assert "| fifo-closest |" in (out / "marl.md").read_text()
+    assert scenario_kwargs("dc16-8")["num_agents"] == 8
+
+
+def test_marl_bad_arguments_are_one_line():
+    runner = CliRunner()
+    for args, text in (
+        (["--scenarios", "mars"], "unknown scenario 'mars'"),
+        (["--seeds", "x-y"], "--seeds"),
+        (["--schedulers", "oracle"], "unknown ['oracle']"),
+        (["--checkpoint", "nofolder"], "NAME=FOLDER"),
+    ):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2 and text in res.output
+        assert "Traceback" not in res.output
