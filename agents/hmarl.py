@@ -566,6 +566,22 @@ def save_actor(
     return folder
 
 
+def interference_folder(folder: Path, model_path) -> Path:
+    """The interference model a checkpoint names: a relative path inside the repository (where the shipped
+    checkpoints live) or beside the checkpoint. A checkpoint may not make the loader read files elsewhere."""
+    root = Path(__file__).resolve().parent.parent
+    where = f"{folder / 'meta.json'}: args.interference_model"
+    if not isinstance(model_path, str) or Path(model_path).is_absolute() or ".." in Path(model_path).parts:
+        raise ValueError(f"{where} must be a relative path without '..', got {model_path!r}")
+    for base in (folder.parent, root):
+        candidate = (base / model_path).resolve()
+        if candidate.is_dir() and candidate.is_relative_to(base.resolve()):
+            return candidate
+    raise ValueError(
+        f"{where}: no checkpoint folder {model_path!r} beside the checkpoint or in the repository"
+    )
+
+
 def load(path: str | Path, device: str = "cpu", interference: bool = True) -> HMARLPolicy:
     """A saved actor as an :class:`HMARLPolicy` (it adapts to the layout of whatever env it acts on). The
     interference model named in the metadata is loaded from its folder (relative to the repository root or absolute)."""
@@ -587,10 +603,7 @@ def load(path: str | Path, device: str = "cpu", interference: bool = True) -> HM
     model_path = meta.get("args", {}).get("interference_model")
     model = None
     if interference and model_path:
-        candidate = Path(model_path)
-        if not candidate.exists():
-            candidate = Path(__file__).resolve().parent.parent / model_path
-        model = load_interference(str(candidate))
+        model = load_interference(str(interference_folder(folder, model_path)))
     return HMARLPolicy(actor, model, device, meta)
 
 

@@ -12,13 +12,11 @@ import agents
 from agents.checkpoint import CheckpointMismatchError, scorer_of
 
 ROOT = Path(__file__).resolve().parents[2] / "checkpoints"
-# single-agent policies read by agents.load (multi-agent checkpoints have their own loader and tests)
-SHIPPED = sorted(
-    p.parent
-    for p in ROOT.glob("*/meta.json")
-    if str(json.loads(p.read_text()).get("env_id", "")).startswith("gpusched/")
-    and "network" in json.loads(p.read_text())
-)
+# single-agent policies (agents.load); the multi-agent HMARL actors and the interference model load through
+# agents.hmarl / agents.interference (tested below)
+ALL_META = {p.parent: json.loads(p.read_text()) for p in ROOT.glob("*/meta.json")}
+SHIPPED = sorted(p for p, m in ALL_META.items() if str(m.get("env_id", "")).startswith("gpusched/"))
+HMARL_SHIPPED = sorted(p for p, m in ALL_META.items() if m.get("algorithm") in ("hmarl", "hmarl-independent"))
 
 
 def test_the_three_checkpoints_are_shipped():
@@ -47,8 +45,8 @@ def test_shipped_checkpoint_loads_and_acts(path):
 
 
 def _is_cluster_gnn(path) -> bool:
-    """A single-agent GNN policy checkpoint of a cluster env (other shipped folders have formats of their own)."""
-    meta = json.loads((path / "meta.json").read_text())
+    """A single-agent GNN policy of JobSelect or WorkerPlacement (other folders have formats of their own)."""
+    meta = ALL_META[path]
     return (meta.get("network") or {}).get("encoder") == "gnn" and meta.get("env_id") in (
         "gpusched/JobSelect-v0",
         "gpusched/WorkerPlacement-v0",
@@ -84,3 +82,28 @@ def test_shipped_gnn_checkpoint_runs_on_presets_it_was_not_trained_on(path, tmp_
             obs, _, terminated, truncated, _ = env.step(a)
             if terminated or truncated:
                 break
+
+
+@pytest.mark.parametrize("path", HMARL_SHIPPED, ids=lambda p: p.name)
+def test_shipped_hmarl_checkpoint_loads_and_acts(path):
+    from agents import hmarl
+
+    policy = hmarl.load(path)
+    env = hmarl.make_env({**policy.meta["env_kwargs"], "num_jobs": 8})
+    result = hmarl.run_episode(env, policy, seed=0)
+    assert result["steps"] > 0 and result["metrics"]["avg_jct"] > 0
+
+
+def test_hmarl_interference_path_must_stay_inside_the_repository(tmp_path):
+    import shutil
+
+    from agents import hmarl
+
+    src = next(iter(HMARL_SHIPPED))
+    bad = tmp_path / "ckpt"
+    shutil.copytree(src, bad)
+    meta = json.loads((bad / "meta.json").read_text())
+    meta.setdefault("args", {})["interference_model"] = "/etc"
+    (bad / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="interference_model"):
+        hmarl.load(bad)

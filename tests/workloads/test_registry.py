@@ -31,7 +31,7 @@ def test_parse_spec():
         ("philly:jobs=1,jobs=2", "given twice"),
         ("philly:load=1.0", "load and gpus go together"),
         ("synthetic:arrival=bursty", "unknown arrival process 'bursty'; valid: poisson, diurnal"),
-        ("synthetic:fit=nope", "unknown fit 'nope'; valid: philly"),
+        ("synthetic:fit=nope", "unknown fit 'nope'; valid: netsens, philly"),
         ("openb:pods=gpushare20", "pod list 'gpushare20' is not bundled; valid: default"),
         ("helios", "give path="),
         ("pai2020", "give path="),
