@@ -31,6 +31,13 @@ DeviceOpt = Annotated[str | None, typer.Option("--device", help="auto | cpu | cu
 OutOpt = Annotated[Path, typer.Option("--out", help="Run folder (TensorBoard, checkpoint, config).")]
 NumEnvsOpt = Annotated[int | None, typer.Option("--num-envs", help="Envs stepped together.")]
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue from OUT/checkpoint if there is one.")]
+TrustResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-resume",
+        help="Load a resume file that this user's runs did not sign (it holds pickled state: only for safe files).",
+    ),
+]
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="YAML file or a name in train/configs.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value override (repeatable).")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")]
@@ -102,7 +109,19 @@ def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs,
 
 
 def _train(
-    algorithm: str, env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress
+    algorithm: str,
+    env,
+    env_kwargs,
+    steps,
+    seed,
+    device,
+    out,
+    num_envs,
+    resume,
+    config,
+    set_,
+    progress,
+    trust_resume: bool = False,
 ):
     from gpusched_envs.errors import USER_ERRORS
 
@@ -123,7 +142,7 @@ def _train(
             set=set_,
             out=out,
         )
-        result = run(cfg, out, command, resume=resume)
+        result = run(cfg, out, command, resume=resume, trust_resume=trust_resume)
     except USER_ERRORS as exc:
         typer.echo(f"error: {user_error_message(exc)}", err=True)
         raise typer.Exit(2) from None
@@ -154,11 +173,26 @@ def trainer_command(algorithm: str):
         out: OutOpt = Path(f"runs/{algorithm}"),
         num_envs: NumEnvsOpt = None,
         resume: ResumeOpt = False,
+        trust_resume: TrustResumeOpt = False,
         config: ConfigOpt = None,
         set_: SetOpt = None,
         progress: ProgressOpt = True,
     ) -> None:
-        _train(algorithm, env, env_kwargs, steps, seed, device, out, num_envs, resume, config, set_, progress)
+        _train(
+            algorithm,
+            env,
+            env_kwargs,
+            steps,
+            seed,
+            device,
+            out,
+            num_envs,
+            resume,
+            config,
+            set_,
+            progress,
+            trust_resume,
+        )
 
     command.__doc__ = TRAINERS[algorithm]
     return command

@@ -39,6 +39,7 @@ from agents import checkpoint as ckpt
 from agents.common import make_env, resolve_device
 from agents.networks import OBS_MODE_OF_ENCODER, masked, obs_to_tensors
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
+from train import trust
 from train.config import RunConfig
 
 CHECKPOINT_DIR = "checkpoint"
@@ -308,9 +309,12 @@ class DDQNCallback:
         buf = io.BytesIO()
         torch.save(self.algo.training_state(), buf)
         atomic_write_bytes(self.saver.out / CHECKPOINT_DIR / RESUME_FILE, buf.getvalue())
+        trust.sign(self.saver.out / CHECKPOINT_DIR / RESUME_FILE)
 
 
-def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> dict:
+def run_ddqn(
+    cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
+) -> dict:
     """Train DDQN (or TopDRL) per ``cfg`` into ``out``; returns the final evaluation."""
     from agents.ddqn import DDQN, DDQNArgs
     from agents.topdrl import TopDRL, topdrl_env_kwargs
@@ -335,7 +339,8 @@ def run_ddqn(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> d
     ]
     cls = TopDRL if cfg.algorithm == "topdrl" else DDQN
     algo = cls(args, envs, total_steps=cfg.steps)
-    if resume:  # our own file (pickled envs): weights_only cannot read it
+    if resume:  # pickled envs: weights_only cannot read it, so the file must carry this user's signature
+        trust.verify(resume_path, trust_resume)
         algo.load_training_state(torch.load(resume_path, map_location=algo.device, weights_only=False))
     writer = Writer(out / "tb", purge_step=algo.global_step if resume else None)
     bar = Progress(cfg.steps, algo.global_step, cfg.progress, cfg.algorithm)
@@ -377,6 +382,7 @@ class PPOCallback(BaseCallback):
         tmp = sb3_path.with_name(".sb3.tmp.zip")
         self.model.save(tmp)
         tmp.replace(sb3_path)
+        trust.sign(sb3_path)
 
     def evaluate(self, step: int) -> None:
         self.evaluator(self.policy_copy(), step, self.model.device)
@@ -414,7 +420,9 @@ class PPOCallback(BaseCallback):
             self.last_ckpt = step
 
 
-def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> dict:
+def run_ppo(
+    cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
+) -> dict:
     """Train MaskablePPO per ``cfg`` into ``out``; returns the final evaluation."""
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
@@ -440,7 +448,8 @@ def run_ppo(cfg: RunConfig, out: Path, command: str, resume: bool = False) -> di
     venv = VecMonitor(vec_cls([factory] * cfg.num_envs))  # episode returns/lengths in info["episode"]
     eval_env = make_env(cfg.env, cfg.env_kwargs, mode)
     network = config_for_env(eval_env, args.encoder, args.hidden, args.layers)
-    if resume:
+    if resume:  # SB3's zip holds cloudpickled objects: signed by this user's runs only
+        trust.verify(sb3_path, trust_resume)
         model = MaskablePPO.load(sb3_path, env=venv, device=resolve_device(args.device))
         model.set_random_seed(cfg.seed + model.num_timesteps)
         venv.seed(cfg.seed + model.num_timesteps)
