@@ -178,21 +178,8 @@ def trainer_command(algorithm: str):
         set_: SetOpt = None,
         progress: ProgressOpt = True,
     ) -> None:
-        _train(
-            algorithm,
-            env,
-            env_kwargs,
-            steps,
-            seed,
-            device,
-            out,
-            num_envs,
-            resume,
-            config,
-            set_,
-            progress,
-            trust_resume,
-        )
+        options = {k: v for k, v in locals().items() if k != "algorithm"}  # this command's options, by name
+        _train(algorithm, **options)
 
     command.__doc__ = TRAINERS[algorithm]
     return command
