@@ -44,7 +44,7 @@ import torch
 import torch.nn as nn
 
 from agents.common import resolve_device, seed_everything, set_torch_threads
-from agents.networks import GraphEncoder, NetworkConfig, masked, mlp
+from agents.networks import GraphEncoder, NetworkConfig, config_for_layout, masked, mlp
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
 
 ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"
@@ -102,19 +102,7 @@ class HMARLArgs:
 # ---------------------------------------------------------------------------------------------------------- networks
 def network_config(env, hidden: int, layers: int) -> NetworkConfig:
     """The GraphEncoder layout of a ``multi_scheduler_v0`` env (padded sizes; the weights do not depend on them)."""
-    lo = env.encoder.layout
-    return NetworkConfig(
-        encoder="gnn",
-        num_actions=env.num_choices + 1,
-        slots="none",
-        num_gpus=lo.num_gpus,
-        num_servers=lo.num_servers,
-        num_racks=lo.num_racks,
-        max_server_gpus=lo.max_server_gpus,
-        window=lo.window,
-        hidden=hidden,
-        layers=layers,
-    )
+    return config_for_layout(env.encoder.layout, "gnn", env.num_choices + 1, "none", hidden, layers)
 
 
 def obs_dims(env) -> dict[str, int]:

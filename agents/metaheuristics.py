@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpusched_envs.policies.dag import topological_order
 from gpusched_envs.sim.dag_eval import DAGLike, PlanEvaluator, inverse_bandwidth, runtime_matrix
 
 KEY_HIGH = np.nextafter(1.0, 0.0)  # keys live in [0, 1)
@@ -222,35 +223,17 @@ def lower_bound(dag: DAGLike, speed, bandwidth=None, *, gpu_types=None) -> float
         return 0.0
     fastest = rt.min(axis=1)
     edges = np.asarray(dag.edges, dtype=np.int64).reshape(-1, 2)
-    order = _topological(n, edges)
-    longest = fastest.copy()
     parents: list[list[int]] = [[] for _ in range(n)]
     for s, d in edges:
         parents[d].append(int(s))
-    for i in order:
+    longest = fastest.copy()
+    for i in topological_order(n, edges, parents):
         if parents[i]:
             longest[i] = fastest[i] + max(longest[p] for p in parents[i])
     bounds = [float(longest.max()), float(fastest.sum() / g)]
     if getattr(dag, "hetero", None) is None and np.all(np.isfinite(rt)):
         bounds.append(float(np.asarray(dag.work).sum() / np.asarray(speed, dtype=np.float64).sum()))
     return max(bounds)
-
-
-def _topological(n: int, edges: np.ndarray) -> list[int]:
-    indeg = np.bincount(edges[:, 1], minlength=n) if len(edges) else np.zeros(n, dtype=np.int64)
-    kids: list[list[int]] = [[] for _ in range(n)]
-    for s, d in edges:
-        kids[s].append(int(d))
-    stack = [i for i in range(n) if indeg[i] == 0]
-    out = []
-    while stack:
-        i = stack.pop()
-        out.append(i)
-        for d in kids[i]:
-            indeg[d] -= 1
-            if indeg[d] == 0:
-                stack.append(d)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------- CP-SAT

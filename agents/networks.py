@@ -81,9 +81,16 @@ def config_for_env(
             slots = "none"
     if slots not in SLOT_KINDS:
         raise ValueError(f"slots must be one of {', '.join(SLOT_KINDS)}, got {slots!r}")
+    return config_for_layout(lo, encoder, a, slots, hidden, layers)
+
+
+def config_for_layout(
+    lo, encoder: str, num_actions: int, slots: str, hidden: int = 64, layers: int = 2
+) -> NetworkConfig:
+    """The network config of a cluster encoder's padded layout (``envs.encoding.Layout``)."""
     return NetworkConfig(
         encoder=encoder,
-        num_actions=a,
+        num_actions=num_actions,
         slots=slots,
         num_gpus=lo.num_gpus,
         num_servers=lo.num_servers,

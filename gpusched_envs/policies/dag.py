@@ -68,7 +68,8 @@ def _structure(dag: DAGLike):
     return edges, parents, children
 
 
-def _topo(n: int, edges: np.ndarray, parents) -> list[int]:
+def topological_order(n: int, edges: np.ndarray, parents) -> list[int]:
+    """Task indices parents first, from an (E, 2) edge list and each task's parent list."""
     indeg = np.array([len(p) for p in parents])
     out = [[] for _ in range(n)]
     for s, d in edges:
@@ -114,7 +115,7 @@ def _rank_u(dag, w, c):
     edges, parents, children = _structure(dag)
     n = len(w)
     rank = np.zeros(n)
-    for i in reversed(_topo(n, edges, parents)):
+    for i in reversed(topological_order(n, edges, parents)):
         best = 0.0
         for e in children[i]:
             best = max(best, c[e] + rank[edges[e, 1]])
@@ -126,7 +127,7 @@ def _rank_d(dag, w, c):
     edges, parents, _ = _structure(dag)
     n = len(w)
     rank = np.zeros(n)
-    for i in _topo(n, edges, parents):
+    for i in topological_order(n, edges, parents):
         best = 0.0
         for e in parents[i]:
             p = edges[e, 0]
