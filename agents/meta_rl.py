@@ -68,6 +68,14 @@ class MetaArgs:
     """Adam step size of the inner (adaptation) learner"""
     inner_episodes: int = 3
     """episodes of adaptation per task in meta-training (k)"""
+    inner_steps: int = 1
+    """policy-gradient steps of the inner learner per adaptation episode (on that episode)"""
+    model_score: float = 0.0
+    """initial weight w of the performance-model score: logits − w · predicted marginal log slowdown
+    (0: the GNN's logits alone, the design before the model-based score)"""
+    task_data_only: bool = True
+    """during adaptation, refit the performance model on the task's own samples only (from the meta-trained
+    weights), not on the other tasks' samples in its buffer"""
     outer_lr: float = 0.5
     """Reptile / FOMAML outer step size ε"""
     outer: str = "reptile"
@@ -118,11 +126,14 @@ def fomaml_update(params: list[torch.Tensor], grads: list[list[torch.Tensor]], o
 class PlacementPolicy(nn.Module):
     """GNN scorer (logits per server + defer) and a value head on the pooled embedding."""
 
-    def __init__(self, cfg: NetworkConfig, obs_space):
+    def __init__(self, cfg: NetworkConfig, obs_space, model_score: float = 0.0):
         super().__init__()
         self.cfg = cfg
         self.scorer = build_network(cfg, obs_space)
         self.value = nn.Linear(cfg.hidden, 1)
+        # w of the model-based score (logits − w · Δ, Δ the performance model's predicted marginal log slowdown):
+        # learned with the rest (meta-trained, adapted); 0 switches the score off
+        self.model_weight = nn.Parameter(torch.tensor(float(model_score)))
 
     def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         scores, emb = self.scorer.scores_and_embedding(obs)
@@ -139,7 +150,7 @@ def make_env(args: MetaArgs):
 
 def make_policy(env, args: MetaArgs) -> PlacementPolicy:
     cfg = config_for_env(env, "gnn", hidden=args.hidden, layers=args.layers, slots="servers")
-    return PlacementPolicy(cfg, env.observation_space)
+    return PlacementPolicy(cfg, env.observation_space, args.model_score)
 
 
 @dataclass
@@ -147,6 +158,7 @@ class Episode:
     obs: list[dict]
     actions: list[int]
     bonus: list[np.ndarray]
+    slowdown: list[np.ndarray]  # the performance model's Δ per action per decision (0 without a model)
     rewards: list[float]  # reward after each recorded decision (forced decisions' rewards folded in)
     metrics: dict
 
@@ -166,19 +178,25 @@ def rollout(
     perf: PerformanceModel | None = None,
     bonus: float = 0.0,
     expert=None,
+    observe: bool = True,
 ) -> Episode:
-    """One episode. ``greedy``: masked argmax; else sampled from ``softmax(logits + β σ / mean σ)`` (β = ``bonus``
-    when ``perf`` is given). ``perf`` also records the iteration times the env reports. ``expert(env) -> action``:
-    act by it (and record it) instead of the policy, for behaviour cloning."""
+    """One episode. Scores: ``logits − w Δ`` (``w`` the policy's model weight, ``Δ`` the performance model's
+    predicted marginal log slowdown of each server, when ``perf`` is given and ``w ≠ 0``). ``greedy``: masked
+    argmax of the scores; else sampled from ``softmax(scores + β σ / mean σ)`` (β = ``bonus``, σ the model's
+    spread). ``perf`` also records the iteration times the env reports unless ``observe`` is false (evaluation
+    episodes). ``expert(env) -> action``: act by it (and record it) instead of the policy, for behaviour cloning."""
     obs, info = env.reset(seed=int(seed))
-    ep = Episode([], [], [], [], {})
-    if perf is not None:
+    ep = Episode([], [], [], [], [], {})
+    use_model = perf is not None and perf.trained and float(policy.model_weight.detach()) != 0.0
+    w = float(policy.model_weight.detach())
+    if perf is not None and observe:
         perf.observe(env, info)
     pending = 0.0
     while True:
         mask = obs["action_mask"]
         valid = np.flatnonzero(mask)
         b = np.zeros(len(mask), dtype=np.float32)
+        d = np.zeros(len(mask), dtype=np.float32)
         if expert is not None:
             a = int(expert(env))
             record = len(valid) > 1
@@ -187,12 +205,17 @@ def rollout(
         else:
             record = True
             logits, _ = policy(obs_to_tensors(obs, batched=False))
+            u = None
+            if use_model:
+                d, u = perf.candidate_slowdown(env)
+                logits = logits - w * torch.as_tensor(d)
             logits = masked(logits, torch.as_tensor(mask).unsqueeze(0))[0]
             if greedy:
                 a = int(logits.argmax())
             else:
-                if perf is not None and bonus > 0 and len(perf):
-                    u = perf.candidate_uncertainty(env)
+                if perf is not None and bonus > 0 and perf.trained:
+                    if u is None:
+                        u = perf.candidate_uncertainty(env)
                     mean_u = float(u[valid].mean())
                     if mean_u > 0:
                         b = (bonus * u / mean_u).astype(np.float32)
@@ -207,9 +230,10 @@ def rollout(
             ep.obs.append(_copy_obs(obs))
             ep.actions.append(a)
             ep.bonus.append(b)
+            ep.slowdown.append(d)
             ep.rewards.append(0.0)
         obs, r, terminated, truncated, info = env.step(a)
-        if perf is not None:
+        if perf is not None and observe:
             perf.observe(env, info)
         pending += float(r)
         if terminated or truncated:
@@ -225,7 +249,7 @@ def _batch(obs: list[dict]) -> dict:
 
 def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) -> torch.Tensor | None:
     """Advantage actor-critic loss of whole episodes (returns-to-go, γ = 1, value baseline)."""
-    obs, acts, bon, rets = [], [], [], []
+    obs, acts, bon, slow, rets = [], [], [], [], []
     for ep in episodes:
         if not ep.actions:
             continue
@@ -234,11 +258,13 @@ def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) ->
         obs += ep.obs
         acts += ep.actions
         bon += ep.bonus
+        slow += ep.slowdown
     if not acts:
         return None
     t = _batch(obs)
     logits, v = policy(t)
-    logits = masked(logits + torch.as_tensor(np.stack(bon)), t["action_mask"])
+    scores = logits - policy.model_weight * torch.as_tensor(np.stack(slow)) + torch.as_tensor(np.stack(bon))
+    logits = masked(scores, t["action_mask"])
     logp = torch.log_softmax(logits, -1)
     a = torch.as_tensor(acts)
     ret = torch.as_tensor(np.concatenate(rets), dtype=torch.float32)
@@ -252,14 +278,17 @@ def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) ->
     return -(chosen * adv).mean() + args.value_coef * ((v - ret) ** 2).mean() - args.entropy * ent
 
 
-def pg_step(policy: PlacementPolicy, opt, episodes: list[Episode], args: MetaArgs) -> None:
-    loss = pg_loss(policy, episodes, args)
-    if loss is None:
-        return
-    opt.zero_grad()
-    loss.backward()
-    nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-    opt.step()
+def pg_step(policy: PlacementPolicy, opt, episodes: list[Episode], args: MetaArgs, steps: int = 1) -> None:
+    """``steps`` gradient steps of :func:`pg_loss` on ``episodes`` (the later ones slightly off-policy: the
+    episodes' actions were sampled before the first step)."""
+    for _ in range(int(steps)):
+        loss = pg_loss(policy, episodes, args)
+        if loss is None:
+            return
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
 
 
 def adapt(
@@ -274,15 +303,18 @@ def adapt(
     rng: np.random.Generator,
     callback=None,
 ) -> PlacementPolicy:
-    """Inner loop: one policy-gradient step per episode on ``task``, one episode per seed of ``seeds``; returns
-    the adapted copy. ``perf`` is refitted after every episode. ``callback(k, policy)`` after episode ``k``."""
+    """Inner loop: ``args.inner_steps`` policy-gradient steps per episode on ``task``, one episode per seed of
+    ``seeds``; returns the adapted copy. ``perf`` (changed in place) is refitted after every episode, on the
+    task's own samples only when ``args.task_data_only``. ``callback(k, policy)`` after episode ``k``."""
     env.unwrapped.set_task(task)
     phi = copy.deepcopy(policy)
     opt = torch.optim.Adam(phi.parameters(), lr=args.inner_lr)
     beta = args.bonus if bonus is None else bonus
+    if perf is not None and args.task_data_only:
+        perf.since(len(perf))
     for k, s in enumerate(seeds, start=1):
         ep = rollout(phi, env, int(s), greedy=False, rng=rng, perf=perf, bonus=beta)
-        pg_step(phi, opt, [ep], args)
+        pg_step(phi, opt, [ep], args, args.inner_steps)
         if perf is not None:
             perf.fit(args.perf_fit_steps)
         if callback is not None:
@@ -407,9 +439,12 @@ def meta_train(
             adapted, grads = [], []
             for task in batch:
                 seeds = rng.integers(2**31, size=args.inner_episodes)
-                phi = adapt(policy, env, task, seeds, args, perf=perf, rng=rng)
+                # the task adapts its own copy of the performance model (as at evaluation); its samples then
+                # join the shared buffer, on which the shared model is refitted after the batch
+                p_task = copy.deepcopy(perf)
+                phi = adapt(policy, env, task, seeds, args, perf=p_task, rng=rng)
                 if args.outer == "fomaml":
-                    ep = rollout(phi, env, int(rng.integers(2**31)), greedy=False, rng=rng, perf=perf)
+                    ep = rollout(phi, env, int(rng.integers(2**31)), greedy=False, rng=rng, perf=p_task)
                     loss = pg_loss(phi, [ep], args)
                     phi.zero_grad()
                     if loss is not None:
@@ -419,16 +454,18 @@ def meta_train(
                     )
                 adapted.append([p.detach() for p in _params(phi)])
                 jcts.append(perf_note(env))
+                perf.absorb(p_task)
             if args.outer == "fomaml":
                 fomaml_update(_params(policy), grads, args.outer_lr * args.inner_lr)
             else:
                 reptile_update(_params(policy), adapted, args.outer_lr)
+            perf.fit(args.perf_fit_steps)
         else:
             for task in batch:
                 env.unwrapped.set_task(task)
                 for s in rng.integers(2**31, size=args.inner_episodes):
                     ep = rollout(policy, env, int(s), greedy=False, rng=rng, perf=perf, bonus=args.bonus)
-                    pg_step(policy, opt, [ep], args)
+                    pg_step(policy, opt, [ep], args, args.inner_steps)
                     jcts.append(ep.metrics.get("avg_jct", float("nan")))
                 perf.fit(args.perf_fit_steps)
         log(
@@ -490,7 +527,7 @@ def save_meta(
     hashes = {}
     for name, state in (
         (POLICY_FILE, policy_state(policy)),
-        (VALUE_FILE, policy.value.state_dict()),
+        (VALUE_FILE, {**policy.value.state_dict(), "model_weight": policy.model_weight}),
         (PERF_FILE, perf.state_dict()),
     ):
         buf = io.BytesIO()
@@ -554,6 +591,10 @@ def load_meta(path: str | Path) -> tuple[PlacementPolicy, PerformanceModel, dict
     policy.scorer.load_state_dict(
         {k[len(prefix) :]: v for k, v in states[POLICY_FILE].items() if k.startswith(prefix)}
     )
-    policy.value.load_state_dict(states[VALUE_FILE])
+    value = dict(states[VALUE_FILE])
+    w = value.pop("model_weight", None)  # absent in checkpoints from before the model-based score
+    policy.value.load_state_dict(value)
+    with torch.no_grad():
+        policy.model_weight.fill_(0.0 if w is None else float(w))
     perf.load_state_dict(states[PERF_FILE])
     return policy, perf, meta

@@ -2,18 +2,21 @@
 ``gpusched meta-train``: meta-training (or multi-task training) of the MetaPlace policy.
 
 For each seed ``i`` (one held-out task per seed, :func:`gpusched_envs.envs.placement_tasks.heldout_tasks`, or a
-drifting one with ``--drift``), every learning agent adapts for ``K`` episodes on the task (one policy-gradient
-step per episode, its own workload seeds) and its greedy policy is then evaluated on ``--eval-episodes`` workloads
-of the task that adaptation never saw; the heuristics run on the same evaluation workloads (FIFO order with
+drifting one with ``--drift``), every learning agent adapts for ``K`` episodes on the task (``inner_steps``
+policy-gradient steps per episode and a refit of its performance model, its own workload seeds) and its greedy
+policy is then evaluated on ``--eval-episodes`` workloads of the task that adaptation never saw; the heuristics run on the same evaluation workloads (FIFO order with
 backfill, as the env's head job, and their placement). Reported: average JCT after 0, 1, 3, 10 adaptation
 episodes, per agent, mean over seeds with a 95% percentile-bootstrap interval, and paired differences
 (MetaPlace − agent, per seed) with their intervals.
 
 Agents: ``metaplace`` (the meta-trained checkpoint, uncertainty-directed exploration on), ``metaplace-nobonus``
-(the exploration ablation: the same checkpoint, plain sampling from the policy), ``multitask`` (pre-trained on
-every training task without meta-learning, adapted the same way, plain sampling), ``scratch`` (the same network
-from a random initialisation, same adaptation budget), and the heuristics ``consolidate``, ``closest``, ``pack``,
-``random``.
+(the exploration ablation: the same checkpoint, plain sampling from the policy), ``metaplace-nomodel`` (the
+ablation of the model-based score: the same checkpoint with ``w = 0``, the GNN's logits alone, bonus on),
+``multitask`` (pre-trained on every training task without meta-learning, with its own performance model, adapted
+the same way, plain sampling), ``scratch`` (the same network and score from a random initialisation and an
+untrained performance model, same adaptation budget), and the heuristics ``consolidate``, ``closest``, ``pack``,
+``random``. The learned agents' performance models are refitted on the task's adaptation episodes only; the
+evaluation workloads are scored with the model but never added to it.
 
     gpusched adapt --seeds 10 --adapt-episodes 0,1,3,10 --out results/adapt
     gpusched adapt --drift --seeds 10 --out results/adapt-drift
@@ -29,7 +32,7 @@ import numpy as np
 import typer
 
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
-LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "multitask", "scratch")
+LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "metaplace-nomodel", "multitask", "scratch")
 DEFAULT_META = "checkpoints/metaplace/workerplacement_gnn"
 DEFAULT_MULTITASK = "checkpoints/metaplace/multitask_gnn"
 
@@ -43,11 +46,19 @@ def _heuristic_jct(env, task, placement: str, seed: int) -> float:
     return float(sim.run(FIFO(placement, backfill=True))["avg_jct"])
 
 
-def _greedy_jct(policy, env, task, seeds) -> float:
+def _greedy_jct(policy, env, task, seeds, perf=None) -> float:
+    """Greedy policy (scored with ``perf``'s predictions, which learns nothing here) on the evaluation workloads."""
     from agents.meta_rl import rollout
 
     env.unwrapped.set_task(task)
-    return float(np.mean([rollout(policy, env, int(s), greedy=True).metrics["avg_jct"] for s in seeds]))
+    return float(
+        np.mean(
+            [
+                rollout(policy, env, int(s), greedy=True, perf=perf, observe=False).metrics["avg_jct"]
+                for s in seeds
+            ]
+        )
+    )
 
 
 def run_seed(job: dict) -> dict:
@@ -57,7 +68,7 @@ def run_seed(job: dict) -> dict:
     import torch
 
     from agents.common import seed_everything, set_torch_threads
-    from agents.meta_rl import adapt, load_meta, make_env, make_policy
+    from agents.meta_rl import adapt, load_meta, make_env, make_policy, new_perf_model
     from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
 
     set_torch_threads(1)
@@ -83,20 +94,23 @@ def run_seed(job: dict) -> dict:
         if name.startswith("metaplace"):
             policy, perf = copy.deepcopy(policy0), copy.deepcopy(perf0)
             bonus = args.bonus if name == "metaplace" else 0.0
+            if name == "metaplace-nomodel":  # the ablation of the model-based score: the GNN's logits alone
+                with torch.no_grad():
+                    policy.model_weight.fill_(0.0)
         elif name == "multitask":
-            policy, _, _ = load_meta(job["multitask"])
+            policy, perf, _ = load_meta(job["multitask"])
         elif name == "scratch":
             torch.manual_seed(1000 + i)
-            policy = make_policy(env, args)
+            policy, perf = make_policy(env, args), new_perf_model(env, 1000 + i)
         else:
             raise ValueError(f"unknown agent {name!r}; valid: {', '.join(LEARNED_AGENTS + HEURISTIC_AGENTS)}")
         curve: dict[str, float] = {}
         if 0 in ks:
-            curve["0"] = _greedy_jct(policy, env, task, eval_seeds)
+            curve["0"] = _greedy_jct(policy, env, task, eval_seeds, perf)
 
-        def note(k, phi, curve=curve):
+        def note(k, phi, curve=curve, perf=perf):
             if k in ks:
-                curve[str(k)] = _greedy_jct(phi, env, task, eval_seeds)
+                curve[str(k)] = _greedy_jct(phi, env, task, eval_seeds, perf)
                 env.unwrapped.set_task(task)
 
         if max(ks) > 0:

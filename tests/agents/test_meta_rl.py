@@ -10,6 +10,7 @@ import torch
 from agents.meta_rl import (
     HeuristicExpert,
     MetaArgs,
+    adapt,
     fomaml_update,
     load_meta,
     make_env,
@@ -97,7 +98,7 @@ def tiny_checkpoint(tmp_path_factory):
     out = tmp_path_factory.mktemp("meta")
     args = MetaArgs(
         cluster="tiny", num_jobs=8, train_tasks=3, meta_batch=2, inner_episodes=1, iterations=2,
-        imitation_episodes=2, perf_fit_steps=10,
+        imitation_episodes=2, perf_fit_steps=10, model_score=5.0, inner_steps=2,
     )  # fmt: skip
     meta_train(args, out / "meta", mode="meta", log=lambda m: None)
     meta_train(args, out / "multitask", mode="multitask", log=lambda m: None)
@@ -109,6 +110,8 @@ def test_checkpoint_round_trip_and_agents_load(tiny_checkpoint):
 
     policy, perf, meta = load_meta(tiny_checkpoint / "meta")
     assert meta["meta_rl"]["iteration"] == 2 and meta["algorithm"] == "metaplace"
+    assert perf.trained and float(policy.model_weight.detach()) != 0.0  # w learned from 5.0, in value.pt
+    assert abs(float(policy.model_weight.detach()) - 5.0) < 0.1
     agent = agents.load(tiny_checkpoint / "meta")  # the greedy policy, through the project's loader
     env = agent.make_env()
     obs, _ = env.reset(seed=0)
@@ -178,3 +181,91 @@ def test_adapt_command_reports_bad_input_in_one_line(tmp_path):
     assert r.exit_code == 2 and "unknown bogus" in r.output
     r = runner.invoke(app, ["adapt-cmd", "--checkpoint", str(tmp_path)])
     assert r.exit_code == 2 and "no MetaPlace checkpoint there" in r.output
+
+
+class _SumModel(PerformanceModel):
+    """A performance model predicting the sum of a row's features, with spread 1: hand-computable scores."""
+
+    def __init__(self, num_models: int):
+        super().__init__(num_models)
+        self.trained = True
+
+    def predict(self, x):
+        x = np.atleast_2d(np.asarray(x, dtype=np.float32))
+        return x.sum(1), np.ones(len(x), dtype=np.float32)
+
+
+def _busy_tiny_env():
+    """``tiny`` with a 2-GPU bert job then a 1-GPU vgg16 job (the first head is the bert job)."""
+    import gymnasium as gym
+
+    from gpusched_envs.sim.workload import Workload
+
+    w = Workload.from_columns(
+        "two", np.array([0.0, 1.0]), np.array([5000.0, 100.0]), np.array([2, 1]),
+        model=np.array([0, 1], dtype=np.int16), model_names=("bert", "vgg16"),
+    )  # fmt: skip
+    env = gym.make("gpusched/WorkerPlacement-v0", cluster="tiny", num_jobs=2, obs_mode="graph", workload=w)
+    obs, _ = env.reset(seed=0)
+    return env, obs
+
+
+def test_candidate_slowdown_adds_the_neighbours_rise_to_the_head_jobs_prediction():
+    env, obs = _busy_tiny_env()
+    u = env.unwrapped
+    assert u.head_job == 0
+    obs, *_ = env.step(0)
+    obs, *_ = env.step(0)  # the bert job runs on server 0, GPUs 0-1
+    assert u.head_job == 1 and u.sim.job_gpus[0].tolist() == [0, 1]
+    perf = _SumModel(len(u.cluster.catalog.model_names))
+    delta, spread = perf.candidate_slowdown(env)
+    mask = obs["action_mask"].astype(bool)
+    assert mask[: u.defer_action].sum() == 4
+    for s in range(u.defer_action):
+        head = placement_features(u.sim, 1, u.candidate_gpus(s)).sum()
+        # on server 0 the bert job gains a neighbour: its vgg16 count and its neighbour count rise by one each
+        assert delta[s] == pytest.approx(head + (2.0 if s == 0 else 0.0)) and spread[s] == 1.0
+    assert delta[0] > delta[1:4].max()
+    assert delta[-1] == 0 and spread[-1] == 0
+
+
+def test_greedy_rollout_scores_servers_by_logits_minus_w_times_the_predicted_slowdown():
+    from agents.networks import masked, obs_to_tensors
+
+    env, _ = _busy_tiny_env()
+    policy = make_policy(env, MetaArgs(cluster="tiny", num_jobs=2, model_score=1e3))
+    perf = _SumModel(len(env.unwrapped.cluster.catalog.model_names))
+    ep = rollout(policy, env, 0, greedy=True, perf=perf, observe=False)
+    assert len(ep.actions) >= 2 and len(ep.slowdown) == len(ep.actions)
+    for o, a, d in zip(ep.obs, ep.actions, ep.slowdown, strict=True):
+        logits, _ = policy(obs_to_tensors(o, batched=False))
+        scores = masked(logits - 1e3 * torch.as_tensor(d), torch.as_tensor(o["action_mask"]).unsqueeze(0))[0]
+        assert a == int(scores.argmax())
+    # with w = 1000 the model's score decides: the vgg16 job avoids the bert job's server
+    assert ep.actions[-1] != ep.actions[0]
+
+
+def test_adaptation_refits_the_performance_model_on_the_tasks_own_samples():
+    args = MetaArgs(cluster="tiny", num_jobs=8, model_score=5.0, inner_steps=3, perf_fit_steps=5)
+    env = make_env(args)
+    policy = make_policy(env, args)
+    perf = PerformanceModel(len(env.unwrapped.cluster.catalog.model_names), seed=0)
+    perf.add(np.zeros(perf.dim), 0.5)  # another task's sample
+    before = [p.detach().clone() for p in policy.parameters()]
+    task = SizedTask(cluster="tiny", num_jobs=8, load=1.0, models="vgg16+bert", max_gpus=4)
+    phi = adapt(policy, env, task, [1, 2], args, perf=perf, rng=np.random.default_rng(0))
+    assert perf.trained and len(perf) == perf.seen - 1 > 0  # the other task's sample was dropped
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))  # a copy adapted
+    assert any(not torch.equal(a, b) for a, b in zip(before, phi.parameters(), strict=True))
+
+
+def test_absorb_takes_only_the_copys_new_samples():
+    import copy
+
+    perf = PerformanceModel(3, seed=0)
+    for i in range(4):
+        perf.add(np.full(perf.dim, i), float(i))
+    other = copy.deepcopy(perf).since(4)
+    other.add(np.full(perf.dim, 9), 9.0)
+    perf.absorb(other)
+    assert perf.y == [0.0, 1.0, 2.0, 3.0, 9.0] and perf.seen == 5
