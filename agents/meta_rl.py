@@ -6,12 +6,21 @@ Pieces:
 
 - **Policy**: the project's hierarchical GNN (:func:`agents.networks.build_network`, ``slots="servers"``: one
   logit per server from the server's embedding ⊕ the head job's, one for deferring) plus a value head on the pooled
-  embedding. Decisions with a single valid action are taken without the network (they carry no gradient).
-- **Inner learner** (:func:`adapt`): advantage actor-critic policy gradient, one Adam step per episode on that
-  episode (returns-to-go with the value baseline, normalised advantages, entropy bonus); ``k`` episodes on a task.
+  embedding, and a **model-based score**: a server's score is its logit minus ``w · Δ(s)``, ``Δ(s)`` the
+  performance model's predicted marginal log slowdown of putting the head job's next worker there (the head job's
+  own slowdown plus the rise of its new neighbours', :meth:`~agents.perf_model.PerformanceModel.
+  candidate_slowdown`) and ``w`` a learned weight (initialised at ``model_score``; 0 switches the score off). So
+  refitting the performance model on a new task's iteration times changes the policy's choices directly, which
+  is how adaptation acts within a few episodes. Decisions with a single valid action are taken without the
+  network (they carry no gradient).
+- **Inner learner** (:func:`adapt`): advantage actor-critic policy gradient, ``inner_steps`` Adam steps per
+  episode on that episode (returns-to-go with the value baseline, normalised advantages, entropy bonus), and a
+  refit of the performance model on the task's own samples (from its meta-trained weights); ``k`` episodes.
 - **Outer loop** (:func:`meta_train`): Reptile (Nichol et al. 2018), ``θ ← θ + ε · mean_tasks(φ_task − θ)`` with
   ``φ_task`` the inner learner's weights after ``k`` episodes; first-order MAML (:func:`fomaml_update`) is offered as
-  the alternative update (``outer="fomaml"``: the gradient of one more episode taken at ``φ_task``).
+  the alternative update (``outer="fomaml"``: the gradient of one more episode taken at ``φ_task``). Each task
+  adapts its own copy of the performance model; the samples join a shared buffer on which the shared model (the
+  initialisation every task's copy starts from) is refitted after each outer update.
 - **Uncertainty-directed exploration**: during adaptation episodes actions are sampled from
   ``softmax(logits + β · σ(s) / mean σ)``, ``σ(s)`` being the :class:`~agents.perf_model.PerformanceModel`
   ensemble's spread for the head job placed with its next worker on server ``s``; ``β = 0`` is the ablation

@@ -137,7 +137,15 @@ def test_meta_training_resumes_where_it_stopped(tiny_checkpoint, tmp_path):
 def test_adaptation_runs_end_to_end_on_tiny(tiny_checkpoint):
     from evaluate.adapt import markdown, run_adaptation
 
-    agents = ["metaplace", "metaplace-nobonus", "multitask", "scratch", "consolidate", "random"]
+    agents = [
+        "metaplace",
+        "metaplace-nobonus",
+        "metaplace-nomodel",
+        "multitask",
+        "scratch",
+        "consolidate",
+        "random",
+    ]
     results, table = run_adaptation(
         tiny_checkpoint / "meta", tiny_checkpoint / "multitask", agents, 2, [0, 1, 2], 1, log=lambda m: None
     )
