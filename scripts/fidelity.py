@@ -461,6 +461,11 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
         lomo.append(part)
     lomo = pd.concat(lomo)
     lines.append(f"leave-one-model-out (multi-GPU rows of the held model, every set): {fmt(lomo.ape)}")
+    lines.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in lomo.groupby("held")))
+    lines.append(
+        f"leave-one-model-out, azure rows only (ND40rs_v2 type refitted without the model): "
+        f"{fmt(lomo.ape[lomo.cluster == 'azure'])}"
+    )
     clean = lomo[lomo.cluster != "azure"]
     lines.append(f"leave-one-model-out without the Azure rows: {fmt(clean.ape)}")
     lines.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in clean.groupby("held")))
