@@ -527,9 +527,7 @@ def _shared_gamma_alternative(rows, fit_rows, sia, compute, fmt, azure_args) -> 
     e, la, g = _network_fit(bc, fit_rows, sia, shared_gamma=True)
     plain = rows[rows.cluster != "azure"].copy()
     plain["ape"] = _score(plain, compute, e, la, g)
-    out = [
-        f"alternative, not shipped: one overlap exponent for every model (γ = {g[sia[0]]:.3f})"
-    ]
+    out = [f"alternative, not shipped: one overlap exponent for every model (γ = {g[sia[0]]:.3f})"]
     ib = (
         bc.LINKS["ib100"][0] * 1e9 * e[bc.FAMILIES.index("infiniband")],
         la[bc.FAMILIES.index("infiniband")],
