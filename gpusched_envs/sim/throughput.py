@@ -243,8 +243,10 @@ def ideal_iteration_time(
 ) -> float:
     """Best case on this cluster: the fastest (allowed) GPU type with the fastest placement's network, no congestion
     or interference. The network part is the better of one server (fastest intra-server link among servers big
-    enough) and several servers (fastest min(NIC, intra-server link), smallest max(NIC, intra) latency), as in
-    :func:`placement_shape`. A job's ideal runtime is work × this, so average JCT ≥ mean ideal runtime holds."""
+    enough; a host-staged link divided by the job's GPUs) and several servers (fastest min(NIC, intra-server link),
+    smallest max(NIC, intra) latency), as in :func:`placement_shape`; on catalogue server types the compute is the
+    best server's, host overhead included. A job's ideal runtime is work × this, so average JCT ≥ mean ideal runtime
+    holds."""
     catalog = cluster.catalog
     types = np.unique(cluster.gpu_type) if allowed_types is None else allowed_types
     compute = float(catalog.iteration_time[model, types].min())
