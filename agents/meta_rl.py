@@ -217,6 +217,14 @@ def rollout(
             u = None
             if use_model:
                 d, u = perf.candidate_slowdown(env)
+                # relative to the best server: the model ranks servers; whether to defer stays the GNN's call
+                # (a raw Δ pushes every server below defer on a task where the refitted model predicts large
+                # slowdowns, and the policy then defers jobs for ever)
+                servers = valid[valid < len(d) - 1]
+                if len(servers):
+                    d = (d - d[servers].min()).astype(np.float32)
+                    d[mask == 0] = 0.0
+                    d[-1] = 0.0  # defer
                 logits = logits - w * torch.as_tensor(d)
             logits = masked(logits, torch.as_tensor(mask).unsqueeze(0))[0]
             if greedy:
