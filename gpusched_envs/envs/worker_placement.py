@@ -199,6 +199,7 @@ class WorkerPlacementEnv(ClusterEnv):
         self._deferred: set[int] = set()
         self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
         self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._sim_moved = True  # whether the simulator may have changed a rate since the last note
 
     def _first_candidate(self, exclude: int = -1) -> int:
         """Oldest waiting job, not deferred (nor ``exclude``), for which enough GPUs are free; -1 if none."""
@@ -217,6 +218,7 @@ class WorkerPlacementEnv(ClusterEnv):
                     self._head = head
                     return
             self._deferred.clear()
+            self._sim_moved = True
             self._advance()
         self._head = -1
 
@@ -267,6 +269,9 @@ class WorkerPlacementEnv(ClusterEnv):
 
     def _collect_iteration_times(self) -> None:
         """Note the running jobs whose iteration time changed since the last note (reported by ``_info``)."""
+        if not self._sim_moved:  # placing a worker or deferring without running the simulator changes no rate
+            return
+        self._sim_moved = False
         sim = self.sim
         run = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
         run = run[(sim.status[run] == RUNNING) & (sim.version[run] != self._reported_version[run])]
@@ -277,7 +282,12 @@ class WorkerPlacementEnv(ClusterEnv):
         info = super()._info(terminated, truncated)
         self._collect_iteration_times()
         parts = self._pending_iter
-        info["iteration_times"] = tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+        if len(parts) == 1:  # the usual case: one note since the last step
+            info["iteration_times"] = parts[0]
+        elif parts:
+            info["iteration_times"] = tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+        else:
+            info["iteration_times"] = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
         self._pending_iter = []
         return info
 
@@ -302,6 +312,7 @@ class WorkerPlacementEnv(ClusterEnv):
         self._taken[g] = 1.0
         if len(self._chosen) == sim.job_gpus_n[head]:
             sim.start(head, np.sort(np.array(self._chosen, dtype=np.int64)))
+            self._sim_moved = True
             self._collect_iteration_times()  # before the simulator runs on (the job may finish meanwhile)
             self._release_partial()
             self._settle()
