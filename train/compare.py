@@ -34,6 +34,11 @@ FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their param
 HEURISTIC_PLACEMENT = {
     "gandiva": "pack"
 }  # Gandiva's own packing placement; the others use the agent's placement
+# WorkerPlacement-v0's own class: its head rule (the oldest job that fits) is FIFO with backfill, and the agent chooses
+# the placement, so its heuristics are FIFO-with-backfill under each placement rule (the env's heuristic_action plays
+# them exactly); preemptive Tiresias stays as the strongest scheduler outside that class
+PLACEMENT_ENVS = ("gpusched/WorkerPlacement-v0",)
+PLACEMENT_HEURISTICS = ("consolidate", "closest", "pack", "first-fit", "spread", "random")
 
 
 def information_of(meta: dict) -> str:
@@ -49,7 +54,12 @@ def heuristics_for(information: str) -> tuple[str, ...]:
 
 def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
     from gpusched_envs.policies import make_policy
+    from gpusched_envs.policies.schedulers import FIFO
 
+    if (
+        name in PLACEMENT_HEURISTICS
+    ):  # a placement rule: FIFO with backfill, as WorkerPlacement-v0's head rule
+        return float(fresh_simulator(env, seed).run(FIFO(name, backfill=True))["avg_jct"])
     return float(fresh_simulator(env, seed).run(make_policy(name, placement))["avg_jct"])
 
 
@@ -113,7 +123,12 @@ def compare(
     agent = agents.load(checkpoint)
     meta = agent.meta
     information = information_of(meta)
-    names = tuple(heuristics) if heuristics is not None else heuristics_for(information)
+    if heuristics is not None:
+        names = tuple(heuristics)
+    elif agent.env_id in PLACEMENT_ENVS:
+        names = (*PLACEMENT_HEURISTICS, "tiresias")
+    else:
+        names = heuristics_for(information)
     if suite is not None:
         scenarios = [(n, kw) for n, env_id, kw in suite_scenarios(suite) if env_id == agent.env_id]
         if not scenarios:

@@ -200,6 +200,11 @@ class WorkerPlacementEnv(ClusterEnv):
         self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
         self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._sim_moved = True  # whether the simulator may have changed a rate since the last note
+        self._plan: tuple[int, str, np.ndarray | None] = (
+            -1,
+            "",
+            None,
+        )  # heuristic_action's plan for the head
 
     def _first_candidate(self, exclude: int = -1) -> int:
         """Oldest waiting job, not deferred (nor ``exclude``), for which enough GPUs are free; -1 if none."""
@@ -267,6 +272,34 @@ class WorkerPlacementEnv(ClusterEnv):
         """GPUs the head job would hold with its placed workers plus the next one on ``server`` (a valid action)."""
         return np.array([*self._chosen, self._worker_gpu(int(server))], dtype=np.int64)
 
+    def heuristic_action(self, placement: str = "closest") -> int:
+        """The action of FIFO with backfill and the placement rule ``placement`` (``consolidate``, ``closest``,
+        ``pack``, ``first-fit``, ``spread``, ``random``; :mod:`gpusched_envs.policies.placement`): the next worker
+        goes to a server of the rule's placement of the head job, and the head is deferred when the rule would not
+        place it now (``consolidate`` waits rather than spread a job); if deferring is not allowed either, the
+        ``closest`` placement. The expert of behaviour cloning, and the heuristics of this env's own class: with the
+        head rule (the oldest job that fits) this is ``Simulator.run(FIFO(placement, backfill=True))`` played
+        through the env's actions (equal for whole-GPU jobs, whose GPUs within a server are the lowest free ones)."""
+        head = self._head
+        if head < 0:
+            return self.defer_action
+        if self._plan[0] != head or self._plan[1] != placement:  # one plan per head (``random`` draws once)
+            from gpusched_envs.policies.placement import closest, get_placement
+
+            gpus = get_placement(placement)(self.sim, head)
+            if gpus is None and not self.encoder.action_mask[self.defer_action]:
+                gpus = closest(self.sim, head)
+            servers = None if gpus is None else self.cluster.gpu_server[np.sort(gpus)]
+            self._plan = (head, placement, servers)
+        servers = self._plan[2]
+        if servers is None:
+            return self.defer_action
+        k = len(self._chosen)
+        mask = self.encoder.action_mask
+        if k < len(servers) and mask[servers[k]]:
+            return int(servers[k])
+        return int(np.flatnonzero(mask)[0])  # other actions placed this job's first workers: any valid server
+
     def _collect_iteration_times(self) -> None:
         """Note the running jobs whose iteration time changed since the last note (reported by ``_info``)."""
         if not self._sim_moved:  # placing a worker or deferring without running the simulator changes no rate
@@ -319,6 +352,7 @@ class WorkerPlacementEnv(ClusterEnv):
 
     def _release_partial(self) -> None:
         self._head = -1
+        self._plan = (-1, "", None)
         self._chosen.clear()
         self._taken[:] = 0.0
 
