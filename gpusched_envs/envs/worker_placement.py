@@ -200,11 +200,8 @@ class WorkerPlacementEnv(ClusterEnv):
         self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
         self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._sim_moved = True  # whether the simulator may have changed a rate since the last note
-        self._plan: tuple[int, str, np.ndarray | None] = (
-            -1,
-            "",
-            None,
-        )  # heuristic_action's plan for the head
+        # heuristic_action's plan for the head: (head, rule, the servers of its workers or None to defer)
+        self._plan: tuple[int, str, np.ndarray | None] = (-1, "", None)
 
     def _first_candidate(self, exclude: int = -1) -> int:
         """Oldest waiting job, not deferred (nor ``exclude``), for which enough GPUs are free; -1 if none."""
