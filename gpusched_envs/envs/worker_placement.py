@@ -200,6 +200,8 @@ class WorkerPlacementEnv(ClusterEnv):
         self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
         self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._sim_moved = True  # whether the simulator may have changed a rate since the last note
+        self._epoch = 0  # bumped whenever the simulator runs or starts a job (the queue and free GPUs change)
+        self._queue_fits: tuple[int, np.ndarray, np.ndarray] = (-1, np.zeros(0, np.int64), np.zeros(0, bool))
         # heuristic_action's plan for the head: (head, rule, the servers of its workers or None to defer)
         self._plan: tuple[int, str, np.ndarray | None] = (-1, "", None)
 
@@ -207,7 +209,9 @@ class WorkerPlacementEnv(ClusterEnv):
         """Oldest waiting job, not deferred (nor ``exclude``), for which enough GPUs are free; -1 if none."""
         q = self.sim.queue
         jobs = np.fromiter(q, dtype=np.int64, count=len(q))
-        for j in jobs[self._count_fits(jobs)].tolist():
+        fits = self._count_fits(jobs)
+        self._queue_fits = (self._epoch, jobs, fits)  # the observation's window reads its fits from here
+        for j in jobs[fits].tolist():
             if j != exclude and j not in self._deferred:
                 return j
         return -1
@@ -221,6 +225,7 @@ class WorkerPlacementEnv(ClusterEnv):
                     return
             self._deferred.clear()
             self._sim_moved = True
+            self._epoch += 1
             self._advance()
         self._head = -1
 
@@ -237,17 +242,28 @@ class WorkerPlacementEnv(ClusterEnv):
         if head >= 0:
             mask[: self.cluster.num_servers] = self._server_mask()
             mask[self.defer_action] = self._can_wait() or self._first_candidate(exclude=head) >= 0
-            rest = [j for j in itertools.islice(sim.queue, self.window) if j != head][: self.window - 1]
-            jobs = np.array([head, *rest], dtype=np.int64)
+            epoch, queued, queued_fits = self._queue_fits
+            if epoch == self._epoch:  # the queue's fits, computed when the head was chosen, still hold
+                first = queued[: self.window]
+                keep = np.flatnonzero(first != head)[: self.window - 1]
+                jobs = np.concatenate(([head], first[keep]))
+                fits = np.concatenate(
+                    ([True], queued_fits[keep])
+                )  # the head fits (that is why it is the head)
+            else:
+                rest = [j for j in itertools.islice(sim.queue, self.window) if j != head][: self.window - 1]
+                jobs = np.array([head, *rest], dtype=np.int64)
+                fits = self._count_fits(jobs)
             need = int(sim.job_gpus_n[head])  # a fractional job asks for one GPU (workload validation)
             placed = len(self._chosen)
             enc.context[:] = ((need - placed) / need, placed / need, need / self.cluster.num_gpus, 0.0)
         else:
             mask[self.defer_action] = 1
             jobs = np.zeros(0, dtype=np.int64)
+            fits = np.zeros(0, dtype=bool)
             enc.context[:3] = 0.0
         enc.context[3] = np.log1p(len(self._deferred))
-        return self._encode(jobs, self._count_fits(jobs), self._taken)
+        return self._encode(jobs, fits, self._taken)
 
     def _worker_gpu(self, server: int) -> int:
         sim, c, head = self.sim, self.cluster, self._head
@@ -343,6 +359,7 @@ class WorkerPlacementEnv(ClusterEnv):
         if len(self._chosen) == sim.job_gpus_n[head]:
             sim.start(head, np.sort(np.array(self._chosen, dtype=np.int64)))
             self._sim_moved = True
+            self._epoch += 1
             self._collect_iteration_times()  # before the simulator runs on (the job may finish meanwhile)
             self._release_partial()
             self._settle()
