@@ -89,6 +89,8 @@ class DDQNArgs:
     """large-margin loss: non-expert actions are pushed at least this far below the expert's, in Q units"""
     bc_weight: float = 1.0
     """weight of the large-margin loss on demonstration transitions (pre-training and while they stay in replay)"""
+    bc_learning_rate: float = 0.0
+    """Adam step size of the pre-training steps (0: learning_rate); fine-tuning then uses learning_rate"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -388,13 +390,20 @@ class DDQN:
         """Behaviour cloning before the first env step: demonstrations, then ``bc_steps`` gradient steps of TD
         loss + large-margin loss on them (DQfD's pre-training), then the target network takes the weights and the
         envs start fresh episodes from the run's own seeds. Returns ``{"demo_steps", "loss"}``."""
+        a = self.args
         demos = self.collect_demonstrations()
-        losses = [self._gradient_step() for _ in range(self.args.bc_steps)]
+        self._set_learning_rate(a.bc_learning_rate or a.learning_rate)
+        losses = [self._gradient_step() for _ in range(a.bc_steps)]
+        self._set_learning_rate(a.learning_rate)
         self.q_target.load_state_dict(self.q.state_dict())
         self._obs = None  # the run's episodes start from its own seeds, as without a warm start
         for w in self._windows:
             w.clear()
         return {"demo_steps": demos, "loss": float(np.mean(losses[-100:])) if losses else float("nan")}
+
+    def _set_learning_rate(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
 
     def learn(self, total_steps: int, callback: Callable[[DDQN], bool | None] | None = None) -> DDQN:
         """Step until ``global_step >= total_steps``; ``callback(self)`` after each step may return False to stop.

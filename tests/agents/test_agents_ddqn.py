@@ -150,8 +150,9 @@ def _wp_bc_algo(**kw):
 
 
 def test_bc_pretraining_clones_the_expert_and_flags_demonstrations():
-    algo = _wp_bc_algo(bc_steps=400, learning_rate=2e-3, buffer_size=400)
+    algo = _wp_bc_algo(bc_steps=400, bc_learning_rate=2e-3, learning_rate=1e-4, buffer_size=400)
     stats = algo.pretrain()
+    assert algo.optimizer.param_groups[0]["lr"] == 1e-4  # fine-tuning goes on with its own step size
     n = stats["demo_steps"]
     assert n >= 150 and algo.buffer.demo[:n].all() and not algo.buffer.demo[n:].any()
     assert np.isfinite(stats["loss"]) and algo.updates == 400
