@@ -8,7 +8,9 @@ per (scenario, seed), mean and 95% bootstrap interval per policy, and the paired
 The heuristics are those a scheduler with the agent's information could run (``information`` in the checkpoint's
 metadata; checkpoints from before the setting existed saw traced durations, so they count as clairvoyant):
 non-clairvoyant FIFO, Gandiva, Tiresias; clairvoyant also SJF and SRTF. Preemptive heuristics are always included
-(the strongest fair baselines), whether or not the agent may preempt.
+(the strongest fair baselines), whether or not the agent may preempt. A WorkerPlacement-v0 agent chooses placements
+under the env's fixed head rule (FIFO with backfill), so its class is that rule under each placement rule
+(``consolidate``, ``closest``, ``pack``, ``first-fit``, ``spread``, ``random``), plus Tiresias.
 
 Each heuristic runs on a fresh simulator holding the workload and settings of the env reset with the same seed (not on
 the env's own simulator, which ``reset`` has already advanced to its first decision point), so every policy sees
