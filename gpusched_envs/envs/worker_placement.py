@@ -78,6 +78,10 @@ class WorkerPlacementEnv(ClusterEnv):
     ``info["iteration_times"]`` = ``(jobs, seconds, ideal seconds)``: the running jobs whose iteration time changed
     since the last step (a job started or a neighbour came or went), for learning a performance model online.
 
+    ## Heuristics
+    ``heuristic_action(rule)``: the action of FIFO with backfill (the head rule) and a placement rule of
+    :mod:`gpusched_envs.policies.placement`; played to the end it reproduces the simulator's run of that policy.
+
     ## Meta-RL
     ``sample_tasks(n)`` draws :class:`PlacementTask` variations (cluster from ``task_clusters``, offered load in
     ``task_loads``, interference factor in ``task_interference``, arrival process from ``task_arrivals``) from
