@@ -62,7 +62,7 @@ def test_n_step_transitions_written_with_discounted_sums():
     class Buf:
         rows: list = []
 
-        def add(self, o, a, ret, disc, nxt):
+        def add(self, o, a, ret, disc, nxt, demo=False):
             self.rows.append((float(o["obs"][0]), a, ret, disc, float(nxt["obs"][0])))
 
     algo.buffer = Buf()
