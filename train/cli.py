@@ -264,6 +264,18 @@ def compare(
             "--suite", help="Run on every scenario of this leaderboard suite (e.g. philly_heldout)."
         ),
     ] = None,
+    scenarios: Annotated[
+        str | None,
+        typer.Option("--scenarios", help="With --suite: comma list of its scenarios to run (default: all)."),
+    ] = None,
+    in_env: Annotated[
+        bool,
+        typer.Option(
+            "--in-env/--no-in-env",
+            help="Also pair a preemptive JobSelect agent with Tiresias / SRTF acting through its own env "
+            "(same window, lease and scheduling rounds): rows NAME@env.",
+        ),
+    ] = True,
     out: Annotated[Path | None, typer.Option("--out", help="Write the full result as JSON here.")] = None,
 ) -> None:
     """Average JCT of a checkpoint vs the heuristics of its information class, paired per (scenario, seed)."""
@@ -276,6 +288,8 @@ def compare(
             raise ValueError("--seeds must be >= 1 and --first-seed >= 0")
         if env_kwargs is not None and suite is not None:
             raise ValueError("give --env-kwargs or --suite, not both")
+        if scenarios is not None and suite is None:
+            raise ValueError("--scenarios selects scenarios of a --suite")
         extra = parse_env_kwargs(env_kwargs) if env_kwargs else None
         result = run_compare(
             checkpoint,
@@ -283,6 +297,8 @@ def compare(
             progress=lambda msg: typer.echo(msg, err=True),
             env_kwargs=extra,
             suite=suite,
+            in_env_references=in_env,
+            only=None if scenarios is None else [x.strip() for x in scenarios.split(",") if x.strip()],
         )
     except USER_ERRORS as exc:
         typer.echo(f"error: {user_error_message(exc)}", err=True)

@@ -37,6 +37,7 @@ POLICY_KWARGS = (
     "preemption",
     "preempt_window",
     "decision_interval",
+    "min_run",
     "information",
     "task_clusters",
 )
@@ -60,6 +61,27 @@ def heuristics_for(information: str) -> tuple[str, ...]:
     from gpusched_envs.policies.schedulers import comparable_policies
 
     return comparable_policies(information, preemption=True)
+
+
+def in_env_heuristics(env, names) -> tuple[str, ...]:
+    """``NAME@env`` for the preemptive heuristics of ``names`` when ``env`` is JobSelect-v0 with preemption: the
+    heuristic acting through the agent's own env (same window, lease ``min_run``, rounds ``decision_interval``),
+    the like-for-like reference next to its Simulator.run figure."""
+    from gpusched_envs.policies import PREEMPTIVE_POLICIES
+
+    u = env.unwrapped
+    if not getattr(u, "preemption", False) or not hasattr(u, "running_window"):
+        return ()
+    return tuple(f"{h}@env" for h in names if h in PREEMPTIVE_POLICIES)
+
+
+def heuristic_in_env_jct(env, name: str, placement: str, seed: int) -> float:
+    """Average JCT of heuristic ``name`` acting through ``env`` (HeuristicAgent), episode seeded by ``seed``."""
+    from gpusched_envs.envs.adapters import HeuristicAgent
+    from gpusched_envs.policies import make_policy
+
+    agent = HeuristicAgent(make_policy(name, placement))
+    return float(run_episode(lambda _obs: agent(env), env, seed)["metrics"]["avg_jct"])
 
 
 def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
@@ -121,11 +143,15 @@ def compare(
     progress=None,
     env_kwargs: dict | None = None,
     suite: str | None = None,
+    in_env_references: bool = True,
+    only: list[str] | None = None,
 ) -> dict:
     """Average JCT of the checkpoint's deterministic policy and of each heuristic on every (scenario, seed).
 
     Scenarios: the checkpoint's own env (with ``env_kwargs`` over its kwargs), or every JobSelect / WorkerPlacement
-    scenario of ``suite`` with the checkpoint's env id (``seeds`` then replace the suite's)."""
+    scenario of ``suite`` with the checkpoint's env id (``seeds`` then replace the suite's). With
+    ``in_env_references`` a preemptive JobSelect agent is also paired with each preemptive heuristic acting through
+    its own env (``tiresias@env``: same window, lease and scheduling rounds as the agent)."""
     import agents
     from agents.common import make_env, set_torch_threads
 
@@ -143,6 +169,14 @@ def compare(
         scenarios = [(n, kw) for n, env_id, kw in suite_scenarios(suite) if env_id == agent.env_id]
         if not scenarios:
             raise ValueError(f"suite {suite!r} has no scenario on {agent.env_id}")
+        if only is not None:
+            unknown = sorted(set(only) - {n for n, _ in scenarios})
+            if unknown:
+                raise ValueError(
+                    f"--scenarios: {', '.join(unknown)} not in suite {suite!r} "
+                    f"({', '.join(n for n, _ in scenarios)})"
+                )
+            scenarios = [(n, kw) for n, kw in scenarios if n in only]
     else:
         scenarios = [("checkpoint-env" if not env_kwargs else "env-kwargs", dict(env_kwargs or {}))]
     placement = meta["env_kwargs"].get("placement", "closest")
@@ -150,19 +184,24 @@ def compare(
         placement = "closest"
     rows: list[dict] = []
     t0 = time.perf_counter()
+    all_names = names
     for name, kwargs in scenarios:
         env = make_env(agent.env_id, scenario_kwargs(meta, kwargs), agent.obs_mode)
         agent.check_env(env)  # one clear line when the layout cannot be read (CNN / MLP on another cluster)
+        in_env = in_env_heuristics(env, names) if in_env_references else ()
+        all_names = names + in_env
         for s in seeds:
             row = {"scenario": name, "seed": int(s)}
             row["agent"] = float(run_episode(agent.act, env, s)["metrics"]["avg_jct"])
             for h in names:
                 row[h] = heuristic_jct(env, h, HEURISTIC_PLACEMENT.get(h, placement), s)
+            for h in in_env:
+                row[h] = heuristic_in_env_jct(env, h.split("@")[0], placement, s)
             rows.append(row)
             if progress:
                 progress(
                     f"{name} seed {s}: agent {row['agent']:,.0f} s, "
-                    + ", ".join(f"{h} {row[h]:,.0f}" for h in names)
+                    + ", ".join(f"{h} {row[h]:,.0f}" for h in all_names)
                 )
         env.close()
     return {
@@ -175,7 +214,7 @@ def compare(
         "scenarios": [{"name": n, "env_kwargs": scenario_kwargs(meta, k)} for n, k in scenarios],
         "seeds": list(map(int, seeds)),
         "rows": rows,
-        "summary": summarize_pairs(rows, names),
+        "summary": summarize_pairs(rows, all_names),
         "seconds": time.perf_counter() - t0,
     }
 

@@ -135,8 +135,8 @@ def typical_iteration_time(
         times.append(tp.iteration_time_of_shape(cluster, model, shape).total)
         weights.append(int(cluster.server_num_gpus[servers & (cluster.server_gpu_type == t)].sum()))
     if not times:
-        allowed = np.unique(cluster.gpu_type if mask is None else cluster.gpu_type[mask])
-        return float(cluster.catalog.iteration_time[model, allowed].max())
+        gpus = np.arange(cluster.num_gpus) if mask is None else np.flatnonzero(mask)
+        return float(cluster.compute_time(model, gpus).max())  # slowest allowed GPU (and its host overhead)
     return float(np.dot(times, weights) / np.sum(weights))
 
 

@@ -12,7 +12,7 @@ from train.config import RunConfig, apply_set, validate
 
 ENV_KWARGS = {
     "cluster": "tiny",
-    "workload": "synthetic:jobs=16,load=2.0,gpus=16,max_gpus=4",
+    "workload": "synthetic:jobs=12,load=2.0,gpus=16,max_gpus=4",
     "workload_seed": 3,
     "preemption": True,
     "window": 16,
@@ -82,7 +82,7 @@ def test_dagger_moves_the_policy_towards_the_heuristic():
     args = PPOArgs(encoder="mlp", hidden=32, n_steps=32, batch_size=32, seed=0)
     model = make_ppo(env, config_for_env(env, "mlp", 32, 1), args)
     before = agreement(model, ENV_KWARGS, seed=99)
-    bc = BCArgs.from_dict({"policy": "tiresias", "episodes": 2, "rounds": 2, "epochs": 30, "batch_size": 64})
+    bc = BCArgs.from_dict({"policy": "tiresias", "episodes": 2, "rounds": 2, "epochs": 15, "batch_size": 64})
     history = pretrain(model, "gpusched/JobSelect-v0", ENV_KWARGS, "flat", bc, 0.99, 1.0, seed=0)
     after = agreement(model, ENV_KWARGS, seed=99)  # a seed it did not imitate on
     assert [h["round"] for h in history] == [0, 1]

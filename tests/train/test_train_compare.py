@@ -85,7 +85,21 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
     assert result["information"] == "non-clairvoyant"
     assert result["scenarios"][0]["env_kwargs"]["cluster"] == "topdrl"
     assert [r["seed"] for r in result["rows"]] == [0, 1]
-    assert set(result["rows"][0]) == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias"}
+    assert set(result["rows"][0]) == {
+        "scenario",
+        "seed",
+        "agent",
+        "fifo",
+        "gandiva",
+        "tiresias",
+        "tiresias@env",
+    }
+    # Tiresias through the agent's env (its window holds every job, no lease, no rounds) is Simulator.run's
+    assert all(r["tiresias@env"] == pytest.approx(r["tiresias"], rel=1e-9) for r in result["rows"])
+    assert "agent_minus_tiresias@env" in result["summary"]
+    assert compare(
+        gnn_checkpoint, [0], env_kwargs={"cluster": "topdrl", "num_jobs": 12}, in_env_references=False
+    )["rows"][0].keys() == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias"}
     assert all(r["agent"] > 0 and r["tiresias"] > 0 for r in result["rows"])
     # the heuristic figures are those of the same workload replayed by the simulator
     from agents.common import fresh_simulator
