@@ -8,7 +8,9 @@ per (scenario, seed), mean and 95% bootstrap interval per policy, and the paired
 The heuristics are those a scheduler with the agent's information could run (``information`` in the checkpoint's
 metadata; checkpoints from before the setting existed saw traced durations, so they count as clairvoyant):
 non-clairvoyant FIFO, Gandiva, Tiresias; clairvoyant also SJF and SRTF. Preemptive heuristics are always included
-(the strongest fair baselines), whether or not the agent may preempt.
+(the strongest fair baselines), whether or not the agent may preempt. A WorkerPlacement-v0 agent chooses placements
+under the env's fixed head rule (FIFO with backfill), so its class is that rule under each placement rule
+(``consolidate``, ``closest``, ``pack``, ``first-fit``, ``spread``, ``random``), plus Tiresias.
 
 Each heuristic runs on a fresh simulator holding the workload and settings of the env reset with the same seed (not on
 the env's own simulator, which ``reset`` has already advanced to its first decision point), so every policy sees
@@ -43,6 +45,11 @@ FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their param
 HEURISTIC_PLACEMENT = {
     "gandiva": "pack"
 }  # Gandiva's own packing placement; the others use the agent's placement
+# WorkerPlacement-v0's own class: its head rule (the oldest job that fits) is FIFO with backfill, and the agent chooses
+# the placement, so its heuristics are FIFO-with-backfill under each placement rule (the env's heuristic_action plays
+# them exactly); preemptive Tiresias stays as the strongest scheduler outside that class
+PLACEMENT_ENVS = ("gpusched/WorkerPlacement-v0",)
+PLACEMENT_HEURISTICS = ("consolidate", "closest", "pack", "first-fit", "spread", "random")
 
 
 def information_of(meta: dict) -> str:
@@ -79,7 +86,12 @@ def heuristic_in_env_jct(env, name: str, placement: str, seed: int) -> float:
 
 def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
     from gpusched_envs.policies import make_policy
+    from gpusched_envs.policies.schedulers import FIFO
 
+    if (
+        name in PLACEMENT_HEURISTICS
+    ):  # a placement rule: FIFO with backfill, as WorkerPlacement-v0's head rule
+        return float(fresh_simulator(env, seed).run(FIFO(name, backfill=True))["avg_jct"])
     return float(fresh_simulator(env, seed).run(make_policy(name, placement))["avg_jct"])
 
 
@@ -147,7 +159,12 @@ def compare(
     agent = agents.load(checkpoint)
     meta = agent.meta
     information = information_of(meta)
-    names = tuple(heuristics) if heuristics is not None else heuristics_for(information)
+    if heuristics is not None:
+        names = tuple(heuristics)
+    elif agent.env_id in PLACEMENT_ENVS:
+        names = (*PLACEMENT_HEURISTICS, "tiresias")
+    else:
+        names = heuristics_for(information)
     if suite is not None:
         scenarios = [(n, kw) for n, env_id, kw in suite_scenarios(suite) if env_id == agent.env_id]
         if not scenarios:
