@@ -124,7 +124,7 @@ class Instance:
         return self._list
 
     def planner_plans(self, which: str, seed: int, count: int):
-        key = (which, seed if count > 1 else 0)  # one plan: the greedy one, the same for every seed
+        key = (which, seed if count > 1 else 0, count)  # one plan: the greedy one, the same for every seed
         if key not in self._planner_plans:
             planner = _planner(which, self.args.get("checkpoints"))
             self._planner_plans[key] = planner.plans(
