@@ -14,7 +14,7 @@ Each heuristic runs on a fresh simulator holding the workload and settings of th
 the env's own simulator, which ``reset`` has already advanced to its first decision point), so every policy sees
 exactly the workload the agent sees. ``--env-kwargs`` (or a ``--suite``'s scenarios) replace the checkpoint's env
 kwargs, except those that fix the observation layout or the meaning of actions (``obs_mode``, ``placement``,
-``preemption``, ``information``; and for the CNN / MLP also ``window``), which stay the checkpoint's; a GNN checkpoint
+``preemption``, ``decision_interval``, ``information``; and for the CNN / MLP also ``window``), which stay the checkpoint's; a GNN checkpoint
 runs on any cluster.
 """
 
@@ -29,7 +29,15 @@ import numpy as np
 from agents.common import bootstrap_ci, fresh_simulator, run_episode
 
 # env kwargs a checkpoint's policy depends on (taken from the checkpoint, never from the scenario)
-POLICY_KWARGS = ("obs_mode", "placement", "preemption", "preempt_window", "information", "task_clusters")
+POLICY_KWARGS = (
+    "obs_mode",
+    "placement",
+    "preemption",
+    "preempt_window",
+    "decision_interval",
+    "information",
+    "task_clusters",
+)
 FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their parameters depend on it)
 HEURISTIC_PLACEMENT = {
     "gandiva": "pack"

@@ -12,9 +12,10 @@ A config file (``train/configs/*.yaml``, read with ``yaml.safe_load``)::
     checkpoint_every: 5000    # env steps between checkpoints (0: only at the end)
     args: {encoder: gnn, learning_rate: 0.0005}   # fields of DDQNArgs / PPOArgs
     curriculum: [{until: 20000, env_kwargs: {load: 0.6}}]   # optional, see train/curriculum.py
+    bc: {policy: tiresias, rounds: 3}   # optional (PPO): imitation warm start, see train/bc.py
 
 ``--set`` keys: a top-level key (``steps=1000``), an algorithm argument (``learning_rate=1e-3`` or
-``args.learning_rate=1e-3``) or an env kwarg (``env_kwargs.load=1.0``); values are parsed as YAML scalars.
+``args.learning_rate=1e-3``), an env kwarg (``env_kwargs.load=1.0``) or an imitation key (``bc.rounds=2``); values are parsed as YAML scalars.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class RunConfig:
     progress: bool = True
     args: dict = field(default_factory=dict)
     curriculum: list = field(default_factory=list)  # stages of env kwargs over the run (train/curriculum.py)
+    bc: dict = field(default_factory=dict)  # PPO: behaviour-cloning / DAgger warm start (train/bc.py)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -84,6 +86,8 @@ def apply_set(cfg: RunConfig, items: list[str], arg_fields: set[str]) -> None:
         value = yaml.safe_load(raw) if raw else None
         if key.startswith("env_kwargs."):
             cfg.env_kwargs[key.split(".", 1)[1]] = value
+        elif key.startswith("bc."):  # the imitation block (validated with the rest of the config)
+            cfg.bc[key.split(".", 1)[1]] = value
         elif key.startswith("args.") or key in arg_fields:
             name = key.split(".", 1)[1] if key.startswith("args.") else key
             if name not in arg_fields:
@@ -95,7 +99,7 @@ def apply_set(cfg: RunConfig, items: list[str], arg_fields: set[str]) -> None:
             setattr(cfg, key, value)
         else:
             raise ValueError(
-                f"--set {key}: not a run key ({', '.join(sorted(TOP_KEYS))}), an algorithm argument or env_kwargs.*"
+                f"--set {key}: not a run key ({', '.join(sorted(TOP_KEYS))}), an algorithm argument, env_kwargs.* or bc.*"
             )
 
 
@@ -173,6 +177,12 @@ def validate(cfg: RunConfig) -> None:
         from train.curriculum import parse_stages
 
         parse_stages(cfg.curriculum, {})
+    if cfg.bc:
+        if cfg.algorithm != "ppo":
+            raise ValueError(f"bc: the imitation warm start is for ppo runs, not {cfg.algorithm}")
+        from train.bc import BCArgs
+
+        BCArgs.from_dict(cfg.bc)
 
 
 def build_args(dataclass_type, values: dict):

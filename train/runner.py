@@ -420,6 +420,30 @@ class PPOCallback(BaseCallback):
             self.last_ckpt = step
 
 
+def imitate(model, cfg: RunConfig, mode: str, args, network, writer, evaluator, out: Path) -> None:
+    """The ``bc`` warm start (train/bc.py) before PPO: DAgger rounds towards a heuristic, logged to TensorBoard
+    (``bc/*``) and ``bc.json``, then one evaluation (step 0) so ``best/`` starts from the imitated policy."""
+    from agents.checkpoint import PPOPolicy
+    from train.bc import BCArgs, pretrain
+
+    bc_args = BCArgs.from_dict(cfg.bc)
+    done: list[dict] = []
+
+    def log(record: dict) -> None:
+        done.append(record)
+        atomic_write_text(out / "bc.json", json.dumps({"args": bc_args.to_dict(), "rounds": done}, indent=2))
+        for key in ("loss", "agreement", "p_expert_gt_half"):
+            if record[key] is not None:
+                writer.scalar(f"bc/{key}", record[key], record["round"])
+        if record["avg_jct"] is not None:
+            writer.scalar("bc/avg_jct", record["avg_jct"], record["round"])
+        if cfg.progress:
+            print(f"bc round {record['round']}: " + json.dumps(record), flush=True)
+
+    pretrain(model, cfg.env, cfg.env_kwargs, mode, bc_args, args.gamma, args.reward_scale, cfg.seed, log=log)
+    evaluator(PPOPolicy.from_sb3(model, network).to(model.device), 0, model.device)
+
+
 def run_ppo(
     cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
 ) -> dict:
@@ -462,6 +486,8 @@ def run_ppo(
     callback = PPOCallback(
         cfg, network, writer, bar, Evaluator(eval_env, cfg.eval_seeds, writer, saver), saver
     )
+    if cfg.bc and not resume:
+        imitate(model, cfg, mode, args, network, writer, callback.evaluator, out)
     try:
         model.learn(
             max(cfg.steps - model.num_timesteps, 0), callback=callback, reset_num_timesteps=not resume

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 from gymnasium import spaces
 
-from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_bool, check_int
+from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_bool, check_int, check_number
 from gpusched_envs.envs.encoding import CLAIRVOYANT, NON_CLAIRVOYANT
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
 from gpusched_envs.sim.topology import Cluster
@@ -95,6 +95,9 @@ class JobSelectEnv(ClusterEnv):
       and per observed time unit.
     - ``information``: ``"non-clairvoyant"`` | ``"clairvoyant"``.
     - ``preemption`` (False), ``preempt_window`` (None: ``window``): running jobs visible and preemptible.
+    - ``decision_interval`` (None): seconds; when the agent waits while jobs run, it is asked again at the latest
+      this long after (a periodic scheduling round, as Tiresias' demotion timer gives the heuristic). None: only
+      at arrivals, completions and the timers a heuristic sets.
     - ``obs_mode``: ``"graph"`` | ``"image"`` | ``"flat"``; ``render_mode``: ``"ansi"`` | ``"rgb_array"`` | None.
     - ``max_steps`` (None): truncation. ``invalid_action``: ``"penalize"`` | ``"raise"``; ``invalid_penalty`` (1.0).
     - ``interference`` (True), ``speed_model`` (``"throughput"`` | ``"duration"``): simulator settings.
@@ -118,6 +121,7 @@ class JobSelectEnv(ClusterEnv):
         information: str = NON_CLAIRVOYANT,
         preemption: bool = False,
         preempt_window: int | None = None,
+        decision_interval: float | None = None,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -137,6 +141,11 @@ class JobSelectEnv(ClusterEnv):
         else:
             running = window if preempt_window is None else check_int("preempt_window", preempt_window, 1)
         self.preempt_window = running
+        self.decision_interval = (
+            None
+            if decision_interval is None
+            else check_number("decision_interval", decision_interval, positive=True)
+        )
         self.context_names = CONTEXT_NAMES.get(information, ())
         super().__init__(
             cluster=cluster,
@@ -256,6 +265,10 @@ class JobSelectEnv(ClusterEnv):
     def _apply(self, a: int) -> None:
         sim = self.sim
         if a == self.wait_action:
+            if self.decision_interval is not None and sim.running:
+                at = sim.now + self.decision_interval
+                if not sim.now < sim.timer_at <= at:  # keep an earlier timer (a heuristic's)
+                    sim.set_timer(at)
             self._advance()
             self._started_now.clear()
             self._preempted_now.clear()

@@ -306,6 +306,7 @@ class Simulator:
         self._heap: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, job, version)
         self._seq = 0
         self._timer_version = 0
+        self.timer_at = math.inf  # the pending policy timer's time (inf: none)
         self.events_processed = 0
         self.decisions = 0
         self.finished = 0
@@ -434,6 +435,7 @@ class Simulator:
         if at < self.now:
             raise SimulationError(f"set_timer: time {at} is in the past (now {self.now})")
         self._timer_version += 1
+        self.timer_at = float(at)
         self._push(at, TIMER, -1, self._timer_version)
 
     # ------------------------------------------------------------------ the clock
@@ -487,6 +489,7 @@ class Simulator:
                 if kind == TIMER:
                     if version == self._timer_version:
                         timer_fired = True
+                        self.timer_at = math.inf
                     continue
                 if version != self.version[job]:
                     continue  # stale: the job's rate or placement changed after this was pushed

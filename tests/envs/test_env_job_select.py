@@ -334,3 +334,51 @@ def test_default_reward_is_jct_and_ranks_like_average_jct():
         returns[name], jct[name] = total, m["avg_jct"]
     assert (returns["sjf"] > returns["fifo"]) == (jct["sjf"] < jct["fifo"])
     assert jct["sjf"] != jct["fifo"]
+
+
+@pytest.mark.parametrize(("name", "information"), [("tiresias", "non-clairvoyant"), ("srtf", "clairvoyant")])
+def test_decision_interval_adds_rounds_and_keeps_the_heuristics_schedule(name, information):
+    """decision_interval asks the agent again at most that many seconds after it waited while jobs ran; the extra
+    rounds change nothing a priority heuristic does (its order only changes at events and its own timers), so the
+    metrics still equal Simulator.run, with more decisions."""
+    interval = 600.0
+    env = gym.make(
+        "gpusched/JobSelect-v0",
+        cluster="tiny",
+        workload="synthetic:jobs=60,load=3.0,gpus=16,max_gpus=8",
+        workload_seed=4,
+        preemption=True,
+        window=60,
+        preempt_window=16,
+        information=information,
+        decision_interval=interval,
+    )
+    agent = HeuristicAgent(make_policy(name, "closest"))
+    env.reset(seed=2)
+    u = env.unwrapped
+    gaps_ok, waits = True, 0
+    while True:
+        action = agent(env)
+        waited_with_running = action == u.wait_action and len(u.sim.running) > 0
+        before = u.sim.now
+        _, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+        if waited_with_running:
+            waits += 1
+            gaps_ok &= u.sim.now - before <= interval + 1e-6
+    assert waits > 0 and gaps_ok
+    reference = Simulator(u.cluster, u.sim.workload, SimConfig(seed=u.sim.config.seed))
+    expected = reference.run(make_policy(name, "closest"))
+    # the same schedule; the integrals (e.g. finish-time fairness) are summed over more, shorter pieces
+    assert info["metrics"].keys() == expected.keys()
+    for key, value in expected.items():
+        assert info["metrics"][key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+    assert info["metrics"]["preemptions"] == expected["preemptions"]
+    assert u.sim.decisions > reference.decisions
+
+
+@pytest.mark.parametrize("bad", [0, -5.0, float("nan"), "10"])
+def test_decision_interval_rejects_bad_values(bad):
+    with pytest.raises(ValueError, match="decision_interval"):
+        gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=10, preemption=True, decision_interval=bad)
