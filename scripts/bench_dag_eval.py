@@ -44,7 +44,8 @@ def main() -> None:
         spec.loader.exec_module(ref)
         versions["reference"] = ref
     rates: dict[str, list[float]] = {k: [] for k in versions}
-    best: dict[str, list[float]] = {k: [] for k in versions}  # the fastest single call: least disturbed by load
+    # the fastest single call: least disturbed by load
+    best: dict[str, list[float]] = {k: [] for k in versions}
     for seed in range(args.seeds):
         dag = random_layered_dag(args.tasks, seed=seed)
         speed = np.random.default_rng(seed).uniform(0.5, 2.0, args.gpus)

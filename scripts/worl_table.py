@@ -82,7 +82,7 @@ def main(paths: list[str]) -> None:
     big = [
         (d, by[(d, "worl-rtgs")]["vs_heft_mean"])
         for d in dags
-        if "n=100" in d and "ccr=0.1" not in d and (d, "worl-rtgs") in by
+        if (d, "worl-rtgs") in by and by[(d, "worl-rtgs")]["tasks"] == 100 and "ccr=0.1" not in d
     ]
     if big:
         print(
