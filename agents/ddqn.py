@@ -78,6 +78,19 @@ class DDQNArgs:
     """auto | cpu | cuda[:N] (cuda without CUDA falls back to cpu with a warning)"""
     torch_threads: int = 1
     """CPU threads for torch (1 is fastest for these small networks on a shared machine; 0 leaves torch's default)"""
+    bc_from: str = ""
+    """expert for a warm start ('' none): a placement rule whose env.unwrapped.heuristic_action(rule) acts
+    (WorkerPlacement-v0: consolidate | closest | pack | first-fit | spread | random)"""
+    bc_steps: int = 0
+    """pre-training gradient steps on the expert's demonstrations before the first env step (DQfD-style)"""
+    bc_demo_steps: int = 5_000
+    """expert env steps collected as demonstrations (whole episodes; at most buffer_size)"""
+    bc_margin: float = 0.5
+    """large-margin loss: non-expert actions are pushed at least this far below the expert's, in Q units"""
+    bc_weight: float = 1.0
+    """weight of the large-margin loss on demonstration transitions (pre-training and while they stay in replay)"""
+    bc_learning_rate: float = 0.0
+    """Adam step size of the pre-training steps (0: learning_rate); fine-tuning then uses learning_rate"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,6 +102,7 @@ class ReplayBatch(NamedTuple):
     returns: torch.Tensor  # (B,) n-step discounted reward sum
     discounts: torch.Tensor  # (B,) γ^m for a bootstrap after m steps, 0 after termination
     next_obs: dict[str, torch.Tensor]
+    demo: torch.Tensor  # (B,) bool: the expert's transition
 
 
 class DictReplayBuffer:
@@ -103,15 +117,19 @@ class DictReplayBuffer:
         self.actions = np.zeros(capacity, dtype=np.int64)
         self.returns = np.zeros(capacity, dtype=np.float32)
         self.discounts = np.zeros(capacity, dtype=np.float32)
+        self.demo = np.zeros(capacity, dtype=bool)  # an expert's transition (behaviour-cloning warm start)
         self.pos = 0
         self.size = 0
 
-    def add(self, obs: dict, action: int, ret: float, discount: float, next_obs: dict) -> None:
+    def add(
+        self, obs: dict, action: int, ret: float, discount: float, next_obs: dict, demo: bool = False
+    ) -> None:
         i = self.pos
         for k, buf in self.obs.items():
             buf[i] = obs[k]
             self.next_obs[k][i] = next_obs[k]
         self.actions[i], self.returns[i], self.discounts[i] = action, ret, discount
+        self.demo[i] = demo
         self.pos = (i + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
 
@@ -123,6 +141,7 @@ class DictReplayBuffer:
             torch.as_tensor(self.returns[idx], device=device),
             torch.as_tensor(self.discounts[idx], device=device),
             obs_to_tensors({k: v[idx] for k, v in self.next_obs.items()}, device, batched=True),
+            torch.as_tensor(self.demo[idx], device=device),
         )
 
     def state(self) -> dict:
@@ -135,6 +154,7 @@ class DictReplayBuffer:
             "actions": self.actions[:n],
             "returns": self.returns[:n],
             "discounts": self.discounts[:n],
+            "demo": self.demo[:n],
             "pos": self.pos,
             "size": n,
         }
@@ -145,6 +165,7 @@ class DictReplayBuffer:
             self.obs[k][:n] = s["obs"][k]
             self.next_obs[k][:n] = s["next_obs"][k]
         self.actions[:n], self.returns[:n], self.discounts[:n] = s["actions"], s["returns"], s["discounts"]
+        self.demo[:n] = s.get("demo", False)  # states saved before demonstrations existed have none
         self.pos, self.size = s["pos"], n
 
 
@@ -159,6 +180,19 @@ def double_q_targets(
     best = masked(q_online_next, next_action_mask).argmax(dim=-1, keepdim=True)  # (B, 1)
     value = q_target_next.gather(-1, best).squeeze(-1)
     return returns + discounts * torch.where(discounts > 0, value, torch.zeros_like(value))
+
+
+def large_margin_loss(
+    q: torch.Tensor,  # (B, A) online network on s
+    action_mask: torch.Tensor,  # (B, A) valid actions in s
+    expert_actions: torch.Tensor,  # (B,) the expert's action
+    margin: float,
+) -> torch.Tensor:
+    """DQfD's supervised loss (Hester et al. 2018): ``max_{a valid} [Q(s,a) + margin·1(a ≠ a_E)] − Q(s,a_E)``,
+    zero exactly when the expert's action leads every other valid action by at least ``margin``; (B,)."""
+    penalty = torch.full_like(q, margin).scatter(-1, expert_actions.unsqueeze(-1), 0.0)
+    best = masked(q + penalty, action_mask).max(dim=-1).values
+    return best - q.gather(-1, expert_actions.unsqueeze(-1)).squeeze(-1)
 
 
 def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
@@ -196,6 +230,7 @@ class DDQN:
         self._windows = [deque() for _ in envs]  # pending (obs, action, reward) for n-step returns
         self._ep_return = [0.0] * len(envs)
         self._ep_length = [0] * len(envs)
+        self.pretrain_stats: dict | None = None  # set by pretrain() (behaviour-cloning warm start)
 
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
@@ -218,7 +253,15 @@ class DDQN:
 
     # ------------------------------------------------------------------ n-step transitions
     def _push(
-        self, i: int, obs: dict, action: int, reward: float, next_obs: dict, terminated: bool, ended: bool
+        self,
+        i: int,
+        obs: dict,
+        action: int,
+        reward: float,
+        next_obs: dict,
+        terminated: bool,
+        ended: bool,
+        demo: bool = False,
     ):
         """Queue a step of env ``i``; write n-step transitions once n steps are pending or the episode ended."""
         a = self.args
@@ -230,7 +273,7 @@ class DDQN:
             ret = sum(r * a.gamma**k for k, (_, _, r) in enumerate(window))
             discount = 0.0 if terminated else a.gamma ** len(window)
             o, act, _ = window[0]
-            self.buffer.add(o, act, ret, discount, next_obs)
+            self.buffer.add(o, act, ret, discount, next_obs, demo)
             window.popleft()
             if not ended:
                 break
@@ -288,8 +331,12 @@ class DDQN:
                 batch.returns,
                 batch.discounts,
             )
-        q = self.q(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
+        q_all = self.q(batch.obs)
+        q = q_all.gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
         loss = F.smooth_l1_loss(q, target)
+        if a.bc_weight > 0 and bool(batch.demo.any()):  # the expert's transitions keep their margin (DQfD)
+            margin = large_margin_loss(q_all, batch.obs["action_mask"], batch.actions, a.bc_margin)
+            loss = loss + a.bc_weight * (margin * batch.demo).sum() / batch.demo.sum()
         self.optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.q.parameters(), a.max_grad_norm)
@@ -306,11 +353,66 @@ class DDQN:
         for p_t, p in zip(self.q_target.parameters(), self.q.parameters(), strict=True):
             p_t.mul_(1.0 - tau).add_(p, alpha=tau)
 
+    # ------------------------------------------------------------------ warm start from an expert
+    def expert_action(self, env) -> int:
+        rule = self.args.bc_from
+        act = getattr(env.unwrapped, "heuristic_action", None)
+        if act is None:
+            raise ValueError(
+                f"bc_from={rule!r}: {type(env.unwrapped).__name__} has no heuristic_action (WorkerPlacement-v0 has)"
+            )
+        return int(act(rule))
+
+    def collect_demonstrations(self) -> int:
+        """Play the expert (``bc_from``) for whole episodes until ``bc_demo_steps`` transitions are in the replay
+        buffer, flagged as demonstrations; episode ``k`` is seeded ``1_000_000 + 1_000·seed + k`` (far from the
+        validation and held-out seeds). Returns the number of transitions."""
+        a = self.args
+        limit = min(a.bc_demo_steps, self.buffer.capacity)
+        steps, k = 0, 0
+        while steps < limit:
+            i = k % len(self.envs)
+            env = self.envs[i]
+            obs, _ = env.reset(seed=1_000_000 + 1_000 * a.seed + k)
+            while True:
+                action = self.expert_action(env)
+                next_obs, reward, terminated, truncated, _ = env.step(action)
+                ended = terminated or truncated
+                self._push(i, obs, action, float(reward) * a.reward_scale, next_obs, terminated, ended, True)
+                steps += 1
+                obs = next_obs
+                if ended:
+                    break
+            k += 1
+        return steps
+
+    def pretrain(self) -> dict:
+        """Behaviour cloning before the first env step: demonstrations, then ``bc_steps`` gradient steps of TD
+        loss + large-margin loss on them (DQfD's pre-training), then the target network takes the weights and the
+        envs start fresh episodes from the run's own seeds. Returns ``{"demo_steps", "loss"}``."""
+        a = self.args
+        demos = self.collect_demonstrations()
+        self._set_learning_rate(a.bc_learning_rate or a.learning_rate)
+        losses = [self._gradient_step() for _ in range(a.bc_steps)]
+        self._set_learning_rate(a.learning_rate)
+        self.q_target.load_state_dict(self.q.state_dict())
+        self._obs = None  # the run's episodes start from its own seeds, as without a warm start
+        for w in self._windows:
+            w.clear()
+        return {"demo_steps": demos, "loss": float(np.mean(losses[-100:])) if losses else float("nan")}
+
+    def _set_learning_rate(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
     def learn(self, total_steps: int, callback: Callable[[DDQN], bool | None] | None = None) -> DDQN:
         """Step until ``global_step >= total_steps``; ``callback(self)`` after each step may return False to stop.
-        The ε schedule spans the run's planned length (the constructor's ``total_steps``; else this one)."""
+        The ε schedule spans the run's planned length (the constructor's ``total_steps``; else this one). With
+        ``bc_from``, a fresh run (step 0) first :meth:`pretrain` s on the expert's demonstrations."""
         if self.total_steps is None:
             self.total_steps = total_steps
+        if self.args.bc_from and self.global_step == 0 and self.updates == 0:
+            self.pretrain_stats = self.pretrain()
         while self.global_step < total_steps:
             self.train_step()
             if callback is not None and callback(self) is False:

@@ -52,6 +52,7 @@ LAYOUT_KWARGS = (
     "preemption",
     "preempt_window",
     "decision_interval",  # when the agent is asked (a periodic scheduling round)
+    "min_run",  # the preemption lease
 )
 # consecutive invalid actions after which an episode is abandoned (the env would otherwise never end)
 MAX_CONSECUTIVE_INVALID = 10_000

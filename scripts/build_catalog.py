@@ -607,6 +607,120 @@ def sia_rows(args, times: dict, notes: dict, batches: dict) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# The Azure ND40rs_v2 VM as a catalogue server type (issue 11). Its profiles do not follow the DGX links: inside the
+# VM a 2..8-GPU all-reduce grows about linearly with the GPUs on the VM (bert at local_bsz 11: +0.05 s on 2 GPUs,
+# +0.66 s on 8), the signature of NCCL staging GPU-to-GPU traffic through host memory (no NVLink peer-to-peer inside
+# the VM), where the k GPUs of a job on the VM share one path; and its cifar10 / ncf single-GPU steps are slower than
+# on a T4 (host-side input work per sample). Modelled as a server type, not a change to V100 or NVLink:
+#   intra link 'nd40rs-host': shared_by_gpus (k GPUs on the VM get bandwidth / k), usable bandwidth + per-hop latency
+#   host_s_per_sample: seconds per training sample added to the V100 time of the models whose V100 cell was not
+#   measured on this VM (the measured cells already contain it); NIC: the catalogue's ib100 (EDR InfiniBand).
+# Split: fitted on the placements-azure rows (1-2 VMs); the scalability-azure rows (3-5 VMs) are held out.
+# ---------------------------------------------------------------------------------------------------------------------
+AZURE_TYPE = "ND40rs_v2"
+AZURE_LINK = "nd40rs-host"
+
+
+def azure_rows(
+    sia_dir: Path, times: dict, notes: dict, batches: dict, gammas: dict, source: str
+) -> pd.DataFrame:
+    """Azure rows of ``source`` ('placements' or 'scalability') at the catalogue batch with what the fit needs."""
+    frames = []
+    for m in MODELS:
+        if m.origin != "sia":
+            continue
+        if source == "placements":
+            df = sia_placements(sia_dir, m.key, "azure")
+            k = df.placement.map(lambda p: max(parse_placement(p)))
+        else:
+            pl = sia_placements(sia_dir, m.key, "azure")
+            df = pd.read_csv(sia_dir / m.key / "scalability-azure.csv")
+            df = df.assign(num_gpus=df.num_replicas, placement=-1)
+            keys = set(zip(pl.num_nodes, pl.num_gpus, pl.local_bsz, strict=True))
+            df = df[[k not in keys for k in zip(df.num_nodes, df.num_gpus, df.local_bsz, strict=True)]]
+            k = -(
+                -df.num_gpus // df.num_nodes
+            )  # even spread over the VMs: the fullest VM holds ceil(n / nodes)
+        df = df.assign(k=k)
+        df = df[df.local_bsz == batches[m.name]]
+        measured_here = not notes[m.name]["V100"].startswith(("derived", "rejected"))
+        frames.append(
+            df.assign(
+                model=m.name,
+                compute=times[m.name]["V100"],
+                measured_here=measured_here,
+                batch=batches[m.name],
+                gradient_bytes=m.params * 4.0,
+                gamma=gammas[m.name],
+            )[
+                [
+                    "model",
+                    "num_nodes",
+                    "num_gpus",
+                    "k",
+                    "step_time",
+                    "compute",
+                    "measured_here",
+                    "batch",
+                    "gradient_bytes",
+                    "gamma",
+                ]
+            ]
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def predict_azure(
+    rows: pd.DataFrame, host_bw: float, host_lat: float, host_s: float, nic_bw: float, nic_lat: float
+):
+    """throughput.py's rule on an ND40rs_v2 VM: compute + host overhead, shared intra path, NIC across VMs."""
+    c = rows.compute.to_numpy() + np.where(rows.measured_here.to_numpy(), 0.0, host_s * rows.batch.to_numpy())
+    intra = host_bw / rows.k.to_numpy()
+    multi = rows.num_nodes.to_numpy() > 1
+    bandwidth = np.where(multi, np.minimum(intra, nic_bw), intra)
+    latency = np.where(multi, max(host_lat, nic_lat), host_lat)
+    comm = ring_all_reduce_time(rows.gradient_bytes.to_numpy(), rows.num_gpus.to_numpy(), bandwidth, latency)
+    return combine(c, comm, rows.gamma.to_numpy())
+
+
+def fit_azure(rows: pd.DataFrame, nic_bw: float, nic_lat: float) -> dict:
+    """Fit the VM's shared host-path bandwidth, its per-hop latency and the host seconds per sample on ``rows``
+    (mean |log(pred / step_time)|, bounded Powell as fit_network)."""
+    import scipy.optimize
+
+    def unpack(x):
+        return math.exp(x[0]), math.exp(x[1]), math.exp(x[2])
+
+    def loss(x):
+        pred = predict_azure(rows, *unpack(x), nic_bw, nic_lat)
+        return float(np.mean(np.abs(np.log(pred / rows.step_time.to_numpy()))))
+
+    bounds = [
+        (math.log(1e8), math.log(1e11)),
+        (math.log(1e-6), math.log(2e-2)),
+        (math.log(1e-7), math.log(1e-2)),
+    ]
+    best = None
+    for x0 in (
+        [math.log(5e9), math.log(1e-4), math.log(4e-4)],
+        [math.log(1e9), math.log(1e-3), math.log(1e-4)],
+    ):
+        res = scipy.optimize.minimize(
+            loss, x0, method="Powell", bounds=bounds, options={"xtol": 1e-4, "ftol": 1e-8, "maxfev": 20000}
+        )
+        if best is None or res.fun < best.fun:
+            best = res
+    bw, lat, host = unpack(best.x)
+    return {
+        "bandwidth": bw,
+        "latency": lat,
+        "host_s_per_sample": host,
+        "mean_abs_log_error": float(best.fun),
+        "rows": len(rows),
+    }
+
+
 def _predict_fit(
     rows: pd.DataFrame, eff: np.ndarray, lat: np.ndarray, gamma: np.ndarray, model_idx: np.ndarray
 ):
@@ -784,6 +898,9 @@ def build(args) -> tuple[dict, dict]:
     sharing, share_default, share_n, share_by_type = gpu_sharing(gavel)
     slowdown, slow_n = server_slowdown(args.lucid_dir)
     weights, weight_notes = mix_weights(args.sia_dir, gavel)
+    ib = (LINKS["ib100"][0] * 1e9 * fit["efficiency"]["infiniband"], fit["latency"]["infiniband"])
+    az_rows = azure_rows(args.sia_dir, times, notes, batches, gammas, "placements")
+    azure = fit_azure(az_rows, *ib)
 
     doc: dict = {"reference_gpu": REFERENCE_GPU, "gpu_types": {}, "links": {}, "models": {}}
     for g, (mem, src) in GPU_TYPES.items():
@@ -801,6 +918,18 @@ def build(args) -> tuple[dict, dict]:
                 f"{fit['rows_per_family'][family]} Sia/Pollux multi-GPU step times (PyTorch DDP/adaptdl, NCCL)"
             ),
         }
+    doc["links"][AZURE_LINK] = {
+        "bandwidth_gbytes_per_s": sig(azure["bandwidth"] / 1e9, 4),
+        "latency_s": sig(azure["latency"], 3),
+        "shared_by_gpus": True,
+        "source": (
+            f"Azure ND40rs_v2 (8 x V100) GPU-to-GPU path inside the VM: NCCL stages the traffic through host memory "
+            f"(no NVLink peer-to-peer in the VM), so the k GPUs of a job on the VM share it. Bandwidth and per-hop "
+            f"latency fitted with the server type's host overhead on the {azure['rows']} Sia/Pollux "
+            f"placements-azure.csv rows at the catalogue batch (1-2 VMs; the scalability-azure rows, 3-5 VMs, are "
+            f"held out); mean |log error| {azure['mean_abs_log_error']:.3f}"
+        ),
+    }
     order = [
         "resnet18",
         "resnet50",
@@ -851,6 +980,27 @@ def build(args) -> tuple[dict, dict]:
                 "mix_weight": weight_notes[name],
             },
         }
+    measured_az = sorted(
+        m.name
+        for m in MODELS
+        if m.origin == "sia" and not notes[m.name]["V100"].startswith(("derived", "rejected"))
+    )
+    doc["server_types"] = {
+        AZURE_TYPE: {
+            "gpu_type": "V100",
+            "gpus": 8,
+            "intra_link": AZURE_LINK,
+            "nic": "ib100",
+            "host_s_per_sample": sig(azure["host_s_per_sample"], 4),
+            "measured_models": measured_az,
+            "source": (
+                "Azure ND40rs_v2 VM (8 x V100 32 GB, NVLink, EDR InfiniBand; Sia's 'azure' profiles). "
+                "host_s_per_sample: host-side seconds per training sample added to the V100 time of every model "
+                "whose V100 time was not measured on this VM (measured_models already include it), fitted jointly "
+                f"with the {AZURE_LINK} link on the placements-azure rows; nic: ib100 as fitted on the DGX rows"
+            ),
+        }
+    }
     doc["interference"] = {
         "default_server_slowdown": sig(slowdown, 4),
         "default_server_slowdown_source": (
@@ -873,7 +1023,14 @@ def build(args) -> tuple[dict, dict]:
             "measure (T4, A100, RTX)"
         ),
     }
-    info = {"fit": fit, "lomo": lomo, "speed": speed, "vgg_ratio": vgg_ratio, "batches": batches}
+    info = {
+        "fit": fit,
+        "azure": azure,
+        "lomo": lomo,
+        "speed": speed,
+        "vgg_ratio": vgg_ratio,
+        "batches": batches,
+    }
     return doc, info
 
 
@@ -925,6 +1082,12 @@ def main(argv=None) -> int:
     print("  usable fraction:", {k: round(v, 4) for k, v in fit["efficiency"].items()})
     print("  per-hop latency [s]:", {k: float(f"{v:.3g}") for k, v in fit["latency"].items()})
     print("  overlap gamma:", {k: round(v, 3) for k, v in fit["gamma"].items()})
+    az = info["azure"]
+    print(
+        f"{AZURE_TYPE} server type on {az['rows']} placements-azure rows: shared host path "
+        f"{az['bandwidth'] / 1e9:.3g} GB/s, latency {az['latency']:.3g} s, host {az['host_s_per_sample'] * 1e3:.3g} "
+        f"ms/sample, mean |log error| {az['mean_abs_log_error']:.3f}"
+    )
     if info["lomo"]:
         print("leave-one-model-out median APE [%]:", {k: round(v, 1) for k, v in info["lomo"].items()})
     if args.validate:

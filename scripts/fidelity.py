@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_catalog import SIA_CLUSTERS, TRACES, parse_placement, sia_placements  # noqa: E402
+from build_catalog import AZURE_TYPE, SIA_CLUSTERS, TRACES, parse_placement, sia_placements  # noqa: E402
 
 from gpusched_envs.sim.catalog import Catalog, default_catalog, load_catalog  # noqa: E402
 
@@ -61,6 +61,8 @@ def _testbed(build_cluster, catalog: Catalog, cluster: str, num_servers: int):
     """A one-rack copy of a Sia testbed: ``num_servers`` servers of the cluster's GPU type, intra link and NIC."""
     gpu, intra, nic, per_node = SIA_CLUSTERS[cluster]
     server = {"count": num_servers, "gpus": per_node, "gpu_type": gpu, "intra_link": intra, "nic": nic}
+    if cluster == "azure" and AZURE_TYPE in catalog.server_types:  # the VM's own server type (host overhead)
+        server = {"count": num_servers, "server_type": AZURE_TYPE}
     doc = {"name": f"sia-{cluster}", "racks": [{"count": 1, "servers": [server]}]}
     return build_cluster(doc, catalog, where=f"sia-{cluster}")
 
@@ -201,7 +203,10 @@ def report(df: pd.DataFrame, used: set[str]) -> str:
     )
     block("multi-GPU rows only, measured single-GPU time", measured[measured.num_gpus > 1])
     block("clusters used by the link/overlap fit (aws, dgx-ext, rtx, quad)", df[df.cluster != "azure"])
-    block("Azure ND40rs_v2 rows (held out of the fit, see CATALOG_PROVENANCE.md)", df[df.cluster == "azure"])
+    block(
+        "Azure ND40rs_v2 rows (its own server type, fitted on placements-azure; see --heldout)",
+        df[df.cluster == "azure"],
+    )
     lines.append("== by GPU cluster and placement kind (all rows)")
     lines.append(summarize(df, ["cluster", "kind"]).to_string())
     lines.append("")
@@ -270,6 +275,8 @@ def _rows_for_heldout(sia_dir: Path, times: dict, batches: dict, params: dict) -
         if m.origin != "sia":
             continue
         for cluster, (gpu, intra, nic, _n) in HELDOUT_CLUSTERS.items():
+            if cluster == "azure":  # its own server type: _azure_heldout
+                continue
             pl = sia_placements(sia_dir, m.key, cluster).assign(source="placements")
             sc = scalability_rows(sia_dir, m.key, cluster).assign(source="scalability")
             keys = set(zip(pl.num_nodes, pl.num_gpus, pl.local_bsz, strict=True))
@@ -292,9 +299,7 @@ def _rows_for_heldout(sia_dir: Path, times: dict, batches: dict, params: dict) -
             )
             one = df.num_gpus == 1
             measured_cell = gpu in params["measured_on"][m.name]
-            if cluster == "azure":
-                label = np.where(one & measured_cell, "in-sample", "held-out: azure")
-            elif cluster == "dgx":
+            if cluster == "dgx":
                 label = np.full(len(df), "held-out: dgx second run")
             else:
                 label = np.where(
@@ -308,14 +313,95 @@ def _rows_for_heldout(sia_dir: Path, times: dict, batches: dict, params: dict) -
     return pd.concat(frames, ignore_index=True)
 
 
+def _azure_ape(rows: pd.DataFrame, params: dict, ib: tuple[float, float]) -> np.ndarray:
+    import build_catalog as bc
+
+    pred = bc.predict_azure(rows, params["bandwidth"], params["latency"], params["host_s_per_sample"], *ib)
+    return np.abs(pred - rows.step_time.to_numpy()) / rows.step_time.to_numpy() * 100.0
+
+
+def _azure_heldout(sia_dir, full, notes, batches, gammas, ib) -> tuple[pd.DataFrame, str]:
+    """The ND40rs_v2 server type: fitted on placements-azure (in-sample), scored on scalability-azure (held out);
+    also a stricter split by model (fit on three models' placements rows, score the other three's rows, both ways)."""
+    import build_catalog as bc
+
+    pl = bc.azure_rows(sia_dir, full, notes, batches, gammas, "placements").assign(source="placements")
+    sc = bc.azure_rows(sia_dir, full, notes, batches, gammas, "scalability").assign(source="scalability")
+    params = bc.fit_azure(pl, *ib)
+    pl["ape"], sc["ape"] = _azure_ape(pl, params, ib), _azure_ape(sc, params, ib)
+    pl["set"], sc["set"] = "in-sample", "held-out: azure (3-5 VMs)"
+    rows = pd.concat([pl, sc], ignore_index=True).assign(cluster="azure")
+    rows["kind"] = np.where(
+        rows.num_gpus == 1, "1 GPU", np.where(rows.num_nodes > 1, "multi-server", "1 server")
+    )
+    # by model, 2-fold: halves fixed a priori (alphabetical order, alternate)
+    halves = (("bert", "deepspeech2", "ncf"), ("cifar10", "imagenet", "yolov3"))
+    parts = []
+    for fit_on in halves:
+        p = bc.fit_azure(pl[pl.model.isin(fit_on)], *ib)
+        test = rows[~rows.model.isin(fit_on)].copy()
+        test["ape"] = _azure_ape(test, p, ib)
+        parts.append(test)
+    by_model = pd.concat(parts)
+    return rows, by_model
+
+
 def _score(rows: pd.DataFrame, compute: dict, eff, lat, gamma: dict) -> np.ndarray:
     import build_catalog as bc
 
     models = sorted(rows.model.unique())
-    c = rows.assign(compute=[compute[(m, g)] for m, g in zip(rows.model, rows.gpu, strict=True)])
+    c = rows.assign(
+        compute=[compute[(m, g)] for m, g in zip(rows.model, rows.gpu, strict=True)],
+        family=rows.family.astype(int),  # float after a concat with the azure rows (no link family there)
+        family_intra=rows.family_intra.astype(int),
+    )
     idx = c.model.map({m: i for i, m in enumerate(models)}).to_numpy()
     pred = bc._predict_fit(c, eff, lat, np.array([gamma[m] for m in models]), idx)
     return np.abs(pred - c.step_time.to_numpy()) / c.step_time.to_numpy() * 100.0
+
+
+def _network_fit(bc, fit_rows: pd.DataFrame, models: list[str], shared_gamma: bool):
+    """(efficiency, latency, {model: γ}) of the link/overlap fit; ``shared_gamma``: one exponent for every model."""
+    if shared_gamma:
+        f = bc.fit_network(fit_rows.assign(model="all"), ["all"])
+        gamma = {m: f["gamma"]["all"] for m in SIA_MODELS}
+    else:
+        f = bc.fit_network(fit_rows, models)
+        gamma = f["gamma"]
+    e = np.array([f["efficiency"].get(x, bc.INITIAL_EFFICIENCY) for x in bc.FAMILIES])
+    la = np.array([f["latency"].get(x, 2e-5) for x in bc.FAMILIES])
+    return e, la, gamma
+
+
+def _leave_one_model_out(
+    rows, fit_rows, sia, compute, held_models, shared_gamma: bool = False
+) -> pd.DataFrame:
+    """Refit links, exponents and the Azure server type without the model; it gets the median exponent of the others
+    (or, ``shared_gamma``, the one exponent fitted on the others)."""
+    import build_catalog as bc
+
+    lomo = []
+    for held in held_models:
+        others = [m for m in sia if m != held]
+        e, la, g = _network_fit(bc, fit_rows[fit_rows.model != held], others, shared_gamma)
+        g = {**g, held: g[held] if shared_gamma else float(np.median([g[m] for m in others]))}
+        part = rows[(rows.model == held) & (rows.num_gpus > 1) & (rows.cluster != "azure")].copy()
+        part["ape"] = _score(part, compute, e, la, g)
+        part["held"] = held
+        lomo.append(part)
+        # its azure rows: the server type refitted on the other models' placements-azure rows
+        ib = (
+            bc.LINKS["ib100"][0] * 1e9 * e[bc.FAMILIES.index("infiniband")],
+            la[bc.FAMILIES.index("infiniband")],
+        )
+        az = rows[(rows.cluster == "azure") & (rows.num_gpus > 1)]
+        az = az.assign(gamma=az.model.map(g))  # exponents of this refit
+        p = bc.fit_azure(az[(az.model != held) & (az.source == "placements")], *ib)
+        part = az[az.model == held].copy()
+        part["ape"] = _azure_ape(part, p, ib)
+        part["held"] = held
+        lomo.append(part)
+    return pd.concat(lomo)
 
 
 def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
@@ -343,6 +429,9 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     lat = np.array([fit["latency"].get(f, 2e-5) for f in bc.FAMILIES])
     compute = {(m, g): full[m][g] for m in sia for g in bc.GPU_TYPES}
     rows["ape"] = _score(rows, compute, eff, lat, fit["gamma"])
+    ib = (bc.LINKS["ib100"][0] * 1e9 * fit["efficiency"]["infiniband"], fit["latency"]["infiniband"])
+    azure, azure_by_model = _azure_heldout(sia_dir, full, notes, batches, fit["gamma"], ib)
+    rows = pd.concat([rows, azure], ignore_index=True)
 
     lines = ["Held-out fidelity (APE = |pred - meas| / meas, %; median / p90 / rows)", ""]
 
@@ -354,7 +443,7 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
         "in-sample",
         "held-out: dgx second run",
         "held-out: scalability",
-        "held-out: azure",
+        "held-out: azure (3-5 VMs)",
         "held-out: derived 1-GPU",
     ]
     for name in order:
@@ -367,6 +456,16 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     lines.append(f"{'held-out pooled (dgx2+scal+azure)':34s} {fmt(pooled.ape):>20s}")
     no_azure = rows[rows.set.isin(order[1:3])]
     lines.append(f"{'held-out pooled without azure':34s} {fmt(no_azure.ape):>20s}")
+    lines.append(
+        f"azure, split by model instead (fit on bert/deepspeech2/ncf, score the others, and back; every azure "
+        f"row): {fmt(azure_by_model.ape)}"
+    )
+    lines.append(
+        "  "
+        + ", ".join(f"{k} {fmt(p.ape)}" for k, p in azure_by_model.groupby("kind"))
+        + "; "
+        + ", ".join(f"{m} {fmt(p.ape)}" for m, p in azure_by_model.groupby("model"))
+    )
     lines.append("")
     lines.append("held-out by cluster and placement class:")
     lines.append(
@@ -378,20 +477,13 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     )
     lines.append("")
 
-    # leave-one-model-out: refit links and exponents without the model; it gets the median exponent of the others
-    lomo = []
-    for held in sia if not quick else sia[:2]:
-        others = [m for m in sia if m != held]
-        f = bc.fit_network(fit_rows[fit_rows.model != held], others)
-        e = np.array([f["efficiency"].get(x, bc.INITIAL_EFFICIENCY) for x in bc.FAMILIES])
-        la = np.array([f["latency"].get(x, 2e-5) for x in bc.FAMILIES])
-        g = {**f["gamma"], held: float(np.median(list(f["gamma"].values())))}
-        part = rows[(rows.model == held) & (rows.num_gpus > 1)].copy()
-        part["ape"] = _score(part, compute, e, la, g)
-        part["held"] = held
-        lomo.append(part)
-    lomo = pd.concat(lomo)
+    lomo = _leave_one_model_out(rows, fit_rows, sia, compute, sia if not quick else sia[:2])
     lines.append(f"leave-one-model-out (multi-GPU rows of the held model, every set): {fmt(lomo.ape)}")
+    lines.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in lomo.groupby("held")))
+    lines.append(
+        f"leave-one-model-out, azure rows only (ND40rs_v2 type refitted without the model): "
+        f"{fmt(lomo.ape[lomo.cluster == 'azure'])}"
+    )
     clean = lomo[lomo.cluster != "azure"]
     lines.append(f"leave-one-model-out without the Azure rows: {fmt(clean.ape)}")
     lines.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in clean.groupby("held")))
@@ -421,7 +513,37 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     )
     lines.append("  " + ", ".join(f"{c} {fmt(p.ape)}" for c, p in loco.groupby("held")))
     lines.append("  by class: " + ", ".join(f"{k} {fmt(p.ape)}" for k, p in loco.groupby("kind")))
+    if not quick:
+        azure_args = (sia_dir, full, notes, batches)
+        lines += ["", *_shared_gamma_alternative(rows, fit_rows, sia, compute, fmt, azure_args)]
     return "\n".join(lines) + "\n"
+
+
+def _shared_gamma_alternative(rows, fit_rows, sia, compute, fmt, azure_args) -> list[str]:
+    """The same report for one overlap exponent shared by every model (fitted jointly with the links). NOT the
+    shipped catalogue (per-model exponents): switching would change every preset's simulations."""
+    import build_catalog as bc
+
+    e, la, g = _network_fit(bc, fit_rows, sia, shared_gamma=True)
+    plain = rows[rows.cluster != "azure"].copy()
+    plain["ape"] = _score(plain, compute, e, la, g)
+    out = [f"alternative, not shipped: one overlap exponent for every model (γ = {g[sia[0]]:.3f})"]
+    ib = (
+        bc.LINKS["ib100"][0] * 1e9 * e[bc.FAMILIES.index("infiniband")],
+        la[bc.FAMILIES.index("infiniband")],
+    )
+    azure, _by_model = _azure_heldout(*azure_args, g, ib)
+    plain = pd.concat([plain, azure], ignore_index=True)
+    for name, part in plain.groupby("set"):
+        out.append(f"  {name:32s} {fmt(part.ape)}")
+    held = plain.set.isin(["held-out: dgx second run", "held-out: scalability", "held-out: azure (3-5 VMs)"])
+    out.append(f"  {'held-out pooled':32s} {fmt(plain.ape[held])}")
+    lomo = _leave_one_model_out(rows, fit_rows, sia, compute, sia, shared_gamma=True)
+    out.append(
+        f"  leave-one-model-out, every set: {fmt(lomo.ape)}; without azure: {fmt(lomo.ape[lomo.cluster != 'azure'])}"
+    )
+    out.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in lomo.groupby("held")))
+    return out
 
 
 if __name__ == "__main__":

@@ -41,6 +41,18 @@ TrustResumeOpt = Annotated[
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="YAML file or a name in train/configs.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value override (repeatable).")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")]
+BCFromOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bc-from",
+        help="DDQN warm start: behaviour-clone this expert first (a placement rule of WorkerPlacement-v0's "
+        "heuristic_action: consolidate, closest, pack, ...); same as --set bc_from=RULE.",
+    ),
+]
+BCStepsOpt = Annotated[
+    int | None,
+    typer.Option("--bc-steps", help="DDQN warm start: pre-training gradient steps (--set bc_steps=N)."),
+]
 
 
 def invoked_command(algorithm: str, **options) -> str:
@@ -122,11 +134,22 @@ def _train(
     set_,
     progress,
     trust_resume: bool = False,
+    bc_from: str | None = None,
+    bc_steps: int | None = None,
 ):
     from gpusched_envs.errors import USER_ERRORS
 
     try:
-        cfg = build_config(algorithm, env, env_kwargs, steps, seed, device, num_envs, config, set_, progress)
+        if (bc_from is not None or bc_steps is not None) and algorithm != "ddqn":
+            raise ValueError("--bc-from / --bc-steps are options of the ddqn trainer")
+        if bc_steps is not None and bc_steps < 0:
+            raise ValueError(f"--bc-steps must be >= 0, got {bc_steps}")
+        bc_set = [f"bc_from={bc_from}"] if bc_from is not None else []
+        bc_set += [f"bc_steps={bc_steps}"] if bc_steps is not None else []
+        merged = [*bc_set, *(set_ or [])] or None  # --set, given later, has the last word
+        cfg = build_config(
+            algorithm, env, env_kwargs, steps, seed, device, num_envs, config, merged, progress
+        )
         from train.runner import run_ddqn, run_ppo
 
         run = run_ppo if algorithm == "ppo" else run_ddqn
@@ -140,6 +163,8 @@ def _train(
             device=device,
             num_envs=num_envs,
             set=set_,
+            bc_from=bc_from,
+            bc_steps=bc_steps,
             out=out,
         )
         result = run(cfg, out, command, resume=resume, trust_resume=trust_resume)
@@ -177,6 +202,8 @@ def trainer_command(algorithm: str):
         config: ConfigOpt = None,
         set_: SetOpt = None,
         progress: ProgressOpt = True,
+        bc_from: BCFromOpt = None,
+        bc_steps: BCStepsOpt = None,
     ) -> None:
         options = {k: v for k, v in locals().items() if k != "algorithm"}  # this command's options, by name
         _train(algorithm, **options)
@@ -237,6 +264,18 @@ def compare(
             "--suite", help="Run on every scenario of this leaderboard suite (e.g. philly_heldout)."
         ),
     ] = None,
+    scenarios: Annotated[
+        str | None,
+        typer.Option("--scenarios", help="With --suite: comma list of its scenarios to run (default: all)."),
+    ] = None,
+    in_env: Annotated[
+        bool,
+        typer.Option(
+            "--in-env/--no-in-env",
+            help="Also pair a preemptive JobSelect agent with Tiresias / SRTF acting through its own env "
+            "(same window, lease and scheduling rounds): rows NAME@env.",
+        ),
+    ] = True,
     out: Annotated[Path | None, typer.Option("--out", help="Write the full result as JSON here.")] = None,
 ) -> None:
     """Average JCT of a checkpoint vs the heuristics of its information class, paired per (scenario, seed)."""
@@ -249,6 +288,8 @@ def compare(
             raise ValueError("--seeds must be >= 1 and --first-seed >= 0")
         if env_kwargs is not None and suite is not None:
             raise ValueError("give --env-kwargs or --suite, not both")
+        if scenarios is not None and suite is None:
+            raise ValueError("--scenarios selects scenarios of a --suite")
         extra = parse_env_kwargs(env_kwargs) if env_kwargs else None
         result = run_compare(
             checkpoint,
@@ -256,6 +297,8 @@ def compare(
             progress=lambda msg: typer.echo(msg, err=True),
             env_kwargs=extra,
             suite=suite,
+            in_env_references=in_env,
+            only=None if scenarios is None else [x.strip() for x in scenarios.split(",") if x.strip()],
         )
     except USER_ERRORS as exc:
         typer.echo(f"error: {user_error_message(exc)}", err=True)

@@ -8,7 +8,9 @@ per (scenario, seed), mean and 95% bootstrap interval per policy, and the paired
 The heuristics are those a scheduler with the agent's information could run (``information`` in the checkpoint's
 metadata; checkpoints from before the setting existed saw traced durations, so they count as clairvoyant):
 non-clairvoyant FIFO, Gandiva, Tiresias; clairvoyant also SJF and SRTF. Preemptive heuristics are always included
-(the strongest fair baselines), whether or not the agent may preempt.
+(the strongest fair baselines), whether or not the agent may preempt. A WorkerPlacement-v0 agent chooses placements
+under the env's fixed head rule (FIFO with backfill), so its class is that rule under each placement rule
+(``consolidate``, ``closest``, ``pack``, ``first-fit``, ``spread``, ``random``), plus Tiresias.
 
 Each heuristic runs on a fresh simulator holding the workload and settings of the env reset with the same seed (not on
 the env's own simulator, which ``reset`` has already advanced to its first decision point), so every policy sees
@@ -35,6 +37,7 @@ POLICY_KWARGS = (
     "preemption",
     "preempt_window",
     "decision_interval",
+    "min_run",
     "information",
     "task_clusters",
 )
@@ -42,6 +45,11 @@ FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their param
 HEURISTIC_PLACEMENT = {
     "gandiva": "pack"
 }  # Gandiva's own packing placement; the others use the agent's placement
+# WorkerPlacement-v0's own class: its head rule (the oldest job that fits) is FIFO with backfill, and the agent chooses
+# the placement, so its heuristics are FIFO-with-backfill under each placement rule (the env's heuristic_action plays
+# them exactly); preemptive Tiresias stays as the strongest scheduler outside that class
+PLACEMENT_ENVS = ("gpusched/WorkerPlacement-v0",)
+PLACEMENT_HEURISTICS = ("consolidate", "closest", "pack", "first-fit", "spread", "random")
 
 
 def information_of(meta: dict) -> str:
@@ -55,9 +63,35 @@ def heuristics_for(information: str) -> tuple[str, ...]:
     return comparable_policies(information, preemption=True)
 
 
-def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
+def in_env_heuristics(env, names) -> tuple[str, ...]:
+    """``NAME@env`` for the preemptive heuristics of ``names`` when ``env`` is JobSelect-v0 with preemption: the
+    heuristic acting through the agent's own env (same window, lease ``min_run``, rounds ``decision_interval``),
+    the like-for-like reference next to its Simulator.run figure."""
+    from gpusched_envs.policies import PREEMPTIVE_POLICIES
+
+    u = env.unwrapped
+    if not getattr(u, "preemption", False) or not hasattr(u, "running_window"):
+        return ()
+    return tuple(f"{h}@env" for h in names if h in PREEMPTIVE_POLICIES)
+
+
+def heuristic_in_env_jct(env, name: str, placement: str, seed: int) -> float:
+    """Average JCT of heuristic ``name`` acting through ``env`` (HeuristicAgent), episode seeded by ``seed``."""
+    from gpusched_envs.envs.adapters import HeuristicAgent
     from gpusched_envs.policies import make_policy
 
+    agent = HeuristicAgent(make_policy(name, placement))
+    return float(run_episode(lambda _obs: agent(env), env, seed)["metrics"]["avg_jct"])
+
+
+def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
+    from gpusched_envs.policies import make_policy
+    from gpusched_envs.policies.schedulers import FIFO
+
+    if (
+        name in PLACEMENT_HEURISTICS
+    ):  # a placement rule: FIFO with backfill, as WorkerPlacement-v0's head rule
+        return float(fresh_simulator(env, seed).run(FIFO(name, backfill=True))["avg_jct"])
     return float(fresh_simulator(env, seed).run(make_policy(name, placement))["avg_jct"])
 
 
@@ -109,11 +143,15 @@ def compare(
     progress=None,
     env_kwargs: dict | None = None,
     suite: str | None = None,
+    in_env_references: bool = True,
+    only: list[str] | None = None,
 ) -> dict:
     """Average JCT of the checkpoint's deterministic policy and of each heuristic on every (scenario, seed).
 
     Scenarios: the checkpoint's own env (with ``env_kwargs`` over its kwargs), or every JobSelect / WorkerPlacement
-    scenario of ``suite`` with the checkpoint's env id (``seeds`` then replace the suite's)."""
+    scenario of ``suite`` with the checkpoint's env id (``seeds`` then replace the suite's). With
+    ``in_env_references`` a preemptive JobSelect agent is also paired with each preemptive heuristic acting through
+    its own env (``tiresias@env``: same window, lease and scheduling rounds as the agent)."""
     import agents
     from agents.common import make_env, set_torch_threads
 
@@ -121,11 +159,24 @@ def compare(
     agent = agents.load(checkpoint)
     meta = agent.meta
     information = information_of(meta)
-    names = tuple(heuristics) if heuristics is not None else heuristics_for(information)
+    if heuristics is not None:
+        names = tuple(heuristics)
+    elif agent.env_id in PLACEMENT_ENVS:
+        names = (*PLACEMENT_HEURISTICS, "tiresias")
+    else:
+        names = heuristics_for(information)
     if suite is not None:
         scenarios = [(n, kw) for n, env_id, kw in suite_scenarios(suite) if env_id == agent.env_id]
         if not scenarios:
             raise ValueError(f"suite {suite!r} has no scenario on {agent.env_id}")
+        if only is not None:
+            unknown = sorted(set(only) - {n for n, _ in scenarios})
+            if unknown:
+                raise ValueError(
+                    f"--scenarios: {', '.join(unknown)} not in suite {suite!r} "
+                    f"({', '.join(n for n, _ in scenarios)})"
+                )
+            scenarios = [(n, kw) for n, kw in scenarios if n in only]
     else:
         scenarios = [("checkpoint-env" if not env_kwargs else "env-kwargs", dict(env_kwargs or {}))]
     placement = meta["env_kwargs"].get("placement", "closest")
@@ -133,19 +184,24 @@ def compare(
         placement = "closest"
     rows: list[dict] = []
     t0 = time.perf_counter()
+    all_names = names
     for name, kwargs in scenarios:
         env = make_env(agent.env_id, scenario_kwargs(meta, kwargs), agent.obs_mode)
         agent.check_env(env)  # one clear line when the layout cannot be read (CNN / MLP on another cluster)
+        in_env = in_env_heuristics(env, names) if in_env_references else ()
+        all_names = names + in_env
         for s in seeds:
             row = {"scenario": name, "seed": int(s)}
             row["agent"] = float(run_episode(agent.act, env, s)["metrics"]["avg_jct"])
             for h in names:
                 row[h] = heuristic_jct(env, h, HEURISTIC_PLACEMENT.get(h, placement), s)
+            for h in in_env:
+                row[h] = heuristic_in_env_jct(env, h.split("@")[0], placement, s)
             rows.append(row)
             if progress:
                 progress(
                     f"{name} seed {s}: agent {row['agent']:,.0f} s, "
-                    + ", ".join(f"{h} {row[h]:,.0f}" for h in names)
+                    + ", ".join(f"{h} {row[h]:,.0f}" for h in all_names)
                 )
         env.close()
     return {
@@ -158,7 +214,7 @@ def compare(
         "scenarios": [{"name": n, "env_kwargs": scenario_kwargs(meta, k)} for n, k in scenarios],
         "seeds": list(map(int, seeds)),
         "rows": rows,
-        "summary": summarize_pairs(rows, names),
+        "summary": summarize_pairs(rows, all_names),
         "seconds": time.perf_counter() - t0,
     }
 

@@ -281,6 +281,7 @@ class DDQNCallback:
         self.algo, self.cfg, self.writer, self.bar = algo, cfg, writer, bar
         self.evaluator, self.saver = evaluator, saver
         self.t0, self.s0 = time.perf_counter(), algo.global_step
+        self.pretrain_logged = False
 
     def steps_per_second(self) -> float:
         return (self.algo.global_step - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
@@ -288,6 +289,12 @@ class DDQNCallback:
     def __call__(self, a) -> None:
         cfg = self.cfg
         step, before = a.global_step, a.global_step - cfg.num_envs
+        if a.pretrain_stats is not None and not self.pretrain_logged:  # the warm-started policy, before RL
+            self.pretrain_logged = True
+            self.writer.scalar("bc/loss", a.pretrain_stats["loss"], 0)
+            self.writer.scalar("bc/demo_steps", a.pretrain_stats["demo_steps"], 0)
+            if cfg.eval_every > 0:
+                self.evaluator(a.q, 0, a.device)
         if a.finished_episodes:
             self.writer.episodes(a.finished_episodes, step)
             a.finished_episodes.clear()

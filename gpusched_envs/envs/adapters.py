@@ -100,7 +100,7 @@ class HeuristicAgent:
     The heuristic sees the queue window only (the jobs an action can start) and, with ``preemption=True``, the
     running window (the jobs an action can preempt); the action is the slot of the job it would start or preempt
     first, or "wait" when it would do nothing. If that action is masked (waiting when it would deadlock, a job
-    beyond the window), the first valid action is taken. The env's placer chooses the GPUs, so use the same
+    beyond the window), the first valid action is taken; a preemption the env does not allow yet (``min_run``) waits instead. The env's placer chooses the GPUs, so use the same
     placement for both. ``allow_clairvoyant``: run a clairvoyant heuristic in a non-clairvoyant env (it then sees
     the durations the agent does not).
     """
@@ -139,7 +139,10 @@ class HeuristicAgent:
         else:
             action = u.preempt_action_of(view.acted[1])
         if action < 0 or not mask[action]:
-            action = int(np.flatnonzero(mask)[0])
+            if view.acted is not None and view.acted[0] == "preempt" and mask[u.wait_action]:
+                action = u.wait_action  # its victim is not preemptible yet (min_run): wait for the next round
+            else:
+                action = int(np.flatnonzero(mask)[0])
         elif action == u.wait_action and view.timer is not None:
             sim.set_timer(view.timer)  # the heuristic asked for a decision point (Tiresias' demotion)
         return action

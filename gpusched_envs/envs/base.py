@@ -70,6 +70,10 @@ def check_bool(name: str, value) -> bool:
 def check_action_value(action, n: int) -> int:
     """One action of ``Discrete(n)``: an integer (or an integral float, or a one-element array of one), in
     ``0..n-1``; anything else (NaN, inf, 0.7, a vector, a string) raises :class:`InvalidActionError` naming it."""
+    if type(action) is int or type(action) is np.int64:  # the usual case, without the array round trip
+        if 0 <= action < n:
+            return int(action)
+        raise InvalidActionError(f"action {action} outside 0..{n - 1}")
     try:
         arr = np.asarray(action)
     except Exception as exc:  # an object numpy cannot read

@@ -95,6 +95,9 @@ class JobSelectEnv(ClusterEnv):
       and per observed time unit.
     - ``information``: ``"non-clairvoyant"`` | ``"clairvoyant"``.
     - ``preemption`` (False), ``preempt_window`` (None: ``window``): running jobs visible and preemptible.
+    - ``min_run`` (None): seconds; a running job may be preempted only once its current allocation has held this
+      long (a lease, as Gandiva's time slices): it bounds preempt-and-restart churn to one restart per lease. None:
+      any job not started at this instant (what the preemptive heuristics assume).
     - ``decision_interval`` (None): seconds; when the agent waits while jobs run, it is asked again at the latest
       this long after (a periodic scheduling round, as Tiresias' demotion timer gives the heuristic). None: only
       at arrivals, completions and the timers a heuristic sets.
@@ -122,6 +125,7 @@ class JobSelectEnv(ClusterEnv):
         preemption: bool = False,
         preempt_window: int | None = None,
         decision_interval: float | None = None,
+        min_run: float | None = None,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -141,6 +145,9 @@ class JobSelectEnv(ClusterEnv):
         else:
             running = window if preempt_window is None else check_int("preempt_window", preempt_window, 1)
         self.preempt_window = running
+        self.min_run = None if min_run is None else check_number("min_run", min_run, positive=True)
+        if self.min_run is not None and not self.preemption:
+            raise ValueError("min_run is only used with preemption=True")
         self.decision_interval = (
             None
             if decision_interval is None
@@ -208,6 +215,8 @@ class JobSelectEnv(ClusterEnv):
         # a job started at this instant is not preempted at it (and a job preempted now restarts only when waiting
         # would deadlock): this bounds the actions at one instant
         self._preemptible = np.array([j not in self._started_now for j in self._running.tolist()], dtype=bool)
+        if self.min_run is not None and k:
+            self._preemptible &= self.sim.now - self.sim.run_start[self._running] >= self.min_run
 
     def _settle(self) -> None:
         """Advance to the agent's next decision: without preemption, until some window job can start; with it, at

@@ -78,6 +78,10 @@ class WorkerPlacementEnv(ClusterEnv):
     ``info["iteration_times"]`` = ``(jobs, seconds, ideal seconds)``: the running jobs whose iteration time changed
     since the last step (a job started or a neighbour came or went), for learning a performance model online.
 
+    ## Heuristics
+    ``heuristic_action(rule)``: the action of FIFO with backfill (the head rule) and a placement rule of
+    :mod:`gpusched_envs.policies.placement`; played to the end it reproduces the simulator's run of that policy.
+
     ## Meta-RL
     ``sample_tasks(n)`` draws :class:`PlacementTask` variations (cluster from ``task_clusters``, offered load in
     ``task_loads``, interference factor in ``task_interference``, arrival process from ``task_arrivals``) from
@@ -199,12 +203,19 @@ class WorkerPlacementEnv(ClusterEnv):
         self._deferred: set[int] = set()
         self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
         self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._sim_moved = True  # whether the simulator may have changed a rate since the last note
+        self._epoch = 0  # bumped whenever the simulator runs or starts a job (the queue and free GPUs change)
+        self._queue_fits: tuple[int, np.ndarray, np.ndarray] = (-1, np.zeros(0, np.int64), np.zeros(0, bool))
+        # heuristic_action's plan for the head: (head, rule, the servers of its workers or None to defer)
+        self._plan: tuple[int, str, np.ndarray | None] = (-1, "", None)
 
     def _first_candidate(self, exclude: int = -1) -> int:
         """Oldest waiting job, not deferred (nor ``exclude``), for which enough GPUs are free; -1 if none."""
         q = self.sim.queue
         jobs = np.fromiter(q, dtype=np.int64, count=len(q))
-        for j in jobs[self._count_fits(jobs)].tolist():
+        fits = self._count_fits(jobs)
+        self._queue_fits = (self._epoch, jobs, fits)  # the observation's window reads its fits from here
+        for j in jobs[fits].tolist():
             if j != exclude and j not in self._deferred:
                 return j
         return -1
@@ -217,6 +228,8 @@ class WorkerPlacementEnv(ClusterEnv):
                     self._head = head
                     return
             self._deferred.clear()
+            self._sim_moved = True
+            self._epoch += 1
             self._advance()
         self._head = -1
 
@@ -233,17 +246,28 @@ class WorkerPlacementEnv(ClusterEnv):
         if head >= 0:
             mask[: self.cluster.num_servers] = self._server_mask()
             mask[self.defer_action] = self._can_wait() or self._first_candidate(exclude=head) >= 0
-            rest = [j for j in itertools.islice(sim.queue, self.window) if j != head][: self.window - 1]
-            jobs = np.array([head, *rest], dtype=np.int64)
+            epoch, queued, queued_fits = self._queue_fits
+            if epoch == self._epoch:  # the queue's fits, computed when the head was chosen, still hold
+                first = queued[: self.window]
+                keep = np.flatnonzero(first != head)[: self.window - 1]
+                jobs = np.concatenate(([head], first[keep]))
+                fits = np.concatenate(
+                    ([True], queued_fits[keep])
+                )  # the head fits (that is why it is the head)
+            else:
+                rest = [j for j in itertools.islice(sim.queue, self.window) if j != head][: self.window - 1]
+                jobs = np.array([head, *rest], dtype=np.int64)
+                fits = self._count_fits(jobs)
             need = int(sim.job_gpus_n[head])  # a fractional job asks for one GPU (workload validation)
             placed = len(self._chosen)
             enc.context[:] = ((need - placed) / need, placed / need, need / self.cluster.num_gpus, 0.0)
         else:
             mask[self.defer_action] = 1
             jobs = np.zeros(0, dtype=np.int64)
+            fits = np.zeros(0, dtype=bool)
             enc.context[:3] = 0.0
         enc.context[3] = np.log1p(len(self._deferred))
-        return self._encode(jobs, self._count_fits(jobs), self._taken)
+        return self._encode(jobs, fits, self._taken)
 
     def _worker_gpu(self, server: int) -> int:
         sim, c, head = self.sim, self.cluster, self._head
@@ -265,8 +289,39 @@ class WorkerPlacementEnv(ClusterEnv):
         """GPUs the head job would hold with its placed workers plus the next one on ``server`` (a valid action)."""
         return np.array([*self._chosen, self._worker_gpu(int(server))], dtype=np.int64)
 
+    def heuristic_action(self, placement: str = "closest") -> int:
+        """The action of FIFO with backfill and the placement rule ``placement`` (``consolidate``, ``closest``,
+        ``pack``, ``first-fit``, ``spread``, ``random``; :mod:`gpusched_envs.policies.placement`): the next worker
+        goes to a server of the rule's placement of the head job, and the head is deferred when the rule would not
+        place it now (``consolidate`` waits rather than spread a job); if deferring is not allowed either, the
+        ``closest`` placement. The expert of behaviour cloning, and the heuristics of this env's own class: with the
+        head rule (the oldest job that fits) this is ``Simulator.run(FIFO(placement, backfill=True))`` played
+        through the env's actions (equal for whole-GPU jobs, whose GPUs within a server are the lowest free ones)."""
+        head = self._head
+        if head < 0:
+            return self.defer_action
+        if self._plan[0] != head or self._plan[1] != placement:  # one plan per head (``random`` draws once)
+            from gpusched_envs.policies.placement import closest, get_placement
+
+            gpus = get_placement(placement)(self.sim, head)
+            if gpus is None and not self.encoder.action_mask[self.defer_action]:
+                gpus = closest(self.sim, head)
+            servers = None if gpus is None else self.cluster.gpu_server[np.sort(gpus)]
+            self._plan = (head, placement, servers)
+        servers = self._plan[2]
+        if servers is None:
+            return self.defer_action
+        k = len(self._chosen)
+        mask = self.encoder.action_mask
+        if k < len(servers) and mask[servers[k]]:
+            return int(servers[k])
+        return int(np.flatnonzero(mask)[0])  # other actions placed this job's first workers: any valid server
+
     def _collect_iteration_times(self) -> None:
         """Note the running jobs whose iteration time changed since the last note (reported by ``_info``)."""
+        if not self._sim_moved:  # placing a worker or deferring without running the simulator changes no rate
+            return
+        self._sim_moved = False
         sim = self.sim
         run = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
         run = run[(sim.status[run] == RUNNING) & (sim.version[run] != self._reported_version[run])]
@@ -277,7 +332,12 @@ class WorkerPlacementEnv(ClusterEnv):
         info = super()._info(terminated, truncated)
         self._collect_iteration_times()
         parts = self._pending_iter
-        info["iteration_times"] = tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+        if len(parts) == 1:  # the usual case: one note since the last step
+            info["iteration_times"] = parts[0]
+        elif parts:
+            info["iteration_times"] = tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+        else:
+            info["iteration_times"] = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
         self._pending_iter = []
         return info
 
@@ -302,12 +362,15 @@ class WorkerPlacementEnv(ClusterEnv):
         self._taken[g] = 1.0
         if len(self._chosen) == sim.job_gpus_n[head]:
             sim.start(head, np.sort(np.array(self._chosen, dtype=np.int64)))
+            self._sim_moved = True
+            self._epoch += 1
             self._collect_iteration_times()  # before the simulator runs on (the job may finish meanwhile)
             self._release_partial()
             self._settle()
 
     def _release_partial(self) -> None:
         self._head = -1
+        self._plan = (-1, "", None)
         self._chosen.clear()
         self._taken[:] = 0.0
 

@@ -26,6 +26,34 @@ class LinkSpec:
     name: str
     bandwidth: float  # bytes/s usable by an all-reduce
     latency: float  # seconds per hop
+    # True: the GPUs of a job on one server share this link (a host-staged path: each ring step of k GPUs on the
+    # server moves k chunks through it), so a job with k GPUs there gets bandwidth / k. False: per-GPU links (NVLink,
+    # a PCIe switch with peer-to-peer), the bandwidth is each GPU's.
+    shared_by_gpus: bool = False
+
+
+@dataclass(frozen=True)
+class ServerType:
+    """A measured server / VM type whose host adds work beyond its GPU type's single-GPU time (catalogue
+    ``server_types``): a cluster server with ``server_type: <name>`` takes these defaults."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+    intra_link: str
+    nic: str
+    host_s_per_sample: (
+        float  # seconds of host-side work per training sample, added to the GPU's iteration time
+    )
+    measured_models: tuple[
+        str, ...
+    ]  # models whose single-GPU time was measured on this type (overhead included)
+    source: str = ""
+
+    def compute_overhead(self, catalog: Catalog) -> np.ndarray:
+        """(M,) seconds per iteration added to each model's single-GPU time on this server type."""
+        extra = self.host_s_per_sample * catalog.batch_size
+        return np.where(np.isin(np.array(catalog.model_names), self.measured_models), 0.0, extra)
 
 
 @dataclass(frozen=True)
@@ -48,6 +76,8 @@ class Catalog:
     # (T, M, M): the same per GPU type; types without measurements use the untyped (reference-GPU) matrix
     space_sharing_by_type: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))
     source: str = ""
+    batch_size: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (M,) per-GPU batch of the times
+    server_types: dict[str, ServerType] = field(default_factory=dict)
 
     def model_index(self, name: str) -> int:
         try:
@@ -101,6 +131,7 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
             bandwidth=_positive(_require(spec, "bandwidth_gbytes_per_s", w), f"{w}.bandwidth_gbytes_per_s")
             * GIGA,
             latency=float(_require(spec, "latency_s", w)),
+            shared_by_gpus=bool(spec.get("shared_by_gpus", False)),
         )
     models_doc = _require(doc, "models", where)
     model_names = tuple(models_doc)
@@ -109,6 +140,7 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
     gradient_bytes = np.zeros(n_models)
     gamma = np.ones(n_models)
     weights = np.zeros(n_models)
+    batch = np.ones(n_models)
     for i, m in enumerate(model_names):
         w = f"{where}: models.{m}"
         spec = models_doc[m]
@@ -125,6 +157,7 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
         if gamma[i] < 1:
             raise CatalogError(f"{w}.overlap_gamma: must be >= 1, got {gamma[i]}")
         weights[i] = float(spec.get("mix_weight", 1.0))
+        batch[i] = _positive(spec.get("batch_size", 1), f"{w}.batch_size")
     if weights.sum() <= 0:
         raise CatalogError(f"{where}: models: mix_weight values sum to zero")
     weights = weights / weights.sum()
@@ -158,6 +191,32 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
         )
     if ((share <= 0) | (share > 1)).any() or ((share_by_type <= 0) | (share_by_type > 1)).any():
         raise CatalogError(f"{where}: interference: GPU-sharing throughput fractions must be in (0, 1]")
+    server_types = {}
+    for name, spec in (doc.get("server_types", {}) or {}).items():
+        w = f"{where}: server_types.{name}"
+        gpu = _require(spec, "gpu_type", w)
+        if gpu not in gpu_types:
+            raise CatalogError(f"{w}.gpu_type: unknown GPU type {gpu!r}")
+        for key in ("intra_link", "nic"):
+            if _require(spec, key, w) not in links:
+                raise CatalogError(f"{w}.{key}: unknown link {spec[key]!r}")
+        measured = tuple(spec.get("measured_models", []) or [])
+        unknown = [m for m in measured if m not in model_names]
+        if unknown:
+            raise CatalogError(f"{w}.measured_models: unknown model(s) {', '.join(map(str, unknown))}")
+        host = float(spec.get("host_s_per_sample", 0.0))
+        if not np.isfinite(host) or host < 0:
+            raise CatalogError(f"{w}.host_s_per_sample: must be a number >= 0, got {host!r}")
+        server_types[name] = ServerType(
+            name=name,
+            gpu_type=gpu,
+            gpus=int(_positive(_require(spec, "gpus", w), f"{w}.gpus")),
+            intra_link=spec["intra_link"],
+            nic=spec["nic"],
+            host_s_per_sample=host,
+            measured_models=measured,
+            source=str(spec.get("source", "")),
+        )
     reference = _require(doc, "reference_gpu", where)
     if reference not in gpu_types:
         raise CatalogError(f"{where}: reference_gpu {reference!r} is not among gpu_types")
@@ -175,6 +234,8 @@ def parse_catalog(doc: dict, where: str = "catalog") -> Catalog:
         model_weights=weights,
         gpu_memory_gb=memory,
         source=where,
+        batch_size=batch,
+        server_types=server_types,
     )
 
 

@@ -135,9 +135,25 @@ def typical_iteration_time(
         times.append(tp.iteration_time_of_shape(cluster, model, shape).total)
         weights.append(int(cluster.server_num_gpus[servers & (cluster.server_gpu_type == t)].sum()))
     if not times:
-        allowed = np.unique(cluster.gpu_type if mask is None else cluster.gpu_type[mask])
-        return float(cluster.catalog.iteration_time[model, allowed].max())
+        gpus = np.arange(cluster.num_gpus) if mask is None else np.flatnonzero(mask)
+        return float(cluster.compute_time(model, gpus).max())  # slowest allowed GPU (and its host overhead)
     return float(np.dot(times, weights) / np.sum(weights))
+
+
+_SPEED_CACHES: dict[int, tuple[Cluster, dict]] = {}  # id(cluster) -> (the cluster, its iteration-time cache)
+
+
+def _speed_cache(cluster: Cluster) -> dict:
+    """The (ideal, typical) iteration times already computed on this immutable cluster object, by (model, GPUs,
+    allowed-GPU mask, trace_speed): an env builds a new simulator at every reset on the same cluster, and the
+    typical-placement search is most of a 100-job reset otherwise. The entry holds the cluster, so its id stays
+    its own; at most 16 clusters are kept (the oldest goes first)."""
+    entry = _SPEED_CACHES.get(id(cluster))
+    if entry is None or entry[0] is not cluster:
+        if len(_SPEED_CACHES) >= 16:
+            _SPEED_CACHES.pop(next(iter(_SPEED_CACHES)))
+        entry = _SPEED_CACHES[id(cluster)] = (cluster, {})
+    return entry[1]
 
 
 class Simulator:
@@ -237,17 +253,21 @@ class Simulator:
             self.job_trace_iter = np.ones(n)
         else:
             cache: dict[tuple, tuple[float, float]] = {}
+            shared = _speed_cache(c)  # the same values for every simulator on this cluster (an env's resets)
             ideal, traced = np.empty(n), np.empty(n)
             for j in range(n):
                 key = (int(model[j]), int(self.job_gpus_n[j]), int(self.job_allowed[j]))
                 if key not in cache:
                     mask = masks[key[2]] if key[2] >= 0 and masks[key[2]].any() else None
-                    allowed = None if mask is None else np.unique(c.gpu_type[mask])
-                    best = tp.ideal_iteration_time(c, key[0], key[1], allowed)
-                    typical = best
-                    if self.config.trace_speed == "typical":
-                        typical = max(best, typical_iteration_time(c, key[0], key[1], mask))
-                    cache[key] = (best, typical)
+                    shared_key = (*key[:2], None if mask is None else mask.tobytes(), self.config.trace_speed)
+                    if shared_key not in shared:
+                        allowed = None if mask is None else np.unique(c.gpu_type[mask])
+                        best = tp.ideal_iteration_time(c, key[0], key[1], allowed)
+                        typical = best
+                        if self.config.trace_speed == "typical":
+                            typical = max(best, typical_iteration_time(c, key[0], key[1], mask))
+                        shared[shared_key] = (best, typical)
+                    cache[key] = shared[shared_key]
                 ideal[j], traced[j] = cache[key]
             self.job_ideal_iter = ideal
             self.job_trace_iter = traced  # seconds per iteration at which the traced duration was measured

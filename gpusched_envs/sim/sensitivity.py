@@ -32,7 +32,9 @@ def network_sensitivity(cluster: Cluster, model: int, num_gpus: int) -> float:
         return 1.0
     cat = cluster.catalog
     consolidated = tp.ideal_iteration_time(cluster, model, num_gpus)
-    compute = float(cat.iteration_time[model, np.unique(cluster.gpu_type)].min())
+    compute = tp.ideal_iteration_time(
+        cluster, model, 1
+    )  # the fastest GPU's compute (server host overhead included)
     shape = tp.placement_shape(cluster, model, _spread_gpus(cluster, num_gpus))
     spread = tp.overlap(compute, tp.communication_time(cluster, model, shape), cat.overlap_gamma[model])
     return float(spread / consolidated)

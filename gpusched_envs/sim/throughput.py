@@ -14,6 +14,8 @@ Sharing rule (NICs and uplinks alike): **proportional to offered traffic**. A jo
 network to itself; on a link of bandwidth L used by jobs with traffic w_k, job j gets ``L · w_j / Σ_k w_k`` (two equal
 jobs get half each; a light job leaves most of the link to a heavy one). Only jobs making progress count: a job
 waiting out its restart delay, or on one server, holds no share.
+A server whose intra-server link is host-staged (``shared_by_gpus`` in the catalogue, e.g. the Azure ND40rs_v2 VM)
+gives a job with k GPUs on it bandwidth / k there; a catalogue server type's host overhead adds to c.
 iteration time t = (c^γ + m^γ)^(1/γ) (Pollux's overlap model), times the co-location slowdown of jobs sharing a server,
 divided by the throughput fraction left when jobs share one GPU.
 """
@@ -88,6 +90,8 @@ def placement_shape(cluster: Cluster, model: int, gpus: np.ndarray) -> Placement
         g = int(gpus[0])
         s = int(cluster.gpu_server[g])
         compute = float(cluster.catalog.iteration_time[model, cluster.gpu_type[g]])
+        if cluster.server_compute_overhead is not None:
+            compute += float(cluster.server_compute_overhead[s, model])
         racks = cluster.server_rack[s : s + 1]
         return PlacementShape(
             1,
@@ -97,17 +101,22 @@ def placement_shape(cluster: Cluster, model: int, gpus: np.ndarray) -> Placement
             float(cluster.server_intra_bandwidth[s]),
             float(cluster.server_intra_latency[s]),
         )
-    compute = float(cluster.catalog.iteration_time[model, cluster.gpu_type[gpus]].max())
+    compute = float(cluster.compute_time(model, gpus).max())
     servers = tuple(sorted(set(cluster.gpu_server[gpus].tolist())))
     idx = np.array(servers, dtype=np.int64)
     racks = np.unique(cluster.server_rack[idx])
+    intra = cluster.server_intra_bandwidth[idx]
+    if cluster.server_intra_shared is not None and cluster.server_intra_shared[idx].any():
+        # a host-staged intra-server path is shared by the job's k GPUs on that server: bandwidth / k each
+        k = np.bincount(cluster.gpu_server[gpus], minlength=cluster.num_servers)[idx]
+        intra = np.where(cluster.server_intra_shared[idx], intra / k, intra)
     if len(servers) == 1:
         s = servers[0]
-        bandwidth, latency = cluster.server_intra_bandwidth[s], cluster.server_intra_latency[s]
+        bandwidth, latency = intra[0], cluster.server_intra_latency[s]
         return PlacementShape(len(gpus), compute, servers, racks, float(bandwidth), float(latency), idx)
     # across servers a ring step leaves a GPU through its server's intra-server link and NIC: the slowest of all
     # those links bounds the bandwidth, and the largest of their latencies is the hop latency
-    bandwidth = min(cluster.server_nic_bandwidth[idx].min(), cluster.server_intra_bandwidth[idx].min())
+    bandwidth = min(cluster.server_nic_bandwidth[idx].min(), intra.min())
     latency = max(cluster.server_nic_latency[idx].max(), cluster.server_intra_latency[idx].max())
     if len(racks) > 1:
         bandwidth = min(bandwidth, cluster.rack_uplink_bandwidth[racks].min())
@@ -234,18 +243,33 @@ def ideal_iteration_time(
 ) -> float:
     """Best case on this cluster: the fastest (allowed) GPU type with the fastest placement's network, no congestion
     or interference. The network part is the better of one server (fastest intra-server link among servers big
-    enough) and several servers (fastest min(NIC, intra-server link), smallest max(NIC, intra) latency), as in
-    :func:`placement_shape`. A job's ideal runtime is work × this, so average JCT ≥ mean ideal runtime holds."""
+    enough; a host-staged link divided by the job's GPUs) and several servers (fastest min(NIC, intra-server link),
+    smallest max(NIC, intra) latency), as in :func:`placement_shape`; on catalogue server types the compute is the
+    best server's, host overhead included. A job's ideal runtime is work × this, so average JCT ≥ mean ideal runtime
+    holds."""
     catalog = cluster.catalog
     types = np.unique(cluster.gpu_type) if allowed_types is None else allowed_types
     compute = float(catalog.iteration_time[model, types].min())
+    if (
+        cluster.server_compute_overhead is not None
+    ):  # server types with host overhead: the best server instead
+        ok = np.isin(cluster.server_gpu_type, types)
+        compute = float(
+            (
+                catalog.iteration_time[model, cluster.server_gpu_type[ok]]
+                + cluster.server_compute_overhead[ok, model]
+            ).min()
+        )
     if num_gpus <= 1:
         return compute
     gradient = catalog.gradient_bytes[model]
     options = []
     fits_one = cluster.server_num_gpus >= num_gpus
+    intra = cluster.server_intra_bandwidth
+    if cluster.server_intra_shared is not None:  # a shared (host-staged) path gives each of n GPUs 1/n of it
+        intra = np.where(cluster.server_intra_shared, intra / num_gpus, intra)
     if fits_one.any():
-        bandwidth = cluster.server_intra_bandwidth[fits_one].max()
+        bandwidth = intra[fits_one].max()
         latency = cluster.server_intra_latency[fits_one].min()
         options.append(all_reduce_time(num_gpus, gradient, bandwidth, latency))
     # several servers (always a valid bound, even where no placement of this size exists)

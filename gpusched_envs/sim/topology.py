@@ -13,6 +13,7 @@ Schema of a cluster YAML file (every bandwidth name refers to ``links`` in the c
         pool: null                # optional virtual-cluster name: jobs of that VC run only here
         servers:
           - {count: 2, gpus: 4, gpu_type: V100, gpu_model: V100M16, intra_link: nvlink, nic: eth100}
+          - {count: 2, server_type: ND40rs_v2}   # a catalogue server type: its GPUs, links and host overhead
 """
 
 from __future__ import annotations
@@ -65,6 +66,22 @@ class Cluster:
     gpu_model_names: tuple[str, ...]
     pool_names: tuple[str, ...]
     source: str = ""
+    # Only where some server is a catalogue server type or has a shared (host-staged) intra-server link; None keeps
+    # every other cluster on the plain arithmetic (bit-identical results)
+    server_intra_shared: np.ndarray | None = (
+        None  # (S,) bool: the job's GPUs on the server share the intra link
+    )
+    server_compute_overhead: np.ndarray | None = (
+        None  # (S, M) float64 s per iteration added to the GPU's time
+    )
+
+    def compute_time(self, model: int, gpus: np.ndarray) -> np.ndarray:
+        """Seconds per iteration of ``model`` on each of ``gpus`` alone: the GPU type's time plus the host
+        overhead of its server type (0 on plain servers)."""
+        t = self.catalog.iteration_time[model, self.gpu_type[gpus]]
+        if self.server_compute_overhead is None:
+            return t
+        return t + self.server_compute_overhead[self.gpu_server[gpus], model]
 
     @property
     def num_gpus(self) -> int:
@@ -84,7 +101,9 @@ class Cluster:
 
     def gpu_speed(self, model: int) -> np.ndarray:
         """(G,) iterations per second of ``model`` on each GPU alone."""
-        return 1.0 / self.catalog.iteration_time[model, self.gpu_type]
+        if self.server_compute_overhead is None:
+            return 1.0 / self.catalog.iteration_time[model, self.gpu_type]
+        return 1.0 / self.compute_time(model, np.arange(self.num_gpus))
 
     def distance(self, a: int, b: int) -> int:
         """Distance class between two GPUs: SAME_GPU, SAME_SERVER, SAME_RACK or CROSS_RACK."""
@@ -226,7 +245,7 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
 
     server_rows: list[
         tuple
-    ] = []  # (rack, type, model label, gpus, intra bw, intra lat, nic bw, nic lat, pool)
+    ] = []  # (rack, type, model label, gpus, intra bw, intra lat, nic bw, nic lat, shared, server type, pool)
     uplinks: list[float] = []
     model_names: list[str] = []
     pool_names: list[str] = []
@@ -252,6 +271,22 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
             if not isinstance(server, dict):
                 raise ClusterConfigError(f"{sw}: expected a mapping")
             count = _int_field(server, "count", sw, default=1)
+            stype = None
+            if "server_type" in server:
+                name = server["server_type"]
+                if not isinstance(name, str) or name not in catalog.server_types:
+                    raise ClusterConfigError(
+                        f"{sw}.server_type: unknown server type {name!r}; known: "
+                        f"{', '.join(catalog.server_types) or 'none'}"
+                    )
+                stype = catalog.server_types[name]
+                defaults = {
+                    "gpus": stype.gpus,
+                    "gpu_type": stype.gpu_type,
+                    "intra_link": stype.intra_link,
+                    "nic": stype.nic,
+                }
+                server = {**defaults, **server}  # explicit fields override the type's
             gpus = _int_field(server, "gpus", sw, maximum=MAX_SERVER_GPUS)
             gpu_type = server.get("gpu_type")
             if not isinstance(gpu_type, str) or gpu_type not in catalog.gpu_types:
@@ -272,6 +307,8 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
                 intra.latency,
                 nic.bandwidth,
                 nic.latency,
+                intra.shared_by_gpus,
+                stype.name if stype is not None else None,
             )
             if len(block) + count > MAX_SERVERS:
                 raise ClusterConfigError(f"{sw}.count: more than {MAX_SERVERS:,} servers in one rack block")
@@ -296,6 +333,15 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
         spine_latency = max(nic_latencies)
     rows = np.array([r[:4] for r in server_rows], dtype=np.int64)  # rack, type, label, gpus
     floats = np.array([r[4:8] for r in server_rows], dtype=np.float64)
+    shared = np.array([r[8] for r in server_rows], dtype=bool)
+    stypes = [r[9] for r in server_rows]
+    overhead = None
+    if any(t is not None for t in stypes):
+        per_type = {
+            t: catalog.server_types[t].compute_overhead(catalog) for t in set(stypes) if t is not None
+        }
+        zero = np.zeros(len(catalog.model_names))
+        overhead = np.stack([per_type[t] if t is not None else zero for t in stypes])
     server_num_gpus = rows[:, 3].astype(np.int32)
     first = np.concatenate([[0], np.cumsum(server_num_gpus)[:-1]]).astype(np.int32)
     gpu_server = np.repeat(np.arange(len(server_rows), dtype=np.int32), server_num_gpus)
@@ -325,6 +371,8 @@ def build_cluster(doc: dict, catalog: Catalog | None = None, where: str = "clust
         gpu_model_names=tuple(model_names),
         pool_names=tuple(pool_names),
         source=where,
+        server_intra_shared=shared if shared.any() or overhead is not None else None,
+        server_compute_overhead=overhead,
     )
     for value in vars(cluster).values():
         if isinstance(value, np.ndarray):

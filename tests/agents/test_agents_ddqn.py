@@ -62,7 +62,7 @@ def test_n_step_transitions_written_with_discounted_sums():
     class Buf:
         rows: list = []
 
-        def add(self, o, a, ret, disc, nxt):
+        def add(self, o, a, ret, disc, nxt, demo=False):
             self.rows.append((float(o["obs"][0]), a, ret, disc, float(nxt["obs"][0])))
 
     algo.buffer = Buf()
@@ -127,3 +127,67 @@ def test_polyak_target_update():
     algo._update_target()
     for b, t, q in zip(before, algo.q_target.parameters(), algo.q.parameters(), strict=True):
         torch.testing.assert_close(t, 0.75 * b + 0.25 * q)
+
+
+# ---------------------------------------------------------------------------------- behaviour-cloning warm start
+def test_large_margin_loss_matches_hand_computation():
+    from agents.ddqn import large_margin_loss
+
+    q = torch.tensor([[1.0, 2.0, 0.0, 5.0], [3.0, 1.0, 2.9, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])  # action 3 invalid in row 0: its 5.0 never counts
+    expert = torch.tensor([1, 0])
+    # row 0: max(1 + .5, 2, 0 + .5) - 2 = 0; row 1: max(3, 1.5, 3.4, .5) - 3 = 0.4
+    got = large_margin_loss(q, mask, expert, 0.5)
+    torch.testing.assert_close(got, torch.tensor([0.0, 0.4]))
+
+
+def _wp_bc_algo(**kw):
+    envs = [make_env("gpusched/WorkerPlacement-v0", TINY, "flat") for _ in range(2)]
+    args = DDQNArgs(
+        encoder="mlp", bc_from="closest", bc_demo_steps=150, bc_margin=0.5, **{**SMALL_ARGS, **kw}
+    )
+    return DDQN(args, envs, total_steps=60)
+
+
+def test_bc_pretraining_clones_the_expert_and_flags_demonstrations():
+    algo = _wp_bc_algo(bc_steps=400, bc_learning_rate=2e-3, learning_rate=1e-4, buffer_size=400)
+    stats = algo.pretrain()
+    assert algo.optimizer.param_groups[0]["lr"] == 1e-4  # fine-tuning goes on with its own step size
+    n = stats["demo_steps"]
+    assert n >= 150 and algo.buffer.demo[:n].all() and not algo.buffer.demo[n:].any()
+    assert np.isfinite(stats["loss"]) and algo.updates == 400
+    # the greedy policy now agrees with the expert on the states of a fresh episode the expert plays
+    env = make_env("gpusched/WorkerPlacement-v0", TINY, "flat")
+    obs, _ = env.reset(seed=12345)
+    agree = total = 0
+    while True:
+        expert = env.unwrapped.heuristic_action("closest")
+        greedy = int(algo.greedy({k: v[None] for k, v in obs.items()})[0])
+        agree, total = agree + (greedy == expert), total + 1
+        obs, _, terminated, truncated, _ = env.step(expert)
+        if terminated or truncated:
+            break
+    assert agree / total >= 0.9, f"agreement {agree}/{total}"
+    # then RL continues from the run's own seeds; later transitions are not demonstrations
+    algo.learn(60)
+    assert algo.global_step == 60 and not algo.buffer.demo[n : n + 60].any()
+
+
+def test_bc_without_an_expert_says_so():
+    envs = [make_env("gpusched/JobSelect-v0", TINY, "flat")]
+    algo = DDQN(DDQNArgs(encoder="mlp", bc_from="closest", bc_steps=1, **SMALL_ARGS), envs)
+    with pytest.raises(ValueError, match="heuristic_action"):
+        algo.learn(10)
+
+
+def test_bc_resume_keeps_demonstration_flags():
+    algo = _wp_bc_algo(bc_steps=5)
+    algo.learn(30)
+    state = algo.training_state()
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    again = _wp_bc_algo(bc_steps=5)
+    again.load_training_state(torch.load(io.BytesIO(buf.getvalue()), weights_only=False))
+    assert np.array_equal(again.buffer.demo, algo.buffer.demo) and again.buffer.demo.any()
+    again.learn(60)  # no second pre-training on resume
+    assert again.updates > algo.updates and again.pretrain_stats is None

@@ -382,3 +382,60 @@ def test_decision_interval_adds_rounds_and_keeps_the_heuristics_schedule(name, i
 def test_decision_interval_rejects_bad_values(bad):
     with pytest.raises(ValueError, match="decision_interval"):
         gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=10, preemption=True, decision_interval=bad)
+
+
+def test_min_run_leases_a_started_job_before_it_may_be_preempted():
+    """The toy case above with min_run: at t=10 A has held its GPUs 10 s, so a 20 s lease masks its preemption,
+    a 10 s lease does not; a 5 s decision_interval asks again every 5 s until the lease is up at t=20."""
+    env = toy_env(preemption=True, window=3, preempt_window=2, min_run=20.0, decision_interval=5.0)
+    env.reset(seed=0)
+    env.step(0)  # A starts at t=0
+    obs, *_ = env.step(5)  # wait: the round at t=5
+    assert env.sim.now == 5.0
+    obs, *_ = env.step(5)  # wait: C arrives at t=10
+    assert env.sim.now == 10.0
+    assert obs["action_mask"].tolist() == [1, 1, 0, 0, 0, 1]  # A leased until t=20
+    obs, *_ = env.step(5)
+    assert env.sim.now == 15.0 and obs["action_mask"][3] == 0
+    obs, *_ = env.step(5)
+    assert env.sim.now == 20.0 and obs["action_mask"][3] == 1  # the lease is up
+    short = toy_env(preemption=True, window=3, preempt_window=2, min_run=10.0)
+    short.reset(seed=0)
+    short.step(0)
+    assert short.step(5)[0]["action_mask"].tolist() == [1, 1, 0, 1, 0, 1]
+    with pytest.raises(ValueError, match="min_run is only used with preemption=True"):
+        toy_env(min_run=10.0)
+    with pytest.raises(ValueError, match="min_run"):
+        toy_env(preemption=True, min_run=0)
+
+
+def test_tiresias_through_a_leased_env_preempts_only_after_the_lease():
+    """HeuristicAgent on an env with min_run: every action it takes is valid (a leased victim makes it wait for a
+    later round), it still preempts, only jobs whose allocation held min_run, and every job finishes."""
+    lease = 3600.0
+    env = gym.make(
+        "gpusched/JobSelect-v0",
+        cluster="tiny",
+        workload="synthetic:jobs=60,load=3.0,gpus=16,max_gpus=8",
+        workload_seed=4,
+        preemption=True,
+        window=60,
+        preempt_window=16,
+        min_run=lease,
+        decision_interval=600.0,
+    )
+    agent = HeuristicAgent(make_policy("tiresias", "closest"))
+    env.reset(seed=2)
+    u, held = env.unwrapped, []
+    while True:
+        action = agent(env)
+        assert u.action_masks()[action]
+        if u.first_preempt_action <= action < u.wait_action:
+            job = int(u.running_window()[action - u.first_preempt_action])
+            held.append(u.sim.now - u.sim.run_start[job])
+        _, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    assert terminated and u.sim.finished == 60
+    assert held and min(held) >= lease
+    assert info["metrics"]["preemptions"] == len(held)

@@ -81,3 +81,81 @@ def test_sample_and_set_task_keep_spaces():
     assert obs["action_mask"][4:8].sum() == 0  # tiny has 4 servers: padded servers are masked
     with pytest.raises(ValueError, match="larger"):
         env.set_task(PlacementTask(cluster="hetero64"))
+
+
+# ---------------------------------------------------------------------------------- heuristic actions (the expert)
+@pytest.mark.parametrize("cluster", ["topdrl", "hetero64"])
+@pytest.mark.parametrize("rule", ["consolidate", "closest", "pack", "first-fit", "spread", "random"])
+def test_heuristic_action_replays_fifo_with_backfill_exactly(cluster, rule):
+    """Played through the env's actions, each placement rule gives the simulator's FIFO-with-backfill run of that
+    rule to the bit (the env's head rule is FIFO with backfill; ``consolidate`` defers where it would wait)."""
+    from agents.common import fresh_simulator
+    from gpusched_envs.policies.schedulers import FIFO
+
+    env = WorkerPlacementEnv(cluster, num_jobs=40, load=1.0, obs_mode="flat")
+    for seed in (0, 1):
+        obs, _ = env.reset(seed=seed)
+        steps = 0
+        while True:
+            a = env.heuristic_action(rule)
+            assert obs["action_mask"][a]
+            obs, _, terminated, truncated, info = env.step(a)
+            steps += 1
+            if terminated or truncated:
+                break
+        expected = fresh_simulator(env, seed).run(FIFO(rule, backfill=True))
+        assert info["metrics"]["avg_jct"] == expected["avg_jct"]
+        assert steps >= 40  # at least one step per job
+
+
+def test_heuristic_action_defers_where_consolidate_waits():
+    # consolidate never spreads a job that fits one server: with one free GPU left on each of the 4 servers, the
+    # 4-GPU job is deferred (jobs are running, so waiting is allowed); closest spreads it, one worker per server
+    env = WorkerPlacementEnv(toy_cluster(), make_workload([(0, 100, 1)] * 12 + [(1, 10, 4)]), window=2)
+    env.reset(seed=0)
+    # place the twelve 1-GPU jobs three per server: every server keeps exactly one free GPU
+    for _ in range(12):
+        server = int(np.argmax(env._server_mask() & (env.sim.server_free == env.sim.server_free.max())))
+        env.step(server)
+    assert env.head_job == 12 and env.sim.server_free.tolist() == [1, 1, 1, 1]
+    assert env.action_masks()[env.defer_action]
+    assert env.heuristic_action("consolidate") == env.defer_action
+    assert env.heuristic_action("closest") == 0  # then servers 1, 2, 3 (lowest index on ties)
+    env.step(0)
+    assert env.heuristic_action("closest") == 1
+
+
+# ---------------------------------------------------------------------------------- speed changes keep trajectories
+class _NoteEveryStep(WorkerPlacementEnv):
+    """The reference of the iteration-time notes before the speed-up: note at every step, concatenate always."""
+
+    def _collect_iteration_times(self) -> None:
+        self._sim_moved = True
+        super()._collect_iteration_times()
+
+    def _info(self, terminated, truncated):
+        info = super()._info(terminated, truncated)
+        times = info["iteration_times"]
+        info["iteration_times"] = tuple(np.concatenate([t]) for t in times)
+        return info
+
+
+@pytest.mark.parametrize(
+    "cluster,kw", [("topdrl", {}), ("hetero64", {"information": "clairvoyant"}), ("philly", {"load": 1.2})]
+)
+def test_same_seed_trajectories_match_the_reference(cluster, kw):
+    fast = WorkerPlacementEnv(cluster, num_jobs=30, obs_mode="flat", **kw)
+    ref = _NoteEveryStep(cluster, num_jobs=30, obs_mode="flat", **kw)
+    rng = np.random.default_rng(0)
+    (o1, i1), (o2, i2) = fast.reset(seed=5), ref.reset(seed=5)
+    for _ in range(400):
+        assert all(np.array_equal(o1[k], o2[k]) for k in o1)
+        for a, b in zip(i1["iteration_times"], i2["iteration_times"], strict=True):
+            assert np.array_equal(a, b) and a.dtype == b.dtype
+        valid = np.flatnonzero(o1["action_mask"])
+        action = int(rng.choice(valid)) if rng.random() > 0.1 else int(rng.integers(len(o1["action_mask"])))
+        o1, r1, t1, u1, i1 = fast.step(action)
+        o2, r2, t2, u2, i2 = ref.step(action)
+        assert (r1, t1, u1) == (r2, t2, u2)
+        if t1 or u1:
+            (o1, i1), (o2, i2) = fast.reset(), ref.reset()

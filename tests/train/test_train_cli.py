@@ -240,3 +240,34 @@ def test_a_bare_key_error_is_readable():
 
     assert user_error_message(KeyError("bogus")) == "missing or unknown key 'bogus'"
     assert user_error_message(ValueError("plain")) == "plain"
+
+
+def test_ddqn_bc_options_warm_start_from_the_expert(tmp_path):
+    """``--bc-from RULE --bc-steps N``: demonstrations and pre-training before the first env step, the warm-started
+    policy evaluated at step 0 (bc/* and eval scalars), the options recorded in the command and the args."""
+    out, config = tmp_path / "bc", tmp_path / "wp.yaml"
+    config.write_text(
+        "env: gpusched/WorkerPlacement-v0\nenv_kwargs: {cluster: tiny, num_jobs: 10, load: 0.9}\nsteps: 200\n"
+        "eval_every: 100\neval_seeds: [10000]\nargs: {encoder: mlp, hidden: 16, buffer_size: 300, batch_size: 16, "
+        "learning_starts: 0, train_frequency: 2, bc_demo_steps: 60}\n"
+    )
+    invoke("ddqn", "--config", str(config), "--bc-from", "closest", "--bc-steps", "20", "--out", str(out))
+    meta = json.loads((out / "checkpoint" / "meta.json").read_text())
+    assert meta["args"]["bc_from"] == "closest" and meta["args"]["bc_steps"] == 20
+    assert "--bc-from closest --bc-steps 20" in meta["command"]
+    tags = scalars(out)
+    assert {"bc/loss", "bc/demo_steps", "eval/avg_jct"} <= tags
+    ea = EventAccumulator(str(out / "tb"))
+    ea.Reload()
+    assert ea.Scalars("eval/avg_jct")[0].step == 0  # the warm-started policy, before any RL step
+
+
+def test_bc_options_belong_to_ddqn(tmp_path):
+    result = runner_cli.invoke(
+        app, ["ppo", "--bc-from", "closest", "--out", str(tmp_path / "x"), "--no-progress"]
+    )
+    assert result.exit_code == 2 and "ddqn trainer" in result.output
+    result = runner_cli.invoke(
+        app, ["ddqn", "--bc-steps", "-3", "--out", str(tmp_path / "y"), "--no-progress"]
+    )
+    assert result.exit_code == 2 and "--bc-steps must be >= 0" in result.output

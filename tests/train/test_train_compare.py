@@ -85,7 +85,21 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
     assert result["information"] == "non-clairvoyant"
     assert result["scenarios"][0]["env_kwargs"]["cluster"] == "topdrl"
     assert [r["seed"] for r in result["rows"]] == [0, 1]
-    assert set(result["rows"][0]) == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias"}
+    assert set(result["rows"][0]) == {
+        "scenario",
+        "seed",
+        "agent",
+        "fifo",
+        "gandiva",
+        "tiresias",
+        "tiresias@env",
+    }
+    # Tiresias through the agent's env (its window holds every job, no lease, no rounds) is Simulator.run's
+    assert all(r["tiresias@env"] == pytest.approx(r["tiresias"], rel=1e-9) for r in result["rows"])
+    assert "agent_minus_tiresias@env" in result["summary"]
+    assert compare(
+        gnn_checkpoint, [0], env_kwargs={"cluster": "topdrl", "num_jobs": 12}, in_env_references=False
+    )["rows"][0].keys() == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias"}
     assert all(r["agent"] > 0 and r["tiresias"] > 0 for r in result["rows"])
     # the heuristic figures are those of the same workload replayed by the simulator
     from agents.common import fresh_simulator
@@ -131,3 +145,35 @@ def test_suite_scenarios_read_the_heldout_family_as_data():
     assert sum("jobs=1000" in kw["workload"] for _, _, kw in rows) == 4
     with pytest.raises(ValueError, match="neither a file nor a suite"):
         suite_scenarios("no_such_suite")
+
+
+def test_a_workerplacement_checkpoint_meets_the_placement_rules_of_its_class(tmp_path):
+    """A WorkerPlacement agent is compared with FIFO-with-backfill under each placement rule (the env's head rule)
+    and Tiresias; each rule's figure is what the env's heuristic_action scores playing that rule."""
+    from train.compare import PLACEMENT_HEURISTICS
+
+    kwargs = {"cluster": "tiny", "num_jobs": 10, "load": 0.9, "obs_mode": "flat"}
+    env = make_env("gpusched/WorkerPlacement-v0", kwargs, "flat")
+    cfg = config_for_env(env, "mlp", hidden=8)
+    torch.manual_seed(0)
+    ckpt.save(
+        tmp_path / "wp",
+        build_network(cfg, env.observation_space),
+        algorithm="ddqn",
+        policy="q",
+        env_id="gpusched/WorkerPlacement-v0",
+        env_kwargs=kwargs,
+        obs_mode="flat",
+        network=cfg,
+        steps=0,
+        seed=0,
+    )
+    result = compare(tmp_path / "wp", [3])
+    row = result["rows"][0]
+    assert set(row) == {"scenario", "seed", "agent", *PLACEMENT_HEURISTICS, "tiresias"}
+    obs, _ = env.reset(seed=3)
+    while True:
+        obs, _, terminated, truncated, info = env.step(env.unwrapped.heuristic_action("consolidate"))
+        if terminated or truncated:
+            break
+    assert row["consolidate"] == info["metrics"]["avg_jct"]
