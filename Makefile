@@ -32,7 +32,7 @@ train-gpu: venv-cuda
 	$(BIN)/gpusched train ppo --config ppo_jobselect_gnn --device auto --out runs/ppo_gpu
 
 run: $(STAMP)
-	$(BIN)/gpusched leaderboard --suite quick --out results/leaderboard/quick
+	$(BIN)/gpusched leaderboard --suite quick --workers 2 --out results/leaderboard/quick
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -101,6 +101,18 @@ def _result(space: PlanSpace, x: np.ndarray, f: float, curve: list[float], t0: f
     return SearchResult(a[0], p[0], float(f), curve, space.evaluations, time.perf_counter() - t0)
 
 
+def list_scheduling_plans(dag: DAGLike, speed, bandwidth, *, gpu_types=None) -> list[tuple]:
+    """HEFT's and CPOP's plans ``(assignment, priority)``: their priority order and GPU choice, which
+    :meth:`PlanSpace.encode` turns into random keys. A searcher whose initial population holds them (and which,
+    like all here, keeps the best plan it has scored) is never worse than either."""
+    from gpusched_envs.policies.dag import cpop, heft
+
+    return [
+        heft(dag, speed, bandwidth, gpu_types=gpu_types),
+        cpop(dag, speed, bandwidth, gpu_types=gpu_types),
+    ]
+
+
 def initial_population(
     space: PlanSpace, population: int, rng: np.random.Generator, seeds: list[tuple] | None = None
 ) -> np.ndarray:

@@ -10,6 +10,10 @@
    way to the best in key space (times ``U[0.5, 1]``, so not all land on the same point), and the move is kept
    only if it shortens the whale's makespan.
 
+The initial population holds the DDQN plans and, by default in ``gpusched dag-bench``, the list-scheduling
+plans of HEFT and CPOP (``list_plans``, :func:`agents.metaheuristics.list_scheduling_plans`): since the best
+whale is kept, WORL-RTGS is then never worse than HEFT or CPOP, and the question is how much better it gets.
+
 Everything is seeded; ``population``, ``iterations``, ``injection_rate``, ``gap_threshold`` are configurable.
 """
 
@@ -88,9 +92,11 @@ def worl_rtgs(
     gap_threshold: float | None = 0.05,
     jitter: float = 0.02,
     seed: int = 0,
+    list_plans: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> SearchResult:
     """WORL-RTGS on ``space``, with ``planner_plans`` (DDQN plans ``(assignment, priority)``) as the injection pool
-    and the initial population's first whales. ``gap_threshold=None`` turns the running-time-gap strategy off,
+    and the initial population's first whales; ``list_plans`` (e.g. HEFT's and CPOP's) are seeded before them
+    (initial population only, not injected). ``gap_threshold=None`` turns the running-time-gap strategy off,
     ``injection_rate=0`` the per-iteration injection (the ablations)."""
     pool = (
         np.concatenate([space.encode(a, p) for a, p in planner_plans])
@@ -98,8 +104,9 @@ def worl_rtgs(
         else np.zeros((0, space.dim))
     )
     hook = WORLHook(pool, injection_rate, gap_threshold, jitter)
+    seeds = [*(list_plans or []), *planner_plans]
     res = whale_optimization(
-        space, population=population, iterations=iterations, seed=seed, seeds=list(planner_plans), hook=hook
+        space, population=population, iterations=iterations, seed=seed, seeds=seeds, hook=hook
     )
     res.stats = hook.stats
     return res

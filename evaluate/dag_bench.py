@@ -9,9 +9,12 @@ lower bound, the paired gap to HEFT, and wall time. ``--json FILE`` writes all o
 and written beside the JSON (``FILE.md``) or to ``--markdown``.
 
 Agents (comma list; ``all`` = every one): ``heft``, ``cpop``, ``random`` (one random plan), ``ga``, ``pso``,
-``woa`` (random initial population), ``ddqn`` (best of the shipped DDQN generator's plans: the greedy one and
-``--planner-plans - 1`` samples), ``ppo`` (the shipped PPO-GNN list scheduler, greedy), ``worl-rtgs`` (WOA + DDQN
-injection + running-time-gap strategy), ``worl-rtgs+heft`` (the same with HEFT's plan in the pool), ``cpsat``
+``woa`` (random initial population), ``ga+list``, ``pso+list``, ``woa+list`` (the same with HEFT's and CPOP's plans
+in the initial population, for a fair comparison with seeded WORL-RTGS), ``ddqn`` (best of the shipped DDQN
+generator's plans: the greedy one and ``--planner-plans - 1`` samples; with ``--planner-plans 1`` the greedy plan
+is rolled out once per DAG and shared by all seeds), ``ppo`` (the shipped PPO-GNN list scheduler, greedy),
+``worl-rtgs`` (WOA + DDQN injection + running-time-gap strategy; its initial population also holds HEFT's and
+CPOP's plans unless ``--no-seed-list``, so it is never worse than either), ``cpsat``
 (OR-Tools CP-SAT, DAGs of at most ``--cpsat-max-tasks`` tasks, ``--time-limit`` seconds per instance, run once per
 instance) and ``lower-bound`` (analytic). Metaheuristics share one budget: ``--population`` × ``--iterations``
 plan evaluations.
@@ -38,14 +41,16 @@ AGENTS = (
     "ga",
     "pso",
     "woa",
+    "ga+list",
+    "pso+list",
+    "woa+list",
     "ddqn",
     "ppo",
     "worl-rtgs",
-    "worl-rtgs+heft",
     "cpsat",
     "lower-bound",
 )
-SEARCHERS = ("ga", "pso", "woa", "worl-rtgs", "worl-rtgs+heft")
+SEARCHERS = ("ga", "pso", "woa", "ga+list", "pso+list", "woa+list", "worl-rtgs")
 PLANNERS = {"ddqn": "ddqn_dagschedule_gnn", "ppo": "ppo_dagschedule_gnn"}
 
 
@@ -101,6 +106,7 @@ class Instance:
         self._planner_plans: dict[tuple[str, int], list] = {}
         self._cpsat = None
         self._heft = None
+        self._list = None
 
     def heft(self):
         if self._heft is None:
@@ -109,8 +115,16 @@ class Instance:
             self._heft = heft(self.dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
         return self._heft
 
+    def list_plans(self):
+        """HEFT's and CPOP's plans (the list-scheduling seeds)."""
+        if self._list is None:
+            from agents.metaheuristics import list_scheduling_plans
+
+            self._list = list_scheduling_plans(self.dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
+        return self._list
+
     def planner_plans(self, which: str, seed: int, count: int):
-        key = (which, seed)
+        key = (which, seed if count > 1 else 0, count)  # one plan: the greedy one, the same for every seed
         if key not in self._planner_plans:
             planner = _planner(which, self.args.get("checkpoints"))
             self._planner_plans[key] = planner.plans(
@@ -180,16 +194,20 @@ def run_agent(name: str, inst: Instance, seed: int) -> dict:
         return {"makespan": particle_swarm(inst.space(), **budget).makespan}
     if name == "woa":
         return {"makespan": whale_optimization(inst.space(), **budget).makespan}
+    if name in ("ga+list", "pso+list", "woa+list"):
+        search = {"ga+list": genetic_algorithm, "pso+list": particle_swarm, "woa+list": whale_optimization}[
+            name
+        ]
+        return {"makespan": search(inst.space(), seeds=inst.list_plans(), **budget).makespan}
     if name == "ddqn":
         plans = inst.planner_plans("ddqn", seed, a["planner_plans"])
         return {"makespan": min(ev(p) for p in plans), "greedy_makespan": ev(plans[0])}
     if name == "ppo":
         return {"makespan": ev(inst.planner_plans("ppo", 0, 1)[0])}
-    if name in ("worl-rtgs", "worl-rtgs+heft"):
+    if name == "worl-rtgs":
         plans = list(inst.planner_plans("ddqn", seed, a["planner_plans"]))
-        if name == "worl-rtgs+heft":
-            plans = [inst.heft(), *plans]
-        res = worl_rtgs(inst.space(), plans, injection_rate=a["injection_rate"], **budget)
+        seeds = inst.list_plans() if a.get("seed_list", True) else None
+        res = worl_rtgs(inst.space(), plans, injection_rate=a["injection_rate"], list_plans=seeds, **budget)
         st = res.stats
         return {"makespan": res.makespan, "injected": st["injected"], "steered": st["steered"]}
     if name == "cpsat":
@@ -320,6 +338,7 @@ def run_bench(
     cpsat_max_tasks: int = 30,
     ccr_at: str = "gpus",
     checkpoints: str | None = None,
+    seed_list: bool = True,
     progress=None,
 ) -> dict:
     """Run the grid; returns ``{"meta": ..., "rows": per-run records, "summary": per DAG x agent}``."""
@@ -343,6 +362,7 @@ def run_bench(
         "temperature": temperature,
         "cpsat_max_tasks": cpsat_max_tasks,
         "checkpoints": checkpoints,
+        "seed_list": seed_list,
     }
     env = DAGScheduleEnv(cluster, "dag:random:n=4", gpus=gpus)  # the GPU set (speeds, links, types)
     rows = []
@@ -385,6 +405,7 @@ def run_bench(
         "iterations": iterations,
         "injection_rate": injection_rate,
         "planner_plans": planner_plans,
+        "seed_list": seed_list,
         "time_limit": time_limit,
         "machine": "2-core dev VM, shared with other jobs",
         "agents": agents,
@@ -414,6 +435,9 @@ def dag_bench(
         str, typer.Option(help="gpus: CCR holds on the GPU set's links | reference: 10 GB/s.")
     ] = "gpus",
     checkpoints: Annotated[str | None, typer.Option(help="Folder with the DDQN / PPO planners.")] = None,
+    seed_list: Annotated[
+        bool, typer.Option(help="WORL-RTGS: HEFT's and CPOP's plans in the initial population.")
+    ] = True,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the results as JSON (and FILE.md).")
     ] = None,
@@ -440,6 +464,7 @@ def dag_bench(
             cpsat_max_tasks=cpsat_max_tasks,
             ccr_at=ccr_at,
             checkpoints=checkpoints,
+            seed_list=seed_list,
             progress=console,
         )
     except (DagBenchError, FileNotFoundError) as exc:
@@ -458,7 +483,9 @@ def dag_bench(
 
 # ---------------------------------------------------------------------------------------------- leaderboard agents
 DAG_ENV_ID = "gpusched/DAGSchedule-v0"
-LEADERBOARD_AGENTS = tuple(f"dag-{a}" for a in AGENTS if a not in ("lower-bound", "worl-rtgs+heft", "cpsat"))
+LEADERBOARD_AGENTS = tuple(
+    f"dag-{a}" for a in AGENTS if a not in ("lower-bound", "cpsat") and not a.endswith("+list")
+)
 """Leaderboard agent specs of the DAG agents (``evaluate.agents.resolve_agent`` knows them): they run on
 ``DAGSchedule-v0`` scenarios only (budgets: 40 x 60 plans; DDQN / PPO: the shipped planners)."""
 

@@ -79,17 +79,20 @@ def bench_dag_plans(quick: bool = False) -> dict | None:
     priorities = rng.random((population, n))
     dag_eval.evaluate_plans(dag, speed, bandwidth, assignments, priorities)  # warm-up
     repeats = 2 if quick else 10
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(repeats):
         dag_eval.evaluate_plans(dag, speed, bandwidth, assignments, priorities)
     rate = population * repeats / (time.perf_counter() - t0)
+    cpu_rate = population * repeats / max(time.process_time() - c0, 1e-9)
     return {
         "name": f"DAG plan evaluations ({n}-task DAG, 8 GPUs, population {population})",
         "value": rate,
         "unit": "plans/s",
-        "target": ">= 20,000",
-        "meets": rate >= 20_000,
-        "detail": {},
+        "target": ">= 100,000 (issue 13; SPEC §8: >= 20,000)",
+        "meets": rate >= 100_000,
+        "detail": {
+            "plans_per_cpu_s": cpu_rate
+        },  # on a shared machine the CPU-time rate is the steadier figure
     }
 
 

@@ -17,6 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluate.dag_bench import AGENTS, markdown_table, summarise  # noqa: E402
+from evaluate.stats import mean_ci  # noqa: E402
 
 
 def main(paths: list[str]) -> None:
@@ -37,17 +38,35 @@ def main(paths: list[str]) -> None:
     by = {(s["dag"], s["agent"]): s for s in summary}
     dags = list(dict.fromkeys(s["dag"] for s in summary))
     print("Stability (seed-to-seed std of the makespan, averaged over instances), WORL-RTGS vs WOA:\n")
-    print("| DAG | WOA std | WORL-RTGS std | WORL-RTGS+HEFT std |")
-    print("|---|---|---|---|")
+    print(
+        "| DAG | WOA std | WOA+list std | WORL-RTGS std | WORL-RTGS vs HEFT, paired [95% CI] "
+        "| WORL-RTGS vs WOA+list, paired [95% CI] |"
+    )
+    print("|---|---|---|---|---|---|")
+    ms = {(r["dag"], r["instance"], r["seed"], r["agent"]): r.get("makespan") for r in rows}
 
     def std(s):  # float noise of identical runs shown as 0
+        if s is None:
+            return "–"
         v = s["makespan_std_over_seeds"]
         return f"{0.0 if v <= 1e-9 * abs(s['makespan_mean']) else v:.3g}"
 
+    def rel(d, a, b):
+        """Mean over (instance, seed) of makespan(a) / makespan(b) - 1, with its bootstrap interval."""
+        keys = [k for k in ms if k[0] == d and k[3] == a and ms[k] is not None]
+        v = [ms[k] / ms[(*k[:3], b)] - 1 for k in keys if ms.get((*k[:3], b))]
+        if not v:
+            return "–"
+        m, lo, hi = mean_ci(v)
+        return f"{100 * m:+.2f}% [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+
     for d in dags:
-        w, r, rh = by.get((d, "woa")), by.get((d, "worl-rtgs")), by.get((d, "worl-rtgs+heft"))
-        if w and r:
-            print(f"| `{d}` | {std(w)} | {std(r)} | {std(rh) if rh else '–'} |")
+        w, wl, r = (by.get((d, a)) for a in ("woa", "woa+list", "worl-rtgs"))
+        if r and (w or wl):
+            print(
+                f"| `{d}` | {std(w)} | {std(wl)} | {std(r)} | {rel(d, 'worl-rtgs', 'heft')} "
+                f"| {rel(d, 'worl-rtgs', 'woa+list')} |"
+            )
     print()
     small = [
         (d, by[(d, a)]["gap_to_reference_mean"])
@@ -63,7 +82,7 @@ def main(paths: list[str]) -> None:
     big = [
         (d, by[(d, "worl-rtgs")]["vs_heft_mean"])
         for d in dags
-        if "n=100" in d and "ccr=0.1" not in d and (d, "worl-rtgs") in by
+        if (d, "worl-rtgs") in by and by[(d, "worl-rtgs")]["tasks"] == 100 and "ccr=0.1" not in d
     ]
     if big:
         print(

@@ -100,9 +100,9 @@ class HeuristicAgent:
     The heuristic sees the queue window only (the jobs an action can start) and, with ``preemption=True``, the
     running window (the jobs an action can preempt); the action is the slot of the job it would start or preempt
     first, or "wait" when it would do nothing. If that action is masked (waiting when it would deadlock, a job
-    beyond the window), the first valid action is taken; a preemption the env does not allow yet (``min_run``) waits instead. The env's placer chooses the GPUs, so use the same
-    placement for both. ``allow_clairvoyant``: run a clairvoyant heuristic in a non-clairvoyant env (it then sees
-    the durations the agent does not).
+    beyond the window), the first valid action is taken; a preemption the env does not allow yet (``min_run``)
+    waits instead. The env's placer chooses the GPUs, so use the same placement for both. ``allow_clairvoyant``:
+    run a clairvoyant heuristic in a non-clairvoyant env (it then sees the durations the agent does not).
     """
 
     def __init__(self, policy, allow_clairvoyant: bool = False):

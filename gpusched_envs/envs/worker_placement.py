@@ -203,8 +203,8 @@ class WorkerPlacementEnv(ClusterEnv):
         self._deferred: set[int] = set()
         self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
         self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._sim_moved = True  # whether the simulator may have changed a rate since the last note
         self._epoch = 0  # bumped whenever the simulator runs or starts a job (the queue and free GPUs change)
+        self._noted_epoch = -1  # the epoch of the last iteration-time note
         self._queue_fits: tuple[int, np.ndarray, np.ndarray] = (-1, np.zeros(0, np.int64), np.zeros(0, bool))
         # heuristic_action's plan for the head: (head, rule, the servers of its workers or None to defer)
         self._plan: tuple[int, str, np.ndarray | None] = (-1, "", None)
@@ -228,7 +228,6 @@ class WorkerPlacementEnv(ClusterEnv):
                     self._head = head
                     return
             self._deferred.clear()
-            self._sim_moved = True
             self._epoch += 1
             self._advance()
         self._head = -1
@@ -319,9 +318,11 @@ class WorkerPlacementEnv(ClusterEnv):
 
     def _collect_iteration_times(self) -> None:
         """Note the running jobs whose iteration time changed since the last note (reported by ``_info``)."""
-        if not self._sim_moved:  # placing a worker or deferring without running the simulator changes no rate
+        if (
+            self._noted_epoch == self._epoch
+        ):  # placing a worker or deferring without running the sim changes no rate
             return
-        self._sim_moved = False
+        self._noted_epoch = self._epoch
         sim = self.sim
         run = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
         run = run[(sim.status[run] == RUNNING) & (sim.version[run] != self._reported_version[run])]
@@ -362,7 +363,6 @@ class WorkerPlacementEnv(ClusterEnv):
         self._taken[g] = 1.0
         if len(self._chosen) == sim.job_gpus_n[head]:
             sim.start(head, np.sort(np.array(self._chosen, dtype=np.int64)))
-            self._sim_moved = True
             self._epoch += 1
             self._collect_iteration_times()  # before the simulator runs on (the job may finish meanwhile)
             self._release_partial()

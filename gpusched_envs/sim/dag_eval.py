@@ -16,7 +16,7 @@ Transfers do not contend for links (each edge sees the full pairwise bandwidth) 
 Tasks whose GPU-type affinity forbids their assigned GPU get an infinite runtime, so such plans score ``inf``.
 
 The evaluator is vectorised over a population of P plans: it loops over the N dispatch steps, and each step is a
-handful of numpy operations on (P,)- and (P, max-in/out-degree)-shaped arrays. This module knows nothing about the
+handful of numpy operations on (P,)- and (P, max-out-degree)-shaped arrays. This module knows nothing about the
 cluster classes: callers pass per-GPU ``speed`` (G,) and a (G, G) ``bandwidth`` matrix in bytes/s (the diagonal is
 ignored and treated as infinite). Nor does it import the workload layer: any object with the :class:`DAGLike`
 attributes works.
@@ -119,13 +119,9 @@ class PlanEvaluator:
         edges = np.asarray(dag.edges, dtype=np.int64).reshape(-1, 2)
         eb = np.asarray(dag.edge_bytes, dtype=np.float64)
         src, dst = edges[:, 0], edges[:, 1]
-        by_dst = np.argsort(dst, kind="stable")
-        in_ptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))])
         by_src = np.argsort(src, kind="stable")
         out_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
-        # padded parent / child tables; padding points at a dummy task N (finish 0, on GPU 0, 0 bytes)
-        self.par = _padded(in_ptr, src[by_dst], n, n)  # (N, K) int64
-        self.par_bytes = _padded(in_ptr, eb[by_dst], n, 0).astype(np.float64)  # (N, K)
+        # padded child tables; padding points at a dummy task N and a dummy edge E (0 bytes)
         self.kid_edge = _padded(out_ptr, by_src, n, len(edges))  # (N, C) edge ids; padding: dummy edge E
         self.num_edges = len(edges)
         self.edge_src, self.edge_dst, self.edge_bytes = src, dst, eb
@@ -134,6 +130,10 @@ class PlanEvaluator:
         self.indeg = np.bincount(dst, minlength=n).astype(np.int64)
         self.roots = np.flatnonzero(self.indeg == 0)
         self._rt_flat = self.runtime.ravel()
+        # dispatch keys (see _run) lie in [-(N + 1) * max in-degree, N - 1]; the padding row, which starts at the
+        # dtype's minimum, gains N + 1 per step and must stay negative: the smallest integer type that fits
+        span = (n + 1) * max(n, int(self.indeg.max(initial=0))) + n
+        self._key_dtype = next(t for t in (np.int16, np.int32, np.int64) if span < np.iinfo(t).max // 2)
         self._inv_flat = self.inv_bw.ravel()
 
     # ------------------------------------------------------------------ input checks
@@ -159,17 +159,17 @@ class PlanEvaluator:
 
     # ------------------------------------------------------------------ core
     def _tables(self, pop: int) -> dict:
-        """Index tables for a population of ``pop`` plans (cached per size: they do not depend on the plans).
+        """Index helpers for a population of ``pop`` plans (cached per size: they do not depend on the plans).
         Per-task arrays are laid out task-major, ``(N + 1, P)`` (row N: padding), so position ``task * P + plan``;
-        row ``plan * N + task`` of ``kids`` holds the positions of that task's children, of ``kid_edge`` the
-        positions ``edge * P + plan`` of those edges in an ``(E + 1, P)`` array (row E: padding, delay 0)."""
+        per-edge arrays ``(E + 1, P)`` (row E: padding, delay 0). The child tables scaled by ``P`` are small
+        (N, C): gathering rows of them and adding the plan beats gathering rows of a (P * N, C) table."""
         tab = self._table_cache.get(pop)
         if tab is None:
             n = self.num_tasks
             plan = np.arange(pop, dtype=np.int64)
             tab = {
-                "kids": (self.kids[None] * pop + plan[:, None, None]).reshape(pop * n, -1),
-                "kid_edge": (self.kid_edge[None] * pop + plan[:, None, None]).reshape(pop * n, -1),
+                "kids": self.kids * pop,
+                "kid_edge": self.kid_edge * pop,
                 "plan": plan,
                 "rows_n": plan * n,
                 "rows_g": plan * self.num_gpus,
@@ -179,16 +179,32 @@ class PlanEvaluator:
             self._table_cache[pop] = tab
         return tab
 
+    @staticmethod
+    def _by_rank(prio: np.ndarray) -> np.ndarray:
+        """(P, N) each plan's tasks by ascending rank: priority ascending, ties by descending index (the lower
+        index ranks higher). Rows without ties take the faster unstable sort, rows with ties the stable one."""
+        n = prio.shape[1]
+        by = np.argsort(prio, axis=1)
+        sp = np.take_along_axis(prio, by, axis=1)
+        tied = (sp[:, 1:] == sp[:, :-1]).any(axis=1)
+        if tied.any():
+            by[tied] = (n - 1) - np.argsort(prio[tied, ::-1], axis=1, kind="stable")
+        return by
+
     def _run(self, a: np.ndarray, prio: np.ndarray, keep: bool):
         """One pass over the N dispatch steps for the whole population.
 
         The dispatch order: priorities are first turned into per-plan ranks (0 = lowest, distinct), so "ready"
         folds into one key per task, ``rank - (N + 1) * (undispatched parents)``: the ready tasks are exactly the
         keys >= 0, and the next task is the one whose rank is the column maximum (looked up by rank, which is
-        cheaper than an argmax along a short axis). Dispatching a task sets its key to -inf and adds ``N + 1`` to
-        its children's keys. Times are *pushed*: when a task finishes, each child's input-arrival time becomes
-        ``max(itself, finish + transfer)``, using the same child positions as the key update; a task starts at
-        ``max(GPU free, its arrival time)``. Per-plan runtimes and edge transfer delays are gathered once."""
+        cheaper than an argmax along a short axis). Keys are the smallest integer type that holds them (int16 up to
+        ~180 tasks), so the per-step column maximum reads a quarter of the float64 bytes. Dispatching a task sets
+        its key to the type's minimum and adds ``N + 1`` to its children's keys. Times are *pushed*: when a task
+        finishes, each child's input-arrival time becomes ``max(itself, finish + transfer)``, using the same child
+        positions as the key update; a task starts at ``max(GPU free, its arrival time)``. Per-plan runtimes and
+        edge transfer delays are gathered once per population. What costs here is numpy's per-call overhead and
+        scattered memory traffic, so each step gathers from small (N, C) tables and the ranks come from the
+        unstable sort wherever a plan has no tied priorities (measured: about 1.3-1.7x the previous version)."""
         pop, n = a.shape
         g = self.num_gpus
         if n == 0:
@@ -196,38 +212,39 @@ class PlanEvaluator:
             return np.zeros(pop), z, z, np.zeros((pop, 0), dtype=np.int64)
         tab = self._tables(pop)
         n1, e1 = n + 1, self.num_edges + 1
-        # tasks by ascending rank: priority ascending, ties by descending index (the lower index ranks higher)
-        by_prio = (n - 1) - np.argsort(prio[:, ::-1], axis=1, kind="stable")
-        rank = np.empty((pop, n), dtype=np.int64)
-        np.put_along_axis(rank, by_prio, np.arange(n, dtype=np.int64)[None, :], axis=1)
+        plan, rows_n, kids_p, kid_edge_p = tab["plan"], tab["rows_n"], tab["kids"], tab["kid_edge"]
+        by_prio = self._by_rank(prio)
         task_of_rank = by_prio.ravel()  # position plan * N + rank -> the task
-        key = np.full((n1, pop), -np.inf)
-        key[:n] = rank.T - n1 * self.indeg[:, None].astype(np.float64)
+        kdt = self._key_dtype
+        gone = np.iinfo(kdt).min  # the key of a dispatched task (and of the padding row)
+        key = np.full((n1, pop), gone, dtype=kdt)
         key_flat = key.ravel()
+        key[:n] = (-n1 * self.indeg)[:, None]
+        key_flat[by_prio * pop + plan[:, None]] += np.arange(n, dtype=kdt)  # + rank; one entry per task
         run_flat = np.take(self._rt_flat, np.arange(n, dtype=np.int64) * g + a).ravel()  # (P * N,) plan-major
         delay = np.zeros((e1, pop))  # transfer time of each edge in each plan (+ a dummy 0 edge for padding)
         if self.num_edges:
+            a_t = np.ascontiguousarray(a.T)  # (N, P): each edge's GPUs are two contiguous rows
             delay[:-1] = self.edge_bytes[:, None] * np.take(
-                self._inv_flat, (a[:, self.edge_src] * g + a[:, self.edge_dst]).T
+                self._inv_flat, a_t[self.edge_src] * g + a_t[self.edge_dst]
             )
         delay_flat = delay.ravel()
         gpu_flat = (a + tab["rows_g"][:, None]).ravel()  # position of each task's GPU in ``free``
-        plan, rows_n, kids, kid_edge = tab["plan"], tab["rows_n"], tab["kids"], tab["kid_edge"]
         ready_flat = np.zeros(n1 * pop)  # inputs-arrived time of each task (row N: the padding child)
         free = np.zeros(pop * g)
-        has_kids = kids.shape[1] > 0
-        step_add = float(n1)
-        neg_inf = -np.inf
+        has_kids = kids_p.shape[1] > 0
+        plan_col = plan[:, None]
+        step_add = n1
         if keep:
             order = np.empty((n, pop), dtype=np.int64)
             start = np.empty((n, pop))
             finish = np.empty((n, pop))
         for step in range(n):
-            best = key.max(axis=0).astype(np.int64)  # (P,) rank of the next task
+            best = key.max(axis=0)  # (P,) rank of the next task
             t = np.take(task_of_rank, rows_n + best)
             fa = rows_n + t
             ft = t * pop + plan
-            key_flat[ft] = neg_inf
+            key_flat[ft] = gone
             fg = np.take(gpu_flat, fa)
             st = np.maximum(np.take(free, fg), np.take(ready_flat, ft))
             fin = st + np.take(run_flat, fa)
@@ -235,9 +252,12 @@ class PlanEvaluator:
             if keep:
                 order[step], start[step], finish[step] = t, st, fin
             if has_kids:
-                cidx = np.take(kids, fa, axis=0)  # (P, C); one plan's children are distinct: no add.at
+                cidx = np.take(kids_p, t, axis=0)  # (P, C); one plan's children are distinct: no add.at
+                cidx += plan_col
                 key_flat[cidx] = np.take(key_flat, cidx) + step_add
-                arrive = np.take(delay_flat, np.take(kid_edge, fa, axis=0))
+                eidx = np.take(kid_edge_p, t, axis=0)
+                eidx += plan_col
+                arrive = np.take(delay_flat, eidx)
                 arrive += fin[:, None]
                 ready_flat[cidx] = np.maximum(np.take(ready_flat, cidx), arrive)
         makespan = free.reshape(pop, g).max(axis=1)

@@ -54,6 +54,64 @@ def test_worl_rtgs_never_worse_than_its_seeds_and_strategy_acts():
     assert res.makespan < plain.makespan  # seeded by a good plan, it beats WOA from random whales here
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_list_seeds_encode_exactly_and_make_searchers_never_worse_than_heft_or_cpop(seed):
+    from agents.metaheuristics import genetic_algorithm, list_scheduling_plans, particle_swarm
+
+    dag, env, space = _space(n=30, ccr=1.0, seed=seed)
+    plans = list_scheduling_plans(dag, env.speed, env.bandwidth, gpu_types=env.gpu_types)
+    direct = [evaluate_plan(dag, env.speed, env.bandwidth, *p) for p in plans]  # HEFT's, CPOP's makespans
+    sp = space()
+    keys = np.concatenate([sp.encode(*p) for p in plans])
+    np.testing.assert_array_equal(sp.evaluate(keys), direct)  # random keys decode to the very same plans
+    budget = {"population": 8, "iterations": 4, "seed": seed}
+    res = worl_rtgs(space(), [], list_plans=plans, **budget)
+    assert res.curve[0] == min(direct) and res.makespan <= min(direct)
+    for search in (whale_optimization, genetic_algorithm, particle_swarm):
+        assert search(space(), seeds=plans, **budget).curve[0] == min(direct)
+    # the list plans come first: a full pool of planner plans cannot push them out of the initial population
+    pool = [(np.zeros(dag.num_tasks, dtype=np.int64), np.arange(dag.num_tasks, dtype=float))] * 8
+    assert worl_rtgs(space(), pool, list_plans=plans, **budget).curve[0] <= min(direct)
+
+
+def test_dag_bench_seeded_agents_and_shared_greedy_plan():
+    from evaluate.dag_bench import Instance, run_agent, run_bench
+
+    res = run_bench(
+        ["dag:random:n=10,ccr=1.0"],
+        agents=["heft", "cpop", "woa", "woa+list", "ga+list", "pso+list"],
+        seeds=2,
+        population=6,
+        iterations=3,
+    )
+    by = {s["agent"]: s for s in res["summary"]}
+    best_list = min(by["heft"]["makespan_mean"], by["cpop"]["makespan_mean"])
+    for a in ("woa+list", "ga+list", "pso+list"):
+        assert by[a]["makespan_mean"] <= best_list + 1e-9
+    env = DAGScheduleEnv("hetero64", "dag:random:n=4", gpus=8)
+    inst = Instance("x", 0, random_layered_dag(6, seed=0), env, {"cluster": "hetero64", "gpus": 8})
+    calls = []
+    inst._planner_plans.clear()
+    import evaluate.dag_bench as db
+
+    class Fake:
+        def plans(self, dag, *, seed, count, **kw):
+            calls.append((seed, count))
+            return [(np.zeros(dag.num_tasks, dtype=np.int64), np.arange(dag.num_tasks, dtype=float))] * count
+
+    db._PLANNERS["ddqn"] = Fake()
+    try:
+        inst.args.update(checkpoints=None, temperature=0.5, planner_plans=1, population=4, iterations=2)
+        for s in range(3):
+            run_agent("ddqn", inst, s)
+        inst.args["planner_plans"] = 2
+        for s in range(2):
+            run_agent("ddqn", inst, s)
+    finally:
+        db._PLANNERS.pop("ddqn")
+    assert calls == [(0, 1), (0, 2), (1, 2)]  # one greedy rollout for all seeds; samples per seed
+
+
 def _tiny_env(**kw):
     from agents.common import make_env
 

@@ -231,14 +231,9 @@ def test_preemption_action_space_and_running_rows():
         strict.step(2)  # nothing runs yet
 
 
-@pytest.mark.parametrize(
-    ("name", "information"),
-    [("tiresias", "non-clairvoyant"), ("srtf", "clairvoyant"), ("fifo", "non-clairvoyant")],
-)
-def test_preemptive_heuristics_through_the_env_equal_simulator_run(name, information):
-    """With preemption=True and windows holding every job, Tiresias (with its demotion timers) and SRTF acting
-    through the env reproduce Simulator.run exactly, preemptions included."""
-    env = gym.make(
+def contended_tiny(**kw):
+    """60 jobs at offered load 3 on tiny with preemption, the window holding every job (Tiresias preempts here)."""
+    return gym.make(
         "gpusched/JobSelect-v0",
         cluster="tiny",
         workload="synthetic:jobs=60,load=3.0,gpus=16,max_gpus=8",
@@ -246,8 +241,18 @@ def test_preemptive_heuristics_through_the_env_equal_simulator_run(name, informa
         preemption=True,
         window=60,
         preempt_window=16,
-        information=information,
+        **kw,
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "information"),
+    [("tiresias", "non-clairvoyant"), ("srtf", "clairvoyant"), ("fifo", "non-clairvoyant")],
+)
+def test_preemptive_heuristics_through_the_env_equal_simulator_run(name, information):
+    """With preemption=True and windows holding every job, Tiresias (with its demotion timers) and SRTF acting
+    through the env reproduce Simulator.run exactly, preemptions included."""
+    env = contended_tiny(information=information)
     agent = HeuristicAgent(make_policy(name, "closest"))
     env.reset(seed=2)
     while True:
@@ -342,17 +347,7 @@ def test_decision_interval_adds_rounds_and_keeps_the_heuristics_schedule(name, i
     rounds change nothing a priority heuristic does (its order only changes at events and its own timers), so the
     metrics still equal Simulator.run, with more decisions."""
     interval = 600.0
-    env = gym.make(
-        "gpusched/JobSelect-v0",
-        cluster="tiny",
-        workload="synthetic:jobs=60,load=3.0,gpus=16,max_gpus=8",
-        workload_seed=4,
-        preemption=True,
-        window=60,
-        preempt_window=16,
-        information=information,
-        decision_interval=interval,
-    )
+    env = contended_tiny(information=information, decision_interval=interval)
     agent = HeuristicAgent(make_policy(name, "closest"))
     env.reset(seed=2)
     u = env.unwrapped
@@ -413,17 +408,7 @@ def test_tiresias_through_a_leased_env_preempts_only_after_the_lease():
     """HeuristicAgent on an env with min_run: every action it takes is valid (a leased victim makes it wait for a
     later round), it still preempts, only jobs whose allocation held min_run, and every job finishes."""
     lease = 3600.0
-    env = gym.make(
-        "gpusched/JobSelect-v0",
-        cluster="tiny",
-        workload="synthetic:jobs=60,load=3.0,gpus=16,max_gpus=8",
-        workload_seed=4,
-        preemption=True,
-        window=60,
-        preempt_window=16,
-        min_run=lease,
-        decision_interval=600.0,
-    )
+    env = contended_tiny(min_run=lease, decision_interval=600.0)
     agent = HeuristicAgent(make_policy("tiresias", "closest"))
     env.reset(seed=2)
     u, held = env.unwrapped, []

@@ -130,7 +130,7 @@ class _NoteEveryStep(WorkerPlacementEnv):
     """The reference of the iteration-time notes before the speed-up: note at every step, concatenate always."""
 
     def _collect_iteration_times(self) -> None:
-        self._sim_moved = True
+        self._noted_epoch = -1  # never skip: note at every step
         super()._collect_iteration_times()
 
     def _info(self, terminated, truncated):

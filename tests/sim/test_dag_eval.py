@@ -108,7 +108,7 @@ def reference_makespan(work, edges, eb, speed, bw, assign, prio):
         g = assign[i]
         t = free.get(g, 0.0)
         for p, b in parents[i]:
-            comm = 0.0 if assign[p] == g else b / bw[assign[p]][g]
+            comm = 0.0 if assign[p] == g else b * (1.0 / bw[assign[p]][g])  # the evaluator's arithmetic
             t = max(t, finish[p] + comm)
         finish[i] = t + work[i] / speed[g]
         free[g] = finish[i]
@@ -143,7 +143,35 @@ def test_vectorised_matches_scalar_reference(inst):
     pr = np.array(prio, dtype=float).reshape(p, n)
     got = evaluate_plans(dag, np.array(speed), bw, a, pr)
     want = [reference_makespan(work, edges.tolist(), eb, speed, bw, a[k], pr[k]) for k in range(p)]
-    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(got, want)  # bit for bit: same operations in the same order
+
+
+@pytest.mark.parametrize("n", [60, 200])  # int16 dispatch keys at 60 tasks, int32 at 200
+def test_vectorised_matches_reference_bit_for_bit_on_layered_dags(n):
+    dag = random_layered_dag(n, seed=n).replace(hetero=None)  # the reference knows work / speed only
+    rng = np.random.default_rng(n)
+    g = 5
+    speed, bw = rng.uniform(0.5, 2.0, g), rng.uniform(1e9, 2e10, (g, g))
+    a, p = random_plans(dag, g, 6, seed=n)
+    p[:3] = np.round(p[:3] * 4)  # plans with many tied priorities take the stable-sort path
+    ev = PlanEvaluator(dag, speed, bw)
+    assert ev._key_dtype == (np.int16 if n == 60 else np.int32)
+    want = [
+        reference_makespan(
+            dag.work.tolist(), dag.edges.tolist(), dag.edge_bytes.tolist(), speed, bw, a[k], p[k]
+        )
+        for k in range(len(a))
+    ]
+    np.testing.assert_array_equal(ev.evaluate(a, p), want)
+
+
+def test_ranks_break_ties_towards_the_lower_index():
+    # ascending rank: 0.2 (task 1), then the tie at 0.5 where task 2 ranks below task 0, then 0.9 (task 3);
+    # -0.0 and 0.0 are the same priority (row 2: task 0 ranks above task 1)
+    by = PlanEvaluator._by_rank(
+        np.array([[0.5, 0.2, 0.5, 0.9], [0.1, 0.2, 0.3, 0.4], [-0.0, 0.0, -1.0, 1.0]])
+    )
+    assert by.tolist() == [[1, 2, 0, 3], [0, 1, 2, 3], [2, 1, 0, 3]]
 
 
 # ---------------------------------------------------------------- HEFT / CPOP
