@@ -126,12 +126,32 @@ class PerformanceModel:
             added += 1
         return added
 
-    def fit(self, steps: int = 200, batch: int = 64) -> float:
-        """Train each member on its bootstrap resample; returns the last mean squared error."""
+    def anchor(self) -> list[torch.Tensor]:
+        """A copy of the trainable weights: the prior's centre for :meth:`fit` (the meta-trained model)."""
+        return [p.detach().clone() for p in self.members.parameters() if p.requires_grad]
+
+    def fit(
+        self,
+        steps: int = 200,
+        batch: int = 64,
+        anchor: list[torch.Tensor] | None = None,
+        prior: float = 0.0,
+    ) -> float:
+        """Train each member on its bootstrap resample; returns the last mean squared error.
+
+        ``anchor`` (from :meth:`anchor`) and ``prior`` > 0 make the fit a MAP estimate under a Gaussian prior
+        centred on the anchor weights: the loss is the mean squared error plus ``prior / n · Σ (θ − θ₀)²`` per
+        member (``n`` the samples in the buffer). The prior counts like ``prior``-weighted pseudo-observations,
+        so with a few samples of a new task the model stays near what meta-training learned, and the task's own
+        data takes over as its samples grow."""
         n = len(self.y)
         if n == 0:
             return float("nan")
         self.trained = True
+        params = [p for p in self.members.parameters() if p.requires_grad]
+        if anchor is not None and len(anchor) != len(params):
+            raise ValueError(f"anchor: expected {len(params)} tensors (from anchor()), got {len(anchor)}")
+        coef = float(prior) / n if anchor is not None and prior > 0 else 0.0
         x = torch.as_tensor(np.stack(self.x))
         y = torch.as_tensor(np.asarray(self.y, dtype=np.float32))
         k = len(self.members)
@@ -142,8 +162,13 @@ class PerformanceModel:
             idx = torch.gather(boot, 1, pick)
             pred = torch.stack([m(x[i]) for m, i in zip(self.members, idx, strict=True)])
             loss = ((pred - y[idx]) ** 2).mean()
+            total = loss
+            if coef > 0:  # Σ over each member's weights, averaged over members like the squared error
+                total = loss + coef / len(self.members) * sum(
+                    ((p - a) ** 2).sum() for p, a in zip(params, anchor, strict=True)
+                )
             self.opt.zero_grad()
-            loss.backward()
+            total.backward()
             self.opt.step()
         return float(loss.detach())
 

@@ -13,7 +13,8 @@ Agents: ``metaplace`` (the meta-trained checkpoint, uncertainty-directed explora
 (the exploration ablation: the same checkpoint, plain sampling from the policy), ``metaplace-nomodel`` (the
 ablation of the model-based score: the same checkpoint with ``w = 0``, the GNN's logits alone, bonus on),
 ``multitask`` (pre-trained on every training task without meta-learning, with its own performance model, adapted
-the same way, plain sampling), ``scratch`` (the same network and score from a random initialisation and an
+the same way, plain sampling), ``previous`` (another MetaPlace checkpoint given by ``--previous``, e.g. the one
+shipped before, adapted the same way), ``scratch`` (the same network and score from a random initialisation and an
 untrained performance model, same adaptation budget), and the heuristics ``consolidate``, ``closest``, ``pack``,
 ``random``. The learned agents' performance models are refitted on the task's adaptation episodes only; the
 evaluation workloads are scored with the model but never added to it.
@@ -32,7 +33,8 @@ import numpy as np
 import typer
 
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
-LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "metaplace-nomodel", "multitask", "scratch")
+LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "metaplace-nomodel", "multitask", "scratch", "previous")
+DEFAULT_AGENTS = tuple(a for a in LEARNED_AGENTS if a != "previous") + HEURISTIC_AGENTS
 DEFAULT_META = "checkpoints/metaplace/workerplacement_gnn"
 DEFAULT_MULTITASK = "checkpoints/metaplace/multitask_gnn"
 
@@ -46,15 +48,18 @@ def _heuristic_jct(env, task, placement: str, seed: int) -> float:
     return float(sim.run(FIFO(placement, backfill=True))["avg_jct"])
 
 
-def _greedy_jct(policy, env, task, seeds, perf=None) -> float:
-    """Greedy policy (scored with ``perf``'s predictions, which learns nothing here) on the evaluation workloads."""
+def _greedy_jct(policy, env, task, seeds, perf=None, caution: float = 0.0) -> float:
+    """Greedy policy (scored with ``perf``'s cautious predictions, which learns nothing here) on the evaluation
+    workloads."""
     from agents.meta_rl import rollout
 
     env.unwrapped.set_task(task)
     return float(
         np.mean(
             [
-                rollout(policy, env, int(s), greedy=True, perf=perf, observe=False).metrics["avg_jct"]
+                rollout(policy, env, int(s), greedy=True, perf=perf, observe=False, caution=caution).metrics[
+                    "avg_jct"
+                ]
                 for s in seeds
             ]
         )
@@ -99,6 +104,9 @@ def run_seed(job: dict) -> dict:
                     policy.model_weight.fill_(0.0)
         elif name == "multitask":
             policy, perf, _ = load_meta(job["multitask"])
+        elif name == "previous":  # another MetaPlace checkpoint (e.g. the one shipped before), adapted alike
+            policy, perf, _ = load_meta(job["previous"])
+            bonus = args.bonus
         elif name == "scratch":
             torch.manual_seed(1000 + i)
             policy, perf = make_policy(env, args), new_perf_model(env, 1000 + i)
@@ -106,11 +114,11 @@ def run_seed(job: dict) -> dict:
             raise ValueError(f"unknown agent {name!r}; valid: {', '.join(LEARNED_AGENTS + HEURISTIC_AGENTS)}")
         curve: dict[str, float] = {}
         if 0 in ks:
-            curve["0"] = _greedy_jct(policy, env, task, eval_seeds, perf)
+            curve["0"] = _greedy_jct(policy, env, task, eval_seeds, perf, args.caution)
 
         def note(k, phi, curve=curve, perf=perf):
             if k in ks:
-                curve[str(k)] = _greedy_jct(phi, env, task, eval_seeds, perf)
+                curve[str(k)] = _greedy_jct(phi, env, task, eval_seeds, perf, args.caution)
                 env.unwrapped.set_task(task)
 
         if max(ks) > 0:
@@ -178,6 +186,7 @@ def run_adaptation(
     drift: bool = False,
     workers: int = 1,
     log=print,
+    previous: str | Path | None = None,
 ) -> tuple[list[dict], dict]:
     jobs = [
         {
@@ -185,6 +194,7 @@ def run_adaptation(
             "ks": ks,
             "meta": str(meta),
             "multitask": str(multitask) if multitask else None,
+            "previous": str(previous) if previous else None,
             "agents": agents,
             "eval_episodes": eval_episodes,
             "drift": drift,
@@ -230,11 +240,15 @@ def adapt_cmd(
     seeds: Annotated[int, typer.Option(min=1, help="Seeds (one held-out task each).")] = 10,
     agents: Annotated[
         str, typer.Option(help="Comma list of agents: " + ", ".join(LEARNED_AGENTS + HEURISTIC_AGENTS))
-    ] = ",".join(LEARNED_AGENTS + HEURISTIC_AGENTS),
+    ] = ",".join(DEFAULT_AGENTS),
     checkpoint: Annotated[Path, typer.Option(help="MetaPlace checkpoint folder.")] = Path(DEFAULT_META),
     multitask: Annotated[Path, typer.Option(help="Multi-task baseline checkpoint folder.")] = Path(
         DEFAULT_MULTITASK
     ),
+    previous: Annotated[
+        Path | None,
+        typer.Option(help="Another MetaPlace checkpoint, agent 'previous' (e.g. the one shipped before)."),
+    ] = None,
     eval_episodes: Annotated[int, typer.Option(min=1, help="Evaluation workloads per seed and K.")] = 2,
     drift: Annotated[bool, typer.Option(help="Drift experiment: the task changes mid-episode.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
@@ -251,7 +265,10 @@ def adapt_cmd(
     for flag, path, needed in (
         ("--checkpoint", checkpoint, True),
         ("--multitask", multitask, "multitask" in names),
+        ("--previous", previous, "previous" in names),
     ):
+        if needed and path is None:
+            _fail(f"agent 'previous' needs {flag} CHECKPOINT")
         if needed and not (Path(path) / "meta.json").exists():
             _fail(f"{flag} {path}: no MetaPlace checkpoint there (meta.json missing)")
     results, table = run_adaptation(
@@ -263,6 +280,7 @@ def adapt_cmd(
         eval_episodes,
         drift,
         workers,
+        previous=previous if "previous" in names else None,
     )
     title = f"{'Drift' if drift else 'Held-out'} tasks: average JCT (s) after K adaptation episodes, {seeds} seeds"
     md = markdown(table, ks, title)
