@@ -185,6 +185,27 @@ def _copy_obs(obs: dict) -> dict:
     return {k: np.array(v, copy=True) for k, v in obs.items()}
 
 
+def model_slowdown(
+    perf: PerformanceModel, env, mask: np.ndarray, caution: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(A,) cautious predicted marginal log slowdown ``Δ + c σ`` of each valid server relative to the best one
+    (0 on masked actions and on defer), and the ensemble spread σ.
+
+    Relative to the best server: the model ranks servers; whether to defer stays the GNN's call (a raw Δ pushes
+    every server below defer on a task where the refitted model predicts large slowdowns, and the policy then
+    defers jobs for ever). Cautious: a placement the model is unsure of is not preferred on a hopeful mean."""
+    d, u = perf.candidate_slowdown(env)
+    if caution:
+        d = d + caution * u
+    valid = np.flatnonzero(mask)
+    servers = valid[valid < len(d) - 1]
+    if len(servers):
+        d = (d - d[servers].min()).astype(np.float32)
+        d[mask == 0] = 0.0
+        d[-1] = 0.0  # defer
+    return d, u
+
+
 @torch.no_grad()
 def rollout(
     policy: PlacementPolicy,
@@ -228,17 +249,7 @@ def rollout(
             logits, _ = policy(obs_to_tensors(obs, batched=False))
             u = None
             if use_model:
-                d, u = perf.candidate_slowdown(env)
-                if caution:
-                    d = d + caution * u
-                # relative to the best server: the model ranks servers; whether to defer stays the GNN's call
-                # (a raw Δ pushes every server below defer on a task where the refitted model predicts large
-                # slowdowns, and the policy then defers jobs for ever)
-                servers = valid[valid < len(d) - 1]
-                if len(servers):
-                    d = (d - d[servers].min()).astype(np.float32)
-                    d[mask == 0] = 0.0
-                    d[-1] = 0.0  # defer
+                d, u = model_slowdown(perf, env, mask, caution)
                 logits = logits - w * torch.as_tensor(d)
             logits = masked(logits, torch.as_tensor(mask).unsqueeze(0))[0]
             if greedy:

@@ -69,6 +69,7 @@ def _greedy_jct(policy, env, task, seeds, perf=None, caution: float = 0.0) -> fl
 def run_seed(job: dict) -> dict:
     """One seed of the evaluation: every agent on the seed's task; ``{agent: {K: avg JCT}}``."""
     import copy
+    import dataclasses
 
     import torch
 
@@ -82,6 +83,7 @@ def run_seed(job: dict) -> dict:
     from agents.meta_rl import MetaArgs
 
     args = MetaArgs(**{k: v for k, v in meta["args"].items() if k in MetaArgs.__dataclass_fields__})
+    args = dataclasses.replace(args, **(job.get("overrides") or {}))  # adaptation settings under study
     env = make_env(args)
     pick = drift_tasks if job["drift"] else heldout_tasks
     task = pick(i + 1, args.task_seed, args.num_jobs, (args.cluster,))[i]

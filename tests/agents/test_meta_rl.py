@@ -277,3 +277,149 @@ def test_absorb_takes_only_the_copys_new_samples():
     other.add(np.full(perf.dim, 9), 9.0)
     perf.absorb(other)
     assert perf.y == [0.0, 1.0, 2.0, 3.0, 9.0] and perf.seen == 5
+
+
+# ---------------------------------------------------------------------------------------------- safe adaptation
+def test_mean_kl_matches_the_hand_computation_and_ignores_masked_actions():
+    from agents.meta_rl import mean_kl
+
+    inf = float("inf")
+    old = torch.log(torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]))
+    new = torch.log(torch.tensor([[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]]))
+    assert old[0, 2] == -inf
+    # KL = ½ ln(0.5/0.25) + ½ ln(0.5/0.75) = ½ ln(4/3) on the first decision, 0 on the second; mean over both
+    assert mean_kl(old, new) == pytest.approx(0.25 * np.log(4 / 3), rel=1e-6)
+    assert mean_kl(old, old) == 0.0
+
+
+def test_prior_keeps_the_refit_near_the_meta_trained_weights_and_fades_with_data():
+    env, perf = _consolidated_data()
+    perf.fit(100)
+    anchor = perf.anchor()
+
+    def moved(prior: float, n: int) -> float:
+        import copy
+
+        p = copy.deepcopy(perf).since(len(perf))
+        for i in range(n):  # a new task: every placement 3× slower than the model predicts
+            p.add(perf.x[i % len(perf)], perf.y[i % len(perf)] + 1.0)
+        p.fit(100, anchor=anchor, prior=prior)
+        return float(sum(((a - b) ** 2).sum() for a, b in zip(p.anchor(), anchor, strict=True)))
+
+    free, strong = moved(0.0, 8), moved(1e4, 8)
+    assert strong < 0.05 * free  # a few samples barely move a strongly anchored model
+    # the prior's weight is prior / n: with 50× the samples the same prior lets the model move much further
+    assert moved(1e4, 400) > 5 * strong
+    with pytest.raises(ValueError, match="anchor: expected"):
+        perf.fit(1, anchor=anchor[:1], prior=1.0)
+
+
+def _episode_on_tiny(policy, env, seed=0):
+    return rollout(policy, env, seed, greedy=False, rng=np.random.default_rng(seed))
+
+
+def test_trust_region_bounds_the_policy_change_of_an_adaptation_episode():
+    from agents.meta_rl import mean_kl, pg_step, policy_logp
+
+    args = MetaArgs(cluster="tiny", num_jobs=8)
+    env = make_env(args)
+    env.unwrapped.set_task(SizedTask(cluster="tiny", num_jobs=8, load=1.2, models="vgg16+bert", max_gpus=4))
+    torch.manual_seed(0)
+    policy = make_policy(env, args)
+    ep = _episode_on_tiny(policy, env)
+    assert len(ep.actions) > 3
+    with torch.no_grad():
+        ref = policy_logp(policy, [ep])
+
+    def step(max_kl):
+        import copy
+
+        phi = copy.deepcopy(policy)
+        opt = torch.optim.Adam(phi.parameters(), lr=0.3)  # a step far too large
+        kl = pg_step(phi, opt, [ep], args, steps=3, max_kl=max_kl)
+        with torch.no_grad():
+            return kl, mean_kl(ref, policy_logp(phi, [ep]))
+
+    kl_free, measured_free = step(0.0)
+    assert np.isnan(kl_free) and measured_free > 0.05  # unbounded, the policy moves a lot
+    kl, measured = step(0.01)
+    assert measured == pytest.approx(kl) and 0 <= measured <= 0.01
+
+
+class _SpreadModel(_SumModel):
+    """Mean: the row's feature sum; spread: its neighbour count + 1 (servers with neighbours are unsure)."""
+
+    def predict(self, x):
+        x = np.atleast_2d(np.asarray(x, dtype=np.float32))
+        return x.sum(1), x[:, -3] + 1.0
+
+
+def test_cautious_score_adds_c_times_the_spread_relative_to_the_best_server():
+    from agents.meta_rl import model_slowdown
+
+    env, _ = _busy_tiny_env()
+    u = env.unwrapped
+    env.step(0)
+    obs, *_ = env.step(0)  # the bert job runs on server 0; the vgg16 job is the head
+    perf = _SpreadModel(len(u.cluster.catalog.model_names))
+    delta, spread = perf.candidate_slowdown(env)
+    assert spread[0] == 2.0 and np.all(spread[1:4] == 1.0)  # the bert job's server is the unsure one
+    mask = obs["action_mask"]
+    d, sigma = model_slowdown(perf, env, mask, caution=3.0)
+    want = delta + 3.0 * spread
+    want[:4] -= want[:4].min()
+    want[4:] = 0.0
+    np.testing.assert_allclose(d, want, rtol=1e-6)
+    np.testing.assert_array_equal(sigma, spread)
+    d0, _ = model_slowdown(perf, env, mask, caution=0.0)
+    assert d[0] - d0[0] == pytest.approx(3.0 * (2.0 - 1.0))  # caution penalises the unsure server only
+
+
+def test_exploration_bonus_is_beta_w_sigma_on_valid_servers():
+    class _FlatSpread(_SumModel):
+        def predict(self, x):
+            x = np.atleast_2d(np.asarray(x, dtype=np.float32))
+            return x.sum(1), np.full(len(x), 0.7, dtype=np.float32)
+
+    env, _ = _busy_tiny_env()
+    policy = make_policy(env, MetaArgs(cluster="tiny", num_jobs=2, model_score=2.0))
+    perf = _FlatSpread(len(env.unwrapped.cluster.catalog.model_names))
+    ep = rollout(
+        policy, env, 0, greedy=False, rng=np.random.default_rng(0), perf=perf, bonus=0.5, observe=False
+    )
+    assert len(ep.bonus) >= 2
+    for o, b in zip(ep.obs, ep.bonus, strict=True):
+        servers = o["action_mask"][:-1].astype(bool)
+        np.testing.assert_allclose(b[:-1][servers], 0.5 * 2.0 * 0.7, rtol=1e-6)
+        assert np.all(b[:-1][~servers] == 0) and b[-1] == 0
+
+
+def test_adaptation_with_the_trust_region_is_never_much_worse_than_before():
+    """An aggressive inner learner (Adam 0.05, 3 steps per episode) on a small case: unbounded it makes the policy
+    defer jobs and blows the average JCT up; within the trust region 3 adaptation episodes stay within 5% of the
+    unadapted policy's JCT on workloads adaptation never saw."""
+    import dataclasses
+
+    from agents.meta_rl import imitation
+
+    args = MetaArgs(
+        cluster="tiny", num_jobs=12, inner_lr=0.05, inner_steps=3, imitation_episodes=3, perf_fit_steps=20
+    )
+    env = make_env(args)
+    task = SizedTask(cluster="tiny", num_jobs=12, load=1.2, models="vgg16+bert", max_gpus=4)
+    torch.manual_seed(0)
+    policy = make_policy(env, args)
+    imitation(policy, env, [task], args, np.random.default_rng(0), log=lambda m: None)
+
+    def jct(p):
+        env.unwrapped.set_task(task)
+        return np.mean([rollout(p, env, s, greedy=True).metrics["avg_jct"] for s in (101, 102)])
+
+    before = jct(policy)
+    results = {}
+    for max_kl in (0.0, 0.01):
+        torch.manual_seed(1)
+        a = dataclasses.replace(args, max_kl=max_kl)
+        results[max_kl] = jct(adapt(policy, env, task, [11, 12, 13], a, rng=np.random.default_rng(1)))
+    assert results[0.0] > 2 * before  # the failure the trust region prevents
+    assert results[0.01] <= 1.05 * before
