@@ -189,7 +189,10 @@ def run_adaptation(
     workers: int = 1,
     log=print,
     previous: str | Path | None = None,
+    overrides: dict | None = None,
 ) -> tuple[list[dict], dict]:
+    """Every seed of the evaluation (:func:`run_seed`); ``overrides``: MetaArgs fields of the adaptation (e.g.
+    ``max_kl``, ``caution``, ``perf_prior``) replacing the checkpoint's. Returns (per-seed results, summary)."""
     jobs = [
         {
             "seed": i,
@@ -200,6 +203,7 @@ def run_adaptation(
             "agents": agents,
             "eval_episodes": eval_episodes,
             "drift": drift,
+            "overrides": dict(overrides or {}),
         }
         for i in range(seeds)
     ]
@@ -253,6 +257,21 @@ def adapt_cmd(
     ] = None,
     eval_episodes: Annotated[int, typer.Option(min=1, help="Evaluation workloads per seed and K.")] = 2,
     drift: Annotated[bool, typer.Option(help="Drift experiment: the task changes mid-episode.")] = False,
+    max_kl: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, help="Trust region of the inner policy-gradient steps (mean KL per episode; 0: none)."
+        ),
+    ] = None,
+    caution: Annotated[
+        float | None, typer.Option(min=0.0, help="c of the cautious model score Δ + c·σ (0: the mean alone).")
+    ] = None,
+    perf_prior: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, help="Prior strength of the performance-model refits (0: the task's samples alone)."
+        ),
+    ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
     out: Annotated[Path, typer.Option(help="Output folder (adapt.json, adapt.md).")] = Path("results/adapt"),
 ) -> None:
@@ -283,10 +302,16 @@ def adapt_cmd(
         drift,
         workers,
         previous=previous if "previous" in names else None,
+        overrides={
+            k: v
+            for k, v in (("max_kl", max_kl), ("caution", caution), ("perf_prior", perf_prior))
+            if v is not None
+        },
     )
     title = f"{'Drift' if drift else 'Held-out'} tasks: average JCT (s) after K adaptation episodes, {seeds} seeds"
     md = markdown(table, ks, title)
     doc = {"ks": ks, "seeds": seeds, "drift": drift, "eval_episodes": eval_episodes, "table": table}
+    doc["adaptation"] = {"max_kl": max_kl, "caution": caution, "perf_prior": perf_prior}  # None: checkpoint's
     doc["per_seed"] = results
     atomic_write_text(Path(out) / "adapt.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     atomic_write_text(Path(out) / "adapt.md", md)

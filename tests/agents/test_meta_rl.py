@@ -162,6 +162,19 @@ def test_adaptation_runs_end_to_end_on_tiny(tiny_checkpoint):
     )
     assert again[0]["agents"]["metaplace"] == results[0]["agents"]["metaplace"]
     assert "| metaplace |" in markdown(table, [0, 1, 2], "t")
+    # 'previous' is another checkpoint adapted the same way: given the same one, the same curve
+    prev, _ = run_adaptation(
+        tiny_checkpoint / "meta", None, ["previous"], 1, [0, 1, 2], 1, log=lambda m: None,
+        previous=tiny_checkpoint / "meta",
+    )  # fmt: skip
+    assert prev[0]["agents"]["previous"] == results[0]["agents"]["metaplace"]
+    # overrides of the adaptation settings: no learning (learning rate 0, no refit steps) leaves the curve flat
+    flat, _ = run_adaptation(
+        tiny_checkpoint / "meta", None, ["metaplace"], 1, [0, 1, 2], 1, log=lambda m: None,
+        overrides={"inner_lr": 0.0, "perf_fit_steps": 0},
+    )  # fmt: skip
+    curve = flat[0]["agents"]["metaplace"]
+    assert curve["0"] == curve["1"] == curve["2"]
 
 
 def test_adaptation_on_drift_tasks(tiny_checkpoint):
