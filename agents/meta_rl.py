@@ -14,17 +14,23 @@ Pieces:
   is how adaptation acts within a few episodes. Decisions with a single valid action are taken without the
   network (they carry no gradient).
 - **Inner learner** (:func:`adapt`): advantage actor-critic policy gradient, ``inner_steps`` Adam steps per
-  episode on that episode (returns-to-go with the value baseline, normalised advantages, entropy bonus), and a
-  refit of the performance model on the task's own samples (from its meta-trained weights); ``k`` episodes.
+  episode on that episode (returns-to-go with the value baseline, normalised advantages, entropy bonus) inside a
+  **trust region** (``max_kl``: the steps are halved until the policy's mean KL on the episode's decisions is
+  within it; unbounded, single-episode gradients taught the policy to defer jobs for ever), and a refit of the
+  performance model on the task's own samples as a MAP estimate under a Gaussian **prior centred on the
+  meta-trained weights** (``perf_prior``; its weight shrinks as the task's samples grow); ``k`` episodes. The
+  model score is **cautious**: ``Δ + c·σ`` (``caution``), so a placement the model is unsure of is not preferred
+  on a hopeful mean (:func:`model_slowdown`).
 - **Outer loop** (:func:`meta_train`): Reptile (Nichol et al. 2018), ``θ ← θ + ε · mean_tasks(φ_task − θ)`` with
   ``φ_task`` the inner learner's weights after ``k`` episodes; first-order MAML (:func:`fomaml_update`) is offered as
   the alternative update (``outer="fomaml"``: the gradient of one more episode taken at ``φ_task``). Each task
   adapts its own copy of the performance model; the samples join a shared buffer on which the shared model (the
   initialisation every task's copy starts from) is refitted after each outer update.
 - **Uncertainty-directed exploration**: during adaptation episodes actions are sampled from
-  ``softmax(logits + β · σ(s) / mean σ)``, ``σ(s)`` being the :class:`~agents.perf_model.PerformanceModel`
-  ensemble's spread for the head job placed with its next worker on server ``s``; ``β = 0`` is the ablation
-  (plain sampling from the policy). The performance model is refitted after every adaptation episode from the
+  ``softmax(score + β · w · σ(s))``, ``σ(s)`` being the :class:`~agents.perf_model.PerformanceModel` ensemble's
+  spread for the head job placed with its next worker on server ``s`` (an optimistic bonus in the model score's
+  own units; ``β / mean σ`` on the logits without a model score); ``β = 0`` is the ablation (plain sampling from
+  the policy). The performance model is refitted after every adaptation episode from the
   iteration times the env reported.
 - **Warm start** (optional, ``imitation_episodes``): before meta-training the policy imitates a placement heuristic
   (behaviour cloning on the heuristic's server choices over the training tasks), so the few hundred meta-training
