@@ -436,3 +436,28 @@ def test_adaptation_with_the_trust_region_is_never_much_worse_than_before():
         results[max_kl] = jct(adapt(policy, env, task, [11, 12, 13], a, rng=np.random.default_rng(1)))
     assert results[0.0] > 2 * before  # the failure the trust region prevents
     assert results[0.01] <= 1.05 * before
+
+
+def test_trust_region_around_the_start_bounds_the_whole_adaptation():
+    import copy
+
+    from agents.meta_rl import mean_kl, pg_step, policy_logp
+
+    args = MetaArgs(cluster="tiny", num_jobs=8)
+    env = make_env(args)
+    env.unwrapped.set_task(SizedTask(cluster="tiny", num_jobs=8, load=1.2, models="vgg16+bert", max_gpus=4))
+    torch.manual_seed(0)
+    start = make_policy(env, args)
+    episodes = [_episode_on_tiny(start, env, seed) for seed in range(4)]
+
+    def adapted(anchored: bool):
+        phi = copy.deepcopy(start)
+        opt = torch.optim.Adam(phi.parameters(), lr=0.3)
+        for ep in episodes:
+            kl = pg_step(phi, opt, [ep], args, steps=3, max_kl=0.01, ref=start if anchored else None)
+            assert kl <= 0.01 + 1e-9  # each call's bound, against its own reference
+        with torch.no_grad():
+            return mean_kl(policy_logp(start, episodes[-1:]), policy_logp(phi, episodes[-1:]))
+
+    assert adapted(anchored=True) <= 0.01 + 1e-9  # the adapted policy as a whole stays within the bound
+    assert adapted(anchored=False) > 0.01  # per-episode bounds add up
