@@ -40,8 +40,8 @@ class DDQNArgs:
     """width of the network's layers"""
     layers: int = 1
     """GNN: up/down sweeps over the tree; CNN/MLP: hidden layers"""
-    gnn_impl: str = "scatter"
-    """GNN implementation: scatter (dense per-level segment reductions) | pyg (the torch_geometric reference)"""
+    gnn_impl: str = "dense"
+    """GNN implementation: dense (default; tree operators built once per cluster) | scatter | pyg (the torch_geometric reference); same function"""
     learning_rate: float = 5e-4
     """Adam step size"""
     buffer_size: int = 20_000
