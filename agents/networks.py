@@ -243,7 +243,7 @@ class _Tree:
     def __init__(self, obs: dict[str, torch.Tensor], g: int, s: int):
         nf = obs["node_features"]
         n = nf.shape[1]
-        self.key = (g, s, obs["edge_index"].dtype, nf.device)
+        self.key = (g, s, obs["edge_index"].dtype, nf.dtype, nf.device)
         self.edges = tuple(obs[k][0].clone() for k in EDGE_KEYS)
         self._link_cache: tuple | None = None
         with torch.no_grad():
@@ -273,19 +273,21 @@ class _Tree:
         ``(n-1, convs · h)``. Outside autograd it depends only on the parameters' values, so it is kept until an
         optimizer step or ``load_state_dict`` changes them (their version counters)."""
         grad = torch.is_grad_enabled()
-        if not grad:
-            key = (id(params[0][0]), *(t._version for p in params for t in p[:2]))
-            if self._link_cache is not None and self._link_cache[0] == key:
-                return self._link_cache[1]
+        if not grad:  # the same detached views (a new ParamView after a move), unchanged since
+            versions = tuple(t._version for p in params for t in p[:2])
+            cache = self._link_cache
+            if cache is not None and cache[0] is params[0][0] and cache[1] == versions:
+                return cache[2]
         weight = torch.cat([p[0][:, hd:] for p in params])
         terms = F.linear(self.link, weight, torch.cat([p[1] for p in params]))
         if not grad:
-            self._link_cache = (key, terms)
+            self._link_cache = (params[0][0], versions, terms)
         return terms
 
     def matches(self, obs: dict[str, torch.Tensor], g: int, s: int) -> bool:
         """Is this the tree of every sample of ``obs``?"""
-        if self.key != (g, s, obs["edge_index"].dtype, obs["node_features"].device):
+        nf = obs["node_features"]
+        if self.key != (g, s, obs["edge_index"].dtype, nf.dtype, nf.device):
             return False
         for k, mine in zip(EDGE_KEYS, self.edges, strict=True):
             t = obs[k]
@@ -385,68 +387,59 @@ class GraphEncoder(nn.Module):
         return out
 
     def _forward_dense(self, obs: dict[str, torch.Tensor], tree: _Tree):
-        """The dense implementation, node-major: ``h`` is ``(N, B, h)``, so every block of the tree is a contiguous
-        ``(rows · B, h)`` matrix: each layer is one 2-D matmul, the children's mean is ``(P, C) @ (C, B·h)`` and a
-        child reading its parent one ``index_select`` of rows."""
+        """The dense implementation, node-major: each block of the tree is a contiguous ``(rows · B, h)`` matrix
+        (rows of one node are its B samples), so every layer is one 2-D matmul, the children's mean is
+        ``(P, C) @ (C, B·h)``, a child reading its parent one ``index_select`` of rows, and a level's LayerNorm one
+        call over the blocks concatenated (split again into views, whose backward is one concatenation)."""
         nf = obs["node_features"]
-        b, n, _ = nf.shape
+        b, n, f = nf.shape
         hd = self.out_dim
         bounds = tree.bounds
+        sizes = [(bounds[k + 1] - bounds[k]) * b for k in range(4)]
         params = self._conv_params()
-        # link part (+ bias) of every conv's first message layer for every child node, in one matmul: (n-1, 6L·h)
-        link_all = tree.link_terms(params, hd)
-        h = run_mlp(self.node_in, nf)  # (B, N, h)
-        h = (h.view(n, hd) if b == 1 else h.transpose(0, 1).reshape(n, b * hd)).view(n * b, hd)
+        link_all = tree.link_terms(params, hd)  # (n-1, convs · h): links' part of the first message layers
+        x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
+        hs = list(run_mlp(self.node_in, x).split(sizes))  # GPU, server, rack, cluster blocks, (rows · B, h)
 
-        def rows(x: torch.Tensor, lv: int) -> torch.Tensor:  # the node block lv, (rows · B, h)
-            return x[bounds[lv] * b : bounds[lv + 1] * b]
-
-        def plus_link(
-            x: torch.Tensor, k: int, lv: int
-        ) -> torch.Tensor:  # x (C · B, h) + the children's links
+        def plus_link(x: torch.Tensor, k: int, lv: int) -> torch.Tensor:
+            """``x`` (children of level lv, (C · B, h)) + conv k's link terms of each child."""
             link = link_all[bounds[lv] : bounds[lv + 1], k * hd : (k + 1) * hd]
+            if b == 1:
+                return x + link
             return (x.view(-1, b, hd) + link.unsqueeze(1)).view(-1, hd)
 
-        def update(
-            p, x: torch.Tensor, lv: int, other: torch.Tensor, mask: torch.Tensor | None
-        ) -> torch.Tensor:
+        def update(p: tuple, lv: int, other: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
             """``norm(h + mask · update_mlp([h_lv, other]))``: block lv updated, every node normed."""
-            dst = rows(x, lv)
+            dst = hs[lv]
             u = torch.relu(F.linear(torch.cat([dst, other], dim=-1), p[4], p[5]))
             delta = F.linear(u, p[6], p[7])
             if mask is not None:
                 delta = (delta.view(-1, b, hd) * mask.unsqueeze(1)).view(-1, hd)
-            x = torch.cat([x[: bounds[lv] * b], dst + delta, x[bounds[lv + 1] * b :]])
-            return F.layer_norm(x, (hd,), p[8], p[9], p[10])
+            x = torch.cat([dst + delta if k == lv else hs[k] for k in range(4)])
+            return list(F.layer_norm(x, (hd,), p[8], p[9], p[10]).split(sizes))
 
         nup = len(self.up)
         for sweep in range(self.cfg.layers):
             for lv in range(3):  # up: children lv → parents lv + 1, mean over children
                 k = 3 * sweep + lv
                 p = params[k]
-                msg = torch.relu(plus_link(F.linear(rows(h, lv), p[0][:, :hd]), k, lv))
+                msg = torch.relu(plus_link(F.linear(hs[lv], p[0][:, :hd]), k, lv))
                 msg = torch.relu(F.linear(msg, p[2], p[3]))  # (C · B, h)
                 agg = tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)  # children without a parent weigh 0
-                h = update(p, h, lv + 1, agg, tree.mask_c[lv])
-            for lv in (
-                2,
-                1,
-                0,
-            ):  # down: every child lv reads its one parent lv + 1 (first layer on the parents)
+                hs = update(p, lv + 1, agg, tree.mask_c[lv])
+            for lv in (2, 1, 0):  # down: every child lv reads its one parent (first layer on the parents)
                 k = 3 * sweep + lv
                 p = params[nup + k]
-                par = F.linear(rows(h, lv + 1), p[0][:, :hd]).view(-1, b * hd)  # (P, B · h)
+                par = F.linear(hs[lv + 1], p[0][:, :hd]).view(-1, b * hd)  # (P, B · h)
                 msg = torch.relu(plus_link(par.index_select(0, tree.pidx[lv]).view(-1, hd), nup + k, lv))
                 msg = torch.relu(F.linear(msg, p[2], p[3]))
-                h = update(p, h, lv, msg, tree.mask_p[lv])
-        h = h.view(n, b, hd)
-        node_mask = obs["node_mask"]
-        g, s = bounds[1], bounds[2] - bounds[1]
-        gpu_mask = node_mask[:, :g].float()  # (B, G)
-        gpu_mean = (h[:g] * gpu_mask.t().unsqueeze(-1)).sum(0) / gpu_mask.sum(1, keepdim=True).clamp(min=1.0)
+                hs = update(p, lv, msg, tree.mask_p[lv])
+        gpus, servers, cluster_node = hs[0].view(-1, b, hd), hs[1].view(-1, b, hd), hs[3]
+        gpu_mask = obs["node_mask"][:, : bounds[1]].float()  # (B, G)
+        gpu_mean = (gpus * gpu_mask.t().unsqueeze(-1)).sum(0) / gpu_mask.sum(1, keepdim=True).clamp(min=1.0)
         jobs = run_mlp(self.job_in, obs["job_features"])  # (B, W, h)
-        cluster = run_mlp(self.cluster_out, torch.cat([h[-1], gpu_mean, obs["context"]], dim=-1))
-        return cluster, jobs, h[g : g + s].transpose(0, 1)
+        cluster = run_mlp(self.cluster_out, torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
+        return cluster, jobs, servers.transpose(0, 1)
 
     def _propagate_scatter(self, obs: dict[str, torch.Tensor], g: int, s: int) -> torch.Tensor:
         nf = obs["node_features"]
