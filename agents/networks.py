@@ -241,6 +241,12 @@ class _Tree:
     edges do not change between steps), checked against every batch by value."""
 
     def __init__(self, obs: dict[str, torch.Tensor], g: int, s: int):
+        # normal tensors even when the first batch comes in torch.inference_mode (a rollout): training's forward
+        # saves them for backward, which inference tensors cannot be
+        with torch.inference_mode(False):
+            self._build(obs, g, s)
+
+    def _build(self, obs: dict[str, torch.Tensor], g: int, s: int) -> None:
         nf = obs["node_features"]
         n = nf.shape[1]
         self.key = (g, s, obs["edge_index"].dtype, nf.dtype, nf.device)

@@ -152,6 +152,21 @@ def test_no_grad_forwards_follow_optimizer_steps_load_state_dict_and_dtype_moves
         torch.testing.assert_close(net(wide), scatter(wide), rtol=1e-9, atol=1e-9)
 
 
+def test_a_tree_first_seen_in_inference_mode_trains():
+    """A rollout in torch.inference_mode builds the tree's operators; the training forward after it saves them
+    for backward (inference tensors could not be)."""
+    env = make_env("gpusched/JobSelect-v0", {"cluster": "topdrl", "num_jobs": 30, "load": 1.0}, "graph")
+    nets = three_impls(env, layers=1)
+    batch = stack(rollout(env, 3))
+    with torch.inference_mode():
+        nets["dense"](obs_to_tensors({k: v[0].numpy() for k, v in batch.items()}))
+    nets["dense"](batch).square().sum().backward()
+    nets["pyg"](batch).square().sum().backward()
+    for (name, p), q in zip(nets["dense"].named_parameters(), nets["pyg"].parameters(), strict=True):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
+
+
 def gnn_checkpoints() -> list[Path]:
     out = []
     for meta_path in sorted(CHECKPOINTS.glob("*/meta.json")):
