@@ -133,6 +133,70 @@ def training_samples_per_second(
     }
 
 
+def encoder_timings(
+    impls: tuple[str, ...] = GNN_BENCH_IMPLS,
+    rounds: int = 5,
+    env_id: str = DEFAULT_ENV,
+    env_kwargs: dict | None = None,
+    layers: int = 1,
+    batch: int = 64,
+) -> list[dict]:
+    """The GNN alone, each implementation alternately for ``rounds`` rounds (same parameters, observations of the
+    benchmark env): ms of CPU time per batch-1 forward without autograd (a rollout step) and per forward + backward
+    of a batch of ``batch`` (an update's minibatch); the medians, as ``gpusched bench`` records."""
+    import numpy as np
+    import torch
+
+    from agents.networks import build_network, config_for_env, obs_to_tensors
+
+    env = make_env(env_id, dict(DEFAULT_ENV_KWARGS if env_kwargs is None else env_kwargs), "graph")
+    obs, _ = env.reset(seed=0)
+    seen = []
+    while len(seen) < batch:
+        obs, _, terminated, truncated, _ = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
+        seen.append(obs)
+        if terminated or truncated:
+            obs, _ = env.reset(seed=len(seen))
+    one = obs_to_tensors(seen[0])
+    many = obs_to_tensors({k: np.stack([o[k] for o in seen]) for k in seen[0]}, batched=True)
+    cfg = config_for_env(env, "gnn", 64, layers)
+    torch.manual_seed(0)
+    nets = {impl: build_network(cfg, env.observation_space, impl) for impl in impls}
+    for net in nets.values():
+        net.load_state_dict(nets[impls[0]].state_dict())
+    fwd: dict[str, list[float]] = {impl: [] for impl in impls}
+    upd: dict[str, list[float]] = {impl: [] for impl in impls}
+    for _ in range(max(1, rounds)):
+        for impl, net in nets.items():
+            with torch.no_grad():
+                net(one)  # warm (builds the dense tree once)
+                c = time.process_time()
+                for _ in range(20):
+                    net(one)
+                fwd[impl].append((time.process_time() - c) / 20 * 1e3)
+            c = time.process_time()
+            for _ in range(2):
+                net(many).square().mean().backward()
+            upd[impl].append((time.process_time() - c) / 2 * 1e3)
+    out = []
+    for impl in impls:
+        for name, values, what in (
+            ("forward_1", fwd[impl], "batch-1 forward, no autograd"),
+            (f"forward_backward_{batch}", upd[impl], f"forward + backward, batch {batch}"),
+        ):
+            out.append(
+                {
+                    "name": f"gnn_{name}_{impl}",
+                    "value": median(values),
+                    "unit": "ms CPU",
+                    "target": "",
+                    "meets": None,
+                    "detail": {"what": what, "rounds": values, "layers": layers, "machine": machine()},
+                }
+            )
+    return out
+
+
 def median(values: list[float]) -> float:
     v = sorted(values)
     return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
@@ -144,6 +208,7 @@ def training_benchmarks(
     rounds: int | None = None,
     impls: tuple[str, ...] = GNN_BENCH_IMPLS,
     vector_envs: int | None = None,
+    steps: int | None = None,
 ) -> list[dict]:
     """:func:`training_samples_per_second` for DDQN and PPO with each encoder (``quick``: 300 steps each). The GNN is
     measured with each implementation of ``impls`` (``pyg`` before issue 10 first, the default ``dense`` last)
@@ -151,11 +216,12 @@ def training_benchmarks(
     ``speedup`` record the ratio of the last to the first (wall clock; the CPU-time ratio in its detail). PPO-GNN is
     also measured with ``vector_envs`` envs stepped as one batch (``DummyVecEnv``; same rollout length per env,
     minibatch and epochs), before and after, in the same alternation. Defaults: 3 rounds and 8 envs; ``quick``
-    (a smoke test) 1 round and no vectorised runs."""
-    steps = 300 if quick else 2000
+    (a smoke test) 1 round and no vectorised runs; ``steps`` (timed env steps per run, × up to 4 with vectorised
+    envs) 2,000, quick 300."""
+    steps = (300 if quick else 2000) if steps is None else steps
     rounds = (1 if quick else 3) if rounds is None else rounds
     vector_envs = (0 if quick else 8) if vector_envs is None else vector_envs
-    out = []
+    out = encoder_timings(impls, rounds=max(rounds, 3)) if "gnn" in encoders else []
     for alg in ("ddqn", "ppo"):
         for enc in encoders:
             if enc != "gnn":

@@ -61,6 +61,8 @@ def test_gnn_speedup_is_measured_alternately_with_medians(monkeypatch):
         }
 
     monkeypatch.setattr(bench, "training_samples_per_second", fake)
+    timed = []
+    monkeypatch.setattr(bench, "encoder_timings", lambda impls, rounds: timed.append((impls, rounds)) or [])
     records = {
         r["name"]: r
         for r in bench.training_benchmarks(quick=True, encoders=("gnn",), rounds=3, vector_envs=4)
@@ -82,3 +84,17 @@ def test_gnn_speedup_is_measured_alternately_with_medians(monkeypatch):
     v = records["train_ppo_gnn_speedup_4envs"]
     assert v["value"] == 150.0 / 40.0 and v["detail"]["num_envs"] == 4
     assert records["train_ddqn_gnn_speedup"]["value"] == 1.0
+    assert timed == [(("pyg", "scatter", "dense"), 3)]  # the encoder alone, every implementation
+
+
+def test_encoder_timings_give_forward_and_update_ms_per_implementation():
+    from agents.bench import encoder_timings
+
+    records = encoder_timings(("scatter", "dense"), rounds=1, env_kwargs=TINY, batch=4)
+    assert [r["name"] for r in records] == [
+        "gnn_forward_1_scatter",
+        "gnn_forward_backward_4_scatter",
+        "gnn_forward_1_dense",
+        "gnn_forward_backward_4_dense",
+    ]
+    assert all(r["value"] > 0 and r["unit"] == "ms CPU" for r in records)
