@@ -116,16 +116,20 @@ class ParamView:
     """A module's parameters as a forward reads them, by name: the Parameters themselves while autograd records,
     else detached views of them. The views share the Parameters' storage, so optimizer steps and
     ``load_state_dict`` show through, and they skip autograd's dispatch, which at batch 1 costs about half as much
-    again as the op itself (a rollout's forward is ~35 small matmuls). Stale once a parameter is replaced or moved
-    (``.to()``, ``load_state_dict(assign=True)``): :func:`param_view` checks that on every call and rebuilds."""
+    again as the op itself (a rollout's forward is ~35 small matmuls). Stale once a parameter is replaced
+    (``load_state_dict(assign=True)``, attribute assignment) or the module moved (``.to()``, ``.double()``: every
+    parameter's storage changes, so the first one's tells): :func:`param_view` checks both on every call and
+    rebuilds. (Assigning ``p.data`` of one parameter by hand is not seen.)"""
 
     def __init__(self, module: nn.Module):
         self.checks = [
-            (mod._parameters, name, p, p.data_ptr())
+            (mod._parameters, name, p)
             for mod in module.modules()
             for name, p in mod._parameters.items()
             if p is not None
         ]
+        self.first = self.checks[0][2] if self.checks else None
+        self.first_ptr = self.first.data_ptr() if self.first is not None else 0
         self.live = dict(module.named_parameters())
         self.frozen = {k: v.detach() for k, v in self.live.items()}
         # a Sequential of Linear / ReLU (an :func:`mlp`): its layers as (weight name, bias name) or None (ReLU)
@@ -136,7 +140,9 @@ class ParamView:
         )
 
     def valid(self) -> bool:
-        return all(d.get(name) is p and p.data_ptr() == ptr for d, name, p, ptr in self.checks)
+        if self.first is not None and self.first.data_ptr() != self.first_ptr:
+            return False
+        return all(d.get(name) is p for d, name, p in self.checks)
 
 
 def param_view(module: nn.Module) -> ParamView:
@@ -405,7 +411,9 @@ class GraphEncoder(nn.Module):
         params = self._conv_params()
         link_all = tree.link_terms(params, hd)  # (n-1, convs · h): links' part of the first message layers
         x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
-        hs = list(run_mlp(self.node_in, x).split(sizes))  # GPU, server, rack, cluster blocks, (rows · B, h)
+        hs = list(
+            run_mlp(self.node_in, x).split_with_sizes(sizes)
+        )  # GPU, server, rack, cluster blocks, (rows · B, h)
 
         def plus_link(x: torch.Tensor, k: int, lv: int) -> torch.Tensor:
             """``x`` (children of level lv, (C · B, h)) + conv k's link terms of each child."""
@@ -422,7 +430,7 @@ class GraphEncoder(nn.Module):
             if mask is not None:
                 delta = (delta.view(-1, b, hd) * mask.unsqueeze(1)).view(-1, hd)
             x = torch.cat([dst + delta if k == lv else hs[k] for k in range(4)])
-            return list(F.layer_norm(x, (hd,), p[8], p[9], p[10]).split(sizes))
+            return list(F.layer_norm(x, (hd,), p[8], p[9], p[10]).split_with_sizes(sizes))
 
         nup = len(self.up)
         for sweep in range(self.cfg.layers):
