@@ -263,9 +263,8 @@ class _Tree:
                 t[0] for t in tree_index(obs["edge_index"][:1], *(obs[k][:1] for k in EDGE_KEYS[1:]), n)
             )
             self.bounds = bounds = (0, g, g + s, n - 1, n)  # GPU, server, rack, cluster blocks
-            self.link = link[: n - 1].to(
-                nf.dtype
-            )  # (n-1, Fe): every child's link (the cluster has no parent)
+            # (n-1, Fe): every child's link (the cluster, the last node, has no parent)
+            self.link = link[: n - 1].to(nf.dtype)
             self.mean, self.pidx, self.mask_p, self.mask_c = [], [], [], []
             for lv in range(3):
                 c0, c1, p0, p1 = bounds[lv], bounds[lv + 1], bounds[lv + 1], bounds[lv + 2]
@@ -285,15 +284,20 @@ class _Tree:
         ``(n-1, convs · h)``. Outside autograd it depends only on the parameters' values, so it is kept until an
         optimizer step or ``load_state_dict`` changes them (their version counters)."""
         grad = torch.is_grad_enabled()
-        if not grad:  # the same detached views (a new ParamView after a move), unchanged since
-            versions = tuple(t._version for p in params for t in p[:2])
+        if not grad:  # the very same detached views (rebuilt after a move), none changed since
+            views = [t for p in params for t in p[:2]]
+            versions = tuple(t._version for t in views)
             cache = self._link_cache
-            if cache is not None and cache[0] is params[0][0] and cache[1] == versions:
+            if (
+                cache is not None
+                and cache[1] == versions
+                and all(a is b for a, b in zip(cache[0], views, strict=True))
+            ):
                 return cache[2]
         weight = torch.cat([p[0][:, hd:] for p in params])
         terms = F.linear(self.link, weight, torch.cat([p[1] for p in params]))
         if not grad:
-            self._link_cache = (params[0][0], versions, terms)
+            self._link_cache = (views, versions, terms)
         return terms
 
     def matches(self, obs: dict[str, torch.Tensor], g: int, s: int) -> bool:
@@ -411,9 +415,8 @@ class GraphEncoder(nn.Module):
         params = self._conv_params()
         link_all = tree.link_terms(params, hd)  # (n-1, convs · h): links' part of the first message layers
         x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
-        hs = list(
-            run_mlp(self.node_in, x).split_with_sizes(sizes)
-        )  # GPU, server, rack, cluster blocks, (rows · B, h)
+        # GPU, server, rack, cluster blocks, each (rows · B, h)
+        hs = list(run_mlp(self.node_in, x).split_with_sizes(sizes))
 
         def plus_link(x: torch.Tensor, k: int, lv: int) -> torch.Tensor:
             """``x`` (children of level lv, (C · B, h)) + conv k's link terms of each child."""
