@@ -221,7 +221,7 @@ def training_benchmarks(
     steps = (300 if quick else 2000) if steps is None else steps
     rounds = (1 if quick else 3) if rounds is None else rounds
     vector_envs = (0 if quick else 8) if vector_envs is None else vector_envs
-    out = encoder_timings(impls, rounds=max(rounds, 3)) if "gnn" in encoders else []
+    out = encoder_timings(impls, rounds=rounds if quick else max(rounds, 3)) if "gnn" in encoders else []
     for alg in ("ddqn", "ppo"):
         for enc in encoders:
             if enc != "gnn":
