@@ -129,7 +129,7 @@ def _workspace(pop: int, n: int, g: int, e: int, c: int, kdt) -> dict:
             "plan_col": plan[:, None],
             "rows_n": plan * n,
             "rows_n_col": (plan * n)[:, None],
-            "rows_g_col": (plan * g)[:, None],
+            "rows_g": plan * g,
             "rank_vals": np.tile(np.arange(n, dtype=kdt), pop),
             # per population
             "idx": np.empty((pop, n), dtype=np.int64),
@@ -138,7 +138,7 @@ def _workspace(pop: int, n: int, g: int, e: int, c: int, kdt) -> dict:
             "rank": np.empty((pop, n), dtype=kdt),
             "key": np.empty((n1, pop), dtype=kdt),
             "run": np.empty(pop * n),
-            "gpu": np.empty((pop, n), dtype=np.int64),
+            "gpu": np.empty((n, pop), dtype=np.int64),
             "a_t": np.empty((n, pop), dtype=np.int64),
             "pair": np.empty((e, pop), dtype=np.int64),
             "pair2": np.empty((e, pop), dtype=np.int64),
@@ -149,7 +149,6 @@ def _workspace(pop: int, n: int, g: int, e: int, c: int, kdt) -> dict:
             "best": np.empty(pop, dtype=kdt),
             "pos": np.empty(pop, dtype=np.int64),
             "t": np.empty(pop, dtype=np.int64),
-            "fa": np.empty(pop, dtype=np.int64),
             "ft": np.empty(pop, dtype=np.int64),
             "fg": np.empty(pop, dtype=np.int64),
             "st": np.empty(pop),
@@ -246,7 +245,8 @@ class PlanEvaluator:
     @staticmethod
     def _by_rank(prio: np.ndarray, tab: dict | None = None) -> np.ndarray:
         """(P, N) each plan's tasks by ascending rank: priority ascending, ties by descending index (the lower
-        index ranks higher). Rows without ties take the faster unstable sort, rows with ties the stable one."""
+        index ranks higher). Rows without ties take the faster unstable sort, rows with ties the stable one. With
+        ``tab`` (the work buffers), ``tab["idx"]`` is left holding the flat positions ``plan * N + (that array)``."""
         pop, n = prio.shape
         by = np.argsort(prio, axis=1)
         if tab is None:
@@ -259,6 +259,8 @@ class PlanEvaluator:
             tied = np.equal(sp[:, 1:], sp[:, :-1], out=tab["tie"]).any(axis=1)
         if tied.any():
             by[tied] = (n - 1) - np.argsort(prio[tied, ::-1], axis=1, kind="stable")
+            if tab is not None:
+                np.add(by, tab["rows_n_col"], out=tab["idx"])
         return by
 
     def _run(self, a: np.ndarray, prio: np.ndarray, keep: bool):
@@ -294,35 +296,35 @@ class PlanEvaluator:
         kdt = self._key_dtype
         gone = np.iinfo(kdt).min  # the key of a dispatched task (and of the padding row)
         # keys: rank + base, the rank of task by_prio[p, r] in plan p being r
-        idx, rank, key = tab["idx"], tab["rank"], tab["key"]
-        np.add(by_prio, tab["rows_n_col"], out=idx)
+        idx, rank, key = tab["idx"], tab["rank"], tab["key"]  # idx: by_prio's flat positions (_by_rank)
         rank.ravel()[idx.ravel()] = tab["rank_vals"]
         np.add(rank.T, self._key_base[:, None], out=key[:n])
         key[n] = gone
         key_flat = key.ravel()
-        np.add(a, self._rt_offset, out=idx)
-        run_flat = np.take(self._rt_flat, idx.ravel(), out=tab["run"], mode="clip")  # (P * N,) plan-major
+        a_t, gpu = tab["a_t"], tab["gpu"]
+        np.copyto(a_t, a.T)  # (N, P) task-major, like the keys: one position ``task * P + plan`` serves all
+        np.add(a_t, self._rt_offset[:, None], out=gpu)
+        run_flat = np.take(self._rt_flat, gpu.ravel(), out=tab["run"], mode="clip")  # runtime of each task
+        gpu_flat = np.add(a_t, tab["rows_g"], out=gpu).ravel()  # position of each task's GPU in ``free``
         delay = tab["delay"]  # transfer time of each edge in each plan (+ a dummy 0 edge for padding)
         if self.num_edges:
-            a_t, pair, pair2 = tab["a_t"], tab["pair"], tab["pair2"]
-            np.copyto(a_t, a.T)  # (N, P): each edge's GPUs are two contiguous rows
-            np.take(a_t, self.edge_src, axis=0, out=pair, mode="clip")
+            pair, pair2 = tab["pair"], tab["pair2"]
+            np.take(
+                a_t, self.edge_src, axis=0, out=pair, mode="clip"
+            )  # each edge's GPUs: two contiguous rows
             pair *= g
             pair += np.take(a_t, self.edge_dst, axis=0, out=pair2, mode="clip")
             body = delay[:-1]
             np.take(self._inv_flat, pair, out=body, mode="clip")
             body *= self.edge_bytes[:, None]
         delay_flat = delay.ravel()
-        gpu_flat = np.add(
-            a, tab["rows_g_col"], out=tab["gpu"]
-        ).ravel()  # position of each task's GPU in ``free``
         ready_flat = tab["ready"]  # inputs-arrived time of each task (row N: the padding child)
         ready_flat.fill(0.0)
         free = tab["free"]
         free.fill(0.0)
         has_kids = kids_p.shape[1] > 0
         step_add = kdt(n1)
-        best, pos, t, fa, ft, fg = tab["best"], tab["pos"], tab["t"], tab["fa"], tab["ft"], tab["fg"]
+        best, pos, t, ft, fg = tab["best"], tab["pos"], tab["t"], tab["ft"], tab["fg"]
         st, tmp, fin = tab["st"], tab["tmp"], tab["fin"]
         cidx, eidx, ckey, arrive, cready = tab["cidx"], tab["eidx"], tab["ckey"], tab["arrive"], tab["cready"]
         fin_col = fin[:, None]
@@ -334,14 +336,13 @@ class PlanEvaluator:
             key.max(axis=0, out=best)  # (P,) rank of the next task
             np.add(rows_n, best, out=pos)
             np.take(task_of_rank, pos, out=t, mode="clip")
-            np.add(rows_n, t, out=fa)
             np.multiply(t, pop, out=ft)
             ft += plan
             key_flat[ft] = gone
-            np.take(gpu_flat, fa, out=fg, mode="clip")
+            np.take(gpu_flat, ft, out=fg, mode="clip")
             np.take(free, fg, out=st, mode="clip")
             np.maximum(st, np.take(ready_flat, ft, out=tmp, mode="clip"), out=st)
-            np.add(st, np.take(run_flat, fa, out=fin, mode="clip"), out=fin)
+            np.add(st, np.take(run_flat, ft, out=fin, mode="clip"), out=fin)
             free[fg] = fin
             if keep:
                 order[step], start[step], finish[step] = t, st, fin
