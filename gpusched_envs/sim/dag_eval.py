@@ -263,7 +263,7 @@ class PlanEvaluator:
                 np.add(by, tab["rows_n_col"], out=tab["idx"])
         return by
 
-    def _run(self, a: np.ndarray, prio: np.ndarray, keep: bool):
+    def _run(self, a: np.ndarray, prio: np.ndarray, keep: bool, total: np.ndarray | None = None):
         """One pass over the N dispatch steps for the whole population.
 
         The dispatch order: priorities are first turned into per-plan ranks (0 = lowest, distinct), so "ready"
@@ -346,6 +346,8 @@ class PlanEvaluator:
             free[fg] = fin
             if keep:
                 order[step], start[step], finish[step] = t, st, fin
+            if total is not None:
+                total += fin
             if has_kids:
                 np.take(kids_p, t, axis=0, out=cidx, mode="clip")  # (P, C); one plan's children are distinct
                 cidx += plan_col
@@ -377,6 +379,13 @@ class PlanEvaluator:
         """(P,) makespans of the plans ``assignments`` (P, N) int and ``priorities`` (P, N) float."""
         a, p = self._check(assignments, priorities)
         return self._run(a, p, keep=False)[0]
+
+    def evaluate_with_total(self, assignments, priorities) -> tuple[np.ndarray, np.ndarray]:
+        """``(makespan (P,), sum of the tasks' finish times (P,))``: the second breaks ties between plans of equal
+        makespan (a local search moves along such plateaus towards schedules that finish their tasks earlier)."""
+        a, p = self._check(assignments, priorities)
+        total = np.zeros(len(a))
+        return self._run(a, p, keep=False, total=total)[0], total
 
     def evaluate_with_times(self, assignments, priorities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(makespan (P,), start (P, N), finish (P, N))`` for a population."""
