@@ -92,20 +92,22 @@ def neighbours(
     ev = space.evaluator
     for t in tasks:
         parents = ev.edge_src[ev.edge_dst == t]
-        # as early as the order allows: just after its last-dispatched parent (or first of all)
-        early = prio[parents].min() - 0.5 if len(parents) else n + 0.5
+        k = int(pos[t])
+        # as early as the order allows: just after its last-dispatched parent (or first of all), when that is
+        # earlier than where it is
+        lo = int(pos[parents].max()) + 1 if len(parents) else 0
+        early = prio[task_at[lo]] + 0.5 if lo < k else None
         for q in np.flatnonzero(allowed[t]):
             if q != assignment[t]:
                 a = assignment.copy()
                 a[t] = q
                 a_rows.append(a)
                 p_rows.append(prio)
-                if early > prio[t]:  # the move with the task dispatched as early as it may be
+                if early is not None:  # the move with the task dispatched as early as it may be
                     p = prio.copy()
                     p[t] = early
                     a_rows.append(a)
                     p_rows.append(p)
-        k = int(pos[t])
         for d in shifts:
             for target, above in ((k - d, 0.5), (k + d, -0.5)):
                 if 0 <= target < n:
