@@ -7,10 +7,12 @@ plan evaluator, are
 
 - **moves**: one task to another GPU it may run on, with the order kept and (when that differs) with the task
   dispatched as early as the order allows (just after its last-dispatched parent);
+- **swaps** (critical-path tasks only): one task and another on a different GPU exchange GPUs (load balance
+  that no single move improves), up to ``swaps`` random partners per task;
 - **shifts**: one task ``d`` places earlier or later in the dispatch order (priority set just above / below the
   task now at the target place; the evaluator keeps the order precedence-feasible), for ``d`` in ``shifts``,
 
-for the tasks on the schedule's critical path (:func:`critical_path`: the chain of binding GPU-free or
+for the tasks (swaps: with any task) on the schedule's critical path (:func:`critical_path`: the chain of binding GPU-free or
 input-arrival times that ends at the last finish). Best improvement: the best neighbour replaces the plan when it
 is shorter, or as short and finishing its tasks earlier in sum (so the search moves along plateaus of equal
 makespan, :meth:`~gpusched_envs.sim.dag_eval.PlanEvaluator.evaluate_with_total`). When none is, the neighbours of every task are tried before the plan counts as a local optimum, and
@@ -78,10 +80,17 @@ def critical_path(space: PlanSpace, assignment, priority) -> np.ndarray:
 
 
 def neighbours(
-    space: PlanSpace, assignment: np.ndarray, prio: np.ndarray, tasks, shifts=(1, 2, 3)
+    space: PlanSpace,
+    assignment: np.ndarray,
+    prio: np.ndarray,
+    tasks,
+    shifts=(1, 2, 3),
+    swaps: int = 0,
+    rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(assignments (K, N), priorities (K, N))``: the GPU moves and order shifts of ``tasks`` (see the module
-    docstring) of the plan ``assignment`` with order-form priorities ``prio``."""
+    """``(assignments (K, N), priorities (K, N))``: the GPU moves, order shifts and GPU swaps of ``tasks`` (see the
+    module docstring) of the plan ``assignment`` with order-form priorities ``prio``. ``swaps``: at most this many
+    swap partners per task (drawn with ``rng`` when there are more; all of them without ``rng``)."""
     n = space.num_tasks
     tasks = np.asarray(tasks, dtype=np.int64)
     pos = n - prio  # dispatch position of each task (order form)
@@ -108,6 +117,16 @@ def neighbours(
                     p[t] = early
                     a_rows.append(a)
                     p_rows.append(p)
+        if swaps:  # exchange GPUs with tasks elsewhere that may run on this one (and this on theirs)
+            other = np.flatnonzero(assignment != assignment[t])
+            other = other[allowed[other, assignment[t]] & allowed[t, assignment[other]]]
+            if rng is not None and len(other) > swaps:
+                other = np.sort(rng.choice(other, size=swaps, replace=False))
+            for u in other:
+                a = assignment.copy()
+                a[t], a[u] = assignment[u], assignment[t]
+                a_rows.append(a)
+                p_rows.append(prio)
         for d in shifts:
             for target, above in ((k - d, 0.5), (k + d, -0.5)):
                 if 0 <= target < n:
@@ -127,6 +146,7 @@ def local_search(
     budget: int,
     seed: int = 0,
     shifts=(1, 2, 3),
+    swaps: int = 8,
     kick: int = 3,
 ) -> SearchResult:
     """Iterated critical-path local search from the best of the plans ``starts``, within ``budget`` plan
@@ -153,8 +173,8 @@ def local_search(
     allowed = [np.flatnonzero(row) for row in np.isfinite(space.runtime)]
     while used < budget and n:
         improved = False
-        for tasks in (critical_path(space, cur_a, cur_p), np.arange(n)):
-            na, np_ = neighbours(space, cur_a, cur_p, tasks, shifts)
+        for tasks, k in ((critical_path(space, cur_a, cur_p), swaps), (np.arange(n), 0)):
+            na, np_ = neighbours(space, cur_a, cur_p, tasks, shifts, k, rng)
             room = budget - used
             if room <= 0 or not len(na):
                 break

@@ -159,5 +159,19 @@ def test_dag_bench_ls_agent_and_refine_option():
     app = typer.Typer()
     app.command(name="dag-bench")(dag_bench)
     app.command(name="other")(lambda: None)
-    bad = CliRunner().invoke(app, ["dag-bench", "--dag", "dag:random:n=8", "--agents", "heft", "--refine", "2"])
+    bad = CliRunner().invoke(
+        app, ["dag-bench", "--dag", "dag:random:n=8", "--agents", "heft", "--refine", "2"]
+    )
     assert bad.exit_code == 2 and "--refine must lie in [0, 1], got 2.0" in bad.output
+
+
+def test_swap_neighbours_hand_values():
+    space = PlanSpace(tiny_dag(), SPEED, BW)
+    prio = np.array([4.0, 3.0, 2.0, 1.0])
+    na, npr = neighbours(space, A, prio, [0], shifts=(), swaps=5)
+    # task 0 (GPU 0): to GPU 1, then GPU swaps with tasks 2 and 3 (the ones on GPU 1), in index order
+    assert na.tolist() == [[1, 0, 1, 1], [1, 0, 0, 1], [1, 0, 1, 0]]
+    assert (npr == prio).all()
+    rng = np.random.default_rng(0)
+    na, _ = neighbours(space, A, prio, [0], shifts=(), swaps=1, rng=rng)
+    assert len(na) == 2 and na[1].tolist() in ([1, 0, 0, 1], [1, 0, 1, 0])  # one partner drawn of the two
