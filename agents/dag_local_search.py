@@ -87,10 +87,12 @@ def neighbours(
     shifts=(1, 2, 3),
     swaps: int = 0,
     rng: np.random.Generator | None = None,
+    limit: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(assignments (K, N), priorities (K, N))``: the GPU moves, order shifts and GPU swaps of ``tasks`` (see the
     module docstring) of the plan ``assignment`` with order-form priorities ``prio``. ``swaps``: at most this many
-    swap partners per task (drawn with ``rng`` when there are more; all of them without ``rng``)."""
+    swap partners per task (drawn with ``rng`` when there are more; all of them without ``rng``). ``limit``: stop
+    after this many (the first ones in the order above; large DAGs have far more neighbours than a budget)."""
     n = space.num_tasks
     tasks = np.asarray(tasks, dtype=np.int64)
     pos = n - prio  # dispatch position of each task (order form)
@@ -100,6 +102,8 @@ def neighbours(
     allowed = np.isfinite(space.runtime)
     ev = space.evaluator
     for t in tasks:
+        if limit is not None and len(a_rows) >= limit:
+            break
         parents = ev.edge_src[ev.edge_dst == t]
         k = int(pos[t])
         # as early as the order allows: just after its last-dispatched parent (or first of all), when that is
@@ -134,6 +138,8 @@ def neighbours(
                     p[t] = prio[task_at[target]] + above
                     a_rows.append(assignment)
                     p_rows.append(p)
+    if limit is not None:
+        a_rows, p_rows = a_rows[:limit], p_rows[:limit]
     if not a_rows:
         return np.zeros((0, n), dtype=np.int64), np.zeros((0, n))
     return np.asarray(a_rows, dtype=np.int64), np.asarray(p_rows)
@@ -174,11 +180,12 @@ def local_search(
     while used < budget and n:
         improved = False
         for tasks, k in ((critical_path(space, cur_a, cur_p), swaps), (np.arange(n), 0)):
-            na, np_ = neighbours(space, cur_a, cur_p, tasks, shifts, k, rng)
             room = budget - used
-            if room <= 0 or not len(na):
+            if room <= 0:
                 break
-            na, np_ = na[:room], np_[:room]
+            na, np_ = neighbours(space, cur_a, cur_p, tasks, shifts, k, rng, limit=room)
+            if not len(na):
+                break
             f, tot = score(na, np_)
             j = int(np.lexsort((tot, f))[0])  # shortest makespan; ties: the earliest finishes overall
             if (f[j], tot[j]) < cur:
