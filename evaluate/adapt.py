@@ -190,9 +190,11 @@ def run_adaptation(
     log=print,
     previous: str | Path | None = None,
     overrides: dict | None = None,
+    first_seed: int = 0,
 ) -> tuple[list[dict], dict]:
-    """Every seed of the evaluation (:func:`run_seed`); ``overrides``: MetaArgs fields of the adaptation (e.g.
-    ``max_kl``, ``caution``, ``perf_prior``) replacing the checkpoint's. Returns (per-seed results, summary)."""
+    """Every seed of the evaluation (:func:`run_seed`), seeds ``first_seed .. first_seed + seeds - 1``;
+    ``overrides``: MetaArgs fields of the adaptation (e.g. ``max_kl``, ``caution``, ``perf_prior``) replacing the
+    checkpoint's. Returns (per-seed results, summary)."""
     jobs = [
         {
             "seed": i,
@@ -205,7 +207,7 @@ def run_adaptation(
             "drift": drift,
             "overrides": dict(overrides or {}),
         }
-        for i in range(seeds)
+        for i in range(first_seed, first_seed + seeds)
     ]
     results: list[dict] = []
     if workers > 1:
@@ -244,6 +246,9 @@ def adapt_cmd(
         str, typer.Option(help="Comma list of adaptation budgets K (episodes) to report.")
     ] = "0,1,3,10",
     seeds: Annotated[int, typer.Option(min=1, help="Seeds (one held-out task each).")] = 10,
+    first_seed: Annotated[
+        int, typer.Option(min=0, help="First seed (tasks first_seed .. first_seed + seeds - 1).")
+    ] = 0,
     agents: Annotated[
         str, typer.Option(help="Comma list of agents: " + ", ".join(LEARNED_AGENTS + HEURISTIC_AGENTS))
     ] = ",".join(DEFAULT_AGENTS),
@@ -307,10 +312,19 @@ def adapt_cmd(
             for k, v in (("max_kl", max_kl), ("caution", caution), ("perf_prior", perf_prior))
             if v is not None
         },
+        first_seed=first_seed,
     )
-    title = f"{'Drift' if drift else 'Held-out'} tasks: average JCT (s) after K adaptation episodes, {seeds} seeds"
+    span = f"seeds {first_seed}-{first_seed + seeds - 1}"
+    title = f"{'Drift' if drift else 'Held-out'} tasks: average JCT (s) after K adaptation episodes, {span}"
     md = markdown(table, ks, title)
-    doc = {"ks": ks, "seeds": seeds, "drift": drift, "eval_episodes": eval_episodes, "table": table}
+    doc = {
+        "ks": ks,
+        "seeds": seeds,
+        "first_seed": first_seed,
+        "drift": drift,
+        "eval_episodes": eval_episodes,
+        "table": table,
+    }
     doc["adaptation"] = {"max_kl": max_kl, "caution": caution, "perf_prior": perf_prior}  # None: checkpoint's
     doc["per_seed"] = results
     atomic_write_text(Path(out) / "adapt.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")

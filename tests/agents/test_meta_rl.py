@@ -168,6 +168,12 @@ def test_adaptation_runs_end_to_end_on_tiny(tiny_checkpoint):
         previous=tiny_checkpoint / "meta",
     )  # fmt: skip
     assert prev[0]["agents"]["previous"] == results[0]["agents"]["metaplace"]
+    # first_seed shifts the task range: seed 1 alone is the second task of the two-seed run
+    shifted, _ = run_adaptation(
+        tiny_checkpoint / "meta", None, ["consolidate"], 1, [0], 1, log=lambda m: None, first_seed=1
+    )
+    assert shifted[0]["seed"] == 1 and shifted[0]["task"] == results[1]["task"]
+    assert shifted[0]["agents"]["consolidate"]["0"] == results[1]["agents"]["consolidate"]["0"]
     # overrides of the adaptation settings: no learning (learning rate 0, no refit steps) leaves the curve flat
     flat, _ = run_adaptation(
         tiny_checkpoint / "meta", None, ["metaplace"], 1, [0, 1, 2], 1, log=lambda m: None,
