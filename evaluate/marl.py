@@ -43,7 +43,10 @@ SCENARIOS: dict[str, dict] = {
     "philly-vc": dict(num_agents=None, cluster="philly-vc", jobs=300),
 }
 HEURISTICS = ("fifo-closest", "fifo-consolidate", "fifo-closest+backfill", "fifo-consolidate+backfill")
-CENTRAL_HEURISTICS = ("tiresias-consolidate", "tiresias-closest")
+# clairvoyant (read the traced durations, as the shipped env config's agents do): the fair bar for HMARL
+CLAIRVOYANT_HEURISTICS = ("sjf-consolidate+backfill", "sjf-closest+backfill")
+CENTRAL_HEURISTICS = ("tiresias-consolidate", "tiresias-closest", "srtf-consolidate", "sjf-consolidate")
+CLAIRVOYANT = {*CLAIRVOYANT_HEURISTICS, "srtf-consolidate", "sjf-consolidate"}
 LEARNED = {
     "hmarl": "checkpoints/hmarl_dc4",
     "independent": "checkpoints/hmarl_independent_dc4",
@@ -66,8 +69,7 @@ def scenario_kwargs(name: str, heads: int = 3, jobs: int | None = None) -> dict:
 def heuristic(name: str):
     from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 
-    base, _, extra = name.partition("+")
-    return HeuristicMultiAgent(base.split("-", 1)[1], backfill=extra == "backfill")
+    return HeuristicMultiAgent.from_name(name)
 
 
 def run(env, name: str, policy, seed: int, latency_every: int = 5) -> dict:
@@ -95,7 +97,9 @@ def run(env, name: str, policy, seed: int, latency_every: int = 5) -> dict:
     }
 
 
-def run_central(env, placement: str, seed: int) -> dict:
+def run_central(env, name: str, seed: int) -> dict:
+    """``POLICY-PLACEMENT`` (``tiresias-consolidate``, ``srtf-consolidate``, ...) as one scheduler over the merged
+    queue on the episode's workload (``Simulator.run``)."""
     from gpusched_envs.policies import make_policy
     from gpusched_envs.sim import Simulator
 
@@ -103,7 +107,8 @@ def run_central(env, placement: str, seed: int) -> dict:
     sim = env.sim
     fresh = Simulator(sim.cluster, sim.workload, sim.config)
     t0 = time.perf_counter()
-    m = fresh.run(make_policy("tiresias", placement))
+    policy, _, placement = name.partition("-")
+    m = fresh.run(make_policy(policy, placement))
     return {
         "seed": int(seed),
         "avg_jct": float(m["avg_jct"]),
@@ -137,7 +142,7 @@ def evaluate_scenario(
             eps = [run(env, sched, policy, s) for s in seeds]
         elif sched in CENTRAL_HEURISTICS:
             env = make_env(kw)
-            eps = [run_central(env, sched.split("-", 1)[1], s) for s in seeds]
+            eps = [run_central(env, sched, s) for s in seeds]
         else:
             env = make_env(kw)
             eps = [run(env, sched, heuristic(sched), s) for s in seeds]
@@ -226,7 +231,7 @@ def marl(
     seeds: Annotated[str, typer.Option("--seeds", help="Held-out seeds, 'A-B' or 'A,B'.")] = "20000-20009",
     schedulers: Annotated[
         str, typer.Option("--schedulers", help="Comma-separated scheduler names.")
-    ] = ",".join([*LEARNED, *HEURISTICS, *CENTRAL_HEURISTICS]),
+    ] = ",".join([*LEARNED, *HEURISTICS, *CLAIRVOYANT_HEURISTICS, *CENTRAL_HEURISTICS]),
     jobs: Annotated[
         int | None, typer.Option("--jobs", help="Jobs per episode (default: per scenario).")
     ] = None,
@@ -257,7 +262,7 @@ def marl(
                 raise ValueError(f"--checkpoint takes NAME=FOLDER, got {item!r}")
             ckpts[key] = path
         scheds = [s for s in schedulers.split(",") if s]
-        known = set(ckpts) | set(HEURISTICS) | set(CENTRAL_HEURISTICS)
+        known = set(ckpts) | set(HEURISTICS) | set(CLAIRVOYANT_HEURISTICS) | set(CENTRAL_HEURISTICS)
         bad = [s for s in scheds if s not in known]
         if bad:
             raise ValueError(f"--schedulers: unknown {bad}; known: {', '.join(sorted(known))}")
@@ -276,6 +281,113 @@ def marl(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(markdown(report))
+
+
+# ---------------------------------------------------------------------------------------------- leaderboard
+# ``gpusched leaderboard`` runs multi-agent scenarios (``env_id: <this>`` in a suite, e.g. ``standard``'s
+# ``dc4-multi-agent``): the env is the PettingZoo ParallelEnv; the merged-queue heuristics (fifo, sjf, srtf, tiresias,
+# gandiva) run on a fresh simulator of its workload as on any scenario, the per-agent heuristics (``marl-...``) and
+# HMARL checkpoints (``checkpoints/hmarl*``) in the env.
+MARL_ENV_ID = (
+    "gpusched_envs.multi_agent.multi_scheduler_v0"  # = agents.hmarl.ENV_ID (the checkpoints' env_id)
+)
+LEADERBOARD_AGENTS = ("marl-fifo-consolidate+backfill", "marl-sjf-consolidate+backfill")
+"""Leaderboard specs of the per-agent heuristics (``marl-`` + a HeuristicMultiAgent name); multi-agent scenarios
+only."""
+
+
+def make_marl_env(env_kwargs: dict):
+    """A multi-agent scenario's env (``multi_scheduler_v0.parallel_env``)."""
+    from gpusched_envs.multi_agent import multi_scheduler_v0
+
+    return multi_scheduler_v0.parallel_env(**env_kwargs)
+
+
+def _episode_metrics(env, policy, seed: int) -> dict:
+    from evaluate.agents import _finish
+
+    r = run(env, "", policy, seed, latency_every=10**9)
+    metrics = dict(env.sim.metrics())
+    metrics.update(steps=r["steps"], agents=len(env.possible_agents))
+    return _finish(metrics, env.sim)
+
+
+def is_marl_checkpoint(path: str | Path) -> bool:
+    """A checkpoint folder (or its model.pt) whose meta.json names the multi-agent env."""
+    p = Path(path)
+    meta = (p if p.is_dir() else p.parent) / "meta.json"
+    try:
+        return json.loads(meta.read_text()).get("env_id") == MARL_ENV_ID
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def marl_eval_agent(spec: str):
+    """The leaderboard agent of ``marl-<per-agent heuristic>`` (``marl-sjf-consolidate+backfill``) or of an HMARL
+    checkpoint folder; both run only on multi-agent scenarios."""
+    from evaluate.agents import AgentSpecError, EvalAgent, file_digest
+
+    def applies(scenario) -> str | None:
+        return None if scenario.env_id == MARL_ENV_ID else f"a multi-agent scheduler (runs on {MARL_ENV_ID})"
+
+    if spec.startswith("marl-"):
+        from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
+
+        try:
+            heur = HeuristicMultiAgent.from_name(spec[len("marl-") :])
+        except ValueError as exc:
+            raise AgentSpecError(str(exc)) from None
+
+        class MarlHeuristicEvalAgent(EvalAgent):
+            kind = "marl-heuristic"
+
+            def identity(self) -> dict:
+                return {"kind": self.kind, "heuristic": heur.name}
+
+            def applies_to(self, scenario) -> str | None:
+                return applies(scenario)
+
+            def run_episode(self, scenario, seed: int) -> dict:
+                return _episode_metrics(scenario.make_env(), heur, seed)
+
+        return MarlHeuristicEvalAgent(spec, spec)
+
+    folder = Path(spec) if Path(spec).is_dir() else Path(spec).parent
+
+    class HMARLEvalAgent(EvalAgent):
+        kind = "marl-checkpoint"
+
+        def __init__(self):
+            super().__init__(spec, f"ckpt:{folder.name}")
+            self._policy = None
+
+        def identity(self) -> dict:
+            agents_dir = Path(__file__).resolve().parent.parent / "agents"
+            return {
+                "kind": self.kind,
+                "files": file_digest(folder),
+                "code": [file_digest(agents_dir / f) for f in ("hmarl.py", "interference.py")],
+            }
+
+        def applies_to(self, scenario) -> str | None:
+            return applies(scenario)
+
+        def run_episode(self, scenario, seed: int) -> dict:
+            import torch
+
+            from agents.hmarl import load
+
+            if self._policy is None:
+                torch.set_num_threads(1)
+                self._policy = load(folder)
+            env_kw = {**scenario.env_kwargs, "obs_mode": "graph"}
+            trained = self._policy.meta.get("env_kwargs") or {}
+            env_kw["information"] = trained.get("information", "clairvoyant")
+            if trained.get("num_agents") == 1:  # the centralised scheduler: one agent on the merged queue
+                env_kw.update(num_agents=1, routing="round_robin")
+            return _episode_metrics(make_marl_env(env_kw), self._policy, seed)
+
+    return HMARLEvalAgent()
 
 
 if __name__ == "__main__":
