@@ -33,7 +33,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
-HELDOUT = "philly-windows:first=85,last=105,jobs={jobs},load=1.0"
+HELDOUT = "philly-windows:first=85,last=105,jobs={jobs},load={load}"
 SCENARIOS: dict[str, dict] = {
     "dc4": dict(num_agents=4, cluster="datacenter:racks=4,servers=2,gpus=4", jobs=120),
     **{
@@ -56,11 +56,13 @@ LEARNED = {
 app = typer.Typer(help=__doc__.splitlines()[0], add_completion=False, no_args_is_help=False)
 
 
-def scenario_kwargs(name: str, heads: int = 3, jobs: int | None = None) -> dict:
+def scenario_kwargs(name: str, heads: int = 3, jobs: int | None = None, load: float = 1.0) -> dict:
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    if not load > 0:
+        raise ValueError(f"--load must be > 0, got {load}")
     sc = SCENARIOS[name]
-    kw = dict(cluster=sc["cluster"], workload=HELDOUT.format(jobs=jobs or sc["jobs"]), heads=heads)
+    kw = dict(cluster=sc["cluster"], workload=HELDOUT.format(jobs=jobs or sc["jobs"], load=load), heads=heads)
     if sc["num_agents"] is not None:
         kw["num_agents"] = sc["num_agents"]
     return kw
@@ -119,12 +121,19 @@ def run_central(env, name: str, seed: int) -> dict:
 
 
 def evaluate_scenario(
-    name: str, seeds: list[int], schedulers: list[str], checkpoints: dict, log=print, jobs: int | None = None
+    name: str,
+    seeds: list[int],
+    schedulers: list[str],
+    checkpoints: dict,
+    log=print,
+    jobs: int | None = None,
+    load: float = 1.0,
 ) -> dict:
     from agents.common import bootstrap_ci
-    from agents.hmarl import load, make_env
+    from agents.hmarl import load as load_actor
+    from agents.hmarl import make_env
 
-    kw = scenario_kwargs(name, jobs=jobs)
+    kw = scenario_kwargs(name, jobs=jobs, load=load)
     results: dict[str, dict] = {}
     for sched in schedulers:
         if sched in checkpoints:
@@ -132,7 +141,7 @@ def evaluate_scenario(
             if not Path(path).exists():
                 log(f"  {sched}: no checkpoint at {path}, skipped")
                 continue
-            policy = load(path)
+            policy = load_actor(path)
             env_kw = dict(kw)
             # the observation encoding the actor was trained on (older checkpoints: the clairvoyant one)
             env_kw["information"] = policy.meta["env_kwargs"].get("information", "clairvoyant")
@@ -182,7 +191,8 @@ def markdown(report: dict) -> str:
         "# Multi-agent evaluation (HMARL, issue 16)",
         "",
         f"Machine: {report['machine']}. Seeds: held-out Philly windows (days 85–105 of the trace), "
-        "offered load 1.0 on each cluster's GPUs. Avg JCT: mean over seeds [95% bootstrap interval]; "
+        "offered load as in each scenario's workload (`load=`) on its cluster's GPUs. Avg JCT: mean over seeds "
+        "[95% bootstrap interval]; "
         "Δ vs HMARL: paired difference (positive = HMARL lower) [95% interval]; decision latency: median process CPU "
         "time of one scheduler's decision from its own observation (batch of one; wall time, inflated by the other "
         "jobs on the shared machine, is in marl.json); the heuristics' figures in the same run are the reference. "
@@ -244,6 +254,9 @@ def marl(
     jobs: Annotated[
         int | None, typer.Option("--jobs", help="Jobs per episode (default: per scenario).")
     ] = None,
+    load: Annotated[
+        float, typer.Option("--load", help="Offered load of the held-out windows on the cluster's GPUs.")
+    ] = 1.0,
     out: Annotated[Path, typer.Option("--out", help="Output folder (marl.json, marl.md).")] = Path(
         "results/marl"
     ),
@@ -262,7 +275,7 @@ def marl(
     try:
         names = [s for s in scenarios.split(",") if s]
         for n in names:
-            scenario_kwargs(n)
+            scenario_kwargs(n, load=load)
         seed_list = parse_seeds(seeds)
         ckpts = dict(LEARNED)
         for item in checkpoint or []:
@@ -282,7 +295,7 @@ def marl(
         for n in names:
             typer.echo(f"{n}:", err=True)
             report["scenarios"][n] = evaluate_scenario(
-                n, seed_list, scheds, ckpts, log=lambda m: typer.echo(m, err=True), jobs=jobs
+                n, seed_list, scheds, ckpts, log=lambda m: typer.echo(m, err=True), jobs=jobs, load=load
             )
             atomic_write_text(out / "marl.json", json.dumps(report, indent=2) + "\n")
             atomic_write_text(out / "marl.md", markdown(report) + "\n")

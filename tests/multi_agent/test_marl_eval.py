@@ -43,6 +43,7 @@ def test_marl_evaluates_heuristics_on_paired_seeds(tmp_path):
     assert r["fifo-closest"]["latency_ms_median"] is not None  # decisions timed in the env
     assert "| fifo-closest | 4 | no |" in (out / "marl.md").read_text()
     assert scenario_kwargs("dc16-8")["num_agents"] == 8
+    assert scenario_kwargs("dc4", load=2.0)["workload"].endswith("jobs=120,load=2.0")
 
 
 def test_marl_bad_arguments_are_one_line():
