@@ -15,6 +15,10 @@
   action (nothing to decide) are left out of the policy loss.
 - The **centralised** baseline is the same learner on the env with ``num_agents=1`` and ``routing="round_robin"``: one
   scheduler over the merged queue.
+- **Imitation warm start** (a config's ``imitation:`` block, :class:`ImitationArgs`): DAgger towards a per-agent
+  heuristic (:class:`~gpusched_envs.multi_agent.multi_scheduler.HeuristicMultiAgent`, e.g.
+  ``sjf-consolidate+backfill``) before PPO: every decisive agent state is labelled with the expert's action, the actor
+  fitted by cross-entropy on its masked logits and the critic on the discounted returns (:func:`imitate`).
 
 Run folder (``train(..., out=...)``, ``gpusched train hmarl --config hmarl``)::
 
@@ -22,7 +26,8 @@ Run folder (``train(..., out=...)``, ``gpusched train hmarl --config hmarl``)::
     tb/                TensorBoard: episode/return, episode/avg_jct, train/{policy_loss,value_loss,entropy,clip_frac},
                        train/steps_per_second, eval/avg_jct
     checkpoint/        model.pt (actor), meta.json, resume.pt (actor, critic, optimiser, step counter)
-    best/              the actor with the lowest eval avg JCT
+    best/              the actor with the lowest eval avg JCT (step 0: the imitation warm start)
+    imitation/         the actor right after the imitation warm start; imitation.json: one record per DAgger round
 
 Checkpoints: ``model.pt`` is the actor's ``state_dict`` (``torch.load(weights_only=True)``); ``meta.json`` as the
 other agents' (:mod:`agents.checkpoint`) with ``algorithm: "hmarl"``, ``env_id`` the PettingZoo module, the env

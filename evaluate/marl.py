@@ -6,9 +6,15 @@ Every scheduler runs the same held-out episodes of ``multi_scheduler_v0`` (same 
   independent learners, and one scheduler over the merged queue (the env with ``num_agents=1``);
 - ``fifo-closest``, ``fifo-consolidate`` and their ``+backfill`` variants: per-agent heuristics in the env
   (:class:`~gpusched_envs.multi_agent.multi_scheduler.HeuristicMultiAgent`);
+- ``sjf-consolidate+backfill``, ``sjf-closest+backfill``: clairvoyant per-agent heuristics (each agent runs the
+  shortest of its oldest jobs that fits): the fair bar for actors trained with ``information="clairvoyant"``;
 - ``tiresias-consolidate``, ``tiresias-closest``: Tiresias (2D-LAS, preemptive) as ONE scheduler over the merged
   queue on the same workload (``Simulator.run``); on a cluster of VC pools (``philly-vc``) that equals one Tiresias
-  per VC.
+  per VC; likewise ``srtf-consolidate`` (clairvoyant, preemptive) and ``sjf-consolidate`` (clairvoyant,
+  non-preemptive with backfilling).
+
+Every row says whether the scheduler reads the traced durations (``clairvoyant``). The leaderboard runs multi-agent
+scenarios through the helpers at the end of this module (``marl-*`` agents, HMARL checkpoints).
 
 Reported per scenario and scheduler: average JCT (mean over seeds, 95% bootstrap interval), the paired difference to
 HMARL (mean and 95% interval), and the decision latency per scheduler: the wall time of one agent's decision from
