@@ -874,8 +874,9 @@ def load_config(path: str | Path) -> HMARLConfig:
 
 
 def apply_overrides(cfg: HMARLConfig, items: list[str]) -> None:
-    """``--set key=value``: a top-level key (``steps=1000``), an algorithm argument (``critic=local`` or
-    ``args.critic=local``) or an env kwarg (``env_kwargs.num_agents=8``); values parsed as YAML scalars."""
+    """``--set key=value``: a top-level key (``steps=1000``, ``imitation=null``), an algorithm argument
+    (``critic=local`` or ``args.critic=local``), an env kwarg (``env_kwargs.num_agents=8``) or an imitation key
+    (``imitation.rounds=2``); values parsed as YAML scalars."""
     import yaml
 
     top = set(HMARLConfig.__dataclass_fields__) - {"args", "env_kwargs", "eval_env_kwargs"}
@@ -889,13 +890,15 @@ def apply_overrides(cfg: HMARLConfig, items: list[str]) -> None:
             cfg.env_kwargs = {**cfg.env_kwargs, key.split(".", 1)[1]: value}
         elif key.startswith("eval_env_kwargs."):
             cfg.eval_env_kwargs = {**cfg.eval_env_kwargs, key.split(".", 1)[1]: value}
+        elif key.startswith("imitation."):  # imitation.rounds=2 (``imitation=null`` turns the warm start off)
+            cfg.imitation = {**(cfg.imitation or {}), key.split(".", 1)[1]: value}
         elif key.removeprefix("args.") in arg_fields:
             cfg.args = {**cfg.args, key.removeprefix("args."): value}
         elif key in top:
             setattr(cfg, key, value)
         else:
             raise ValueError(
-                f"--set {key}: unknown key (top-level: {', '.join(sorted(top))}; env_kwargs.NAME; "
+                f"--set {key}: unknown key (top-level: {', '.join(sorted(top))}; env_kwargs.NAME; imitation.NAME; "
                 f"args: {', '.join(sorted(arg_fields))})"
             )
 

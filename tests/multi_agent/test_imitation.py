@@ -118,6 +118,17 @@ def test_imitation_raises_agreement_with_the_expert():
     assert after > before + 0.1 and after > 0.75  # measured: 0.65 -> 0.85
 
 
+def test_imitation_overrides():
+    from agents.hmarl import apply_overrides, load_config
+
+    cfg = load_config("hmarl")
+    assert cfg.imitation["expert"] == "sjf-consolidate+backfill"
+    apply_overrides(cfg, ["imitation.rounds=2", "imitation.expert=fifo-closest+backfill"])
+    assert ImitationArgs.from_dict(cfg.imitation).rounds == 2 and cfg.imitation["epochs"] == 6
+    apply_overrides(cfg, ["imitation=null"])
+    assert cfg.imitation is None
+
+
 def test_imitation_args_fail_clearly():
     with pytest.raises(ValueError, match="imitation: unknown key"):
         ImitationArgs.from_dict({"expret": "x"})
