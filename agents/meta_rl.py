@@ -6,16 +6,32 @@ Pieces:
 
 - **Policy**: the project's hierarchical GNN (:func:`agents.networks.build_network`, ``slots="servers"``: one
   logit per server from the server's embedding ⊕ the head job's, one for deferring) plus a value head on the pooled
-  embedding. Decisions with a single valid action are taken without the network (they carry no gradient).
-- **Inner learner** (:func:`adapt`): advantage actor-critic policy gradient, one Adam step per episode on that
-  episode (returns-to-go with the value baseline, normalised advantages, entropy bonus); ``k`` episodes on a task.
+  embedding, and a **model-based score**: a server's score is its logit minus ``w · Δ(s)``, ``Δ(s)`` the
+  performance model's predicted marginal log slowdown of putting the head job's next worker there (the head job's
+  own slowdown plus the rise of its new neighbours', :meth:`~agents.perf_model.PerformanceModel.
+  candidate_slowdown`) and ``w`` a learned weight (initialised at ``model_score``; 0 switches the score off). So
+  refitting the performance model on a new task's iteration times changes the policy's choices directly, which
+  is how adaptation acts within a few episodes. Decisions with a single valid action are taken without the
+  network (they carry no gradient).
+- **Inner learner** (:func:`adapt`): advantage actor-critic policy gradient, ``inner_steps`` Adam steps per
+  episode on that episode (returns-to-go with the value baseline, normalised advantages, entropy bonus) inside a
+  **trust region** around the meta-trained policy (``max_kl``: the steps are halved until the adapted policy's
+  mean KL from the meta-trained one on the episode's decisions is within it; unbounded, single-episode gradients
+  taught the policy to defer jobs for ever), and a refit of the
+  performance model on the task's own samples as a MAP estimate under a Gaussian **prior centred on the
+  meta-trained weights** (``perf_prior``; its weight shrinks as the task's samples grow); ``k`` episodes. The
+  model score is **cautious**: ``Δ + c·σ`` (``caution``), so a placement the model is unsure of is not preferred
+  on a hopeful mean (:func:`model_slowdown`).
 - **Outer loop** (:func:`meta_train`): Reptile (Nichol et al. 2018), ``θ ← θ + ε · mean_tasks(φ_task − θ)`` with
   ``φ_task`` the inner learner's weights after ``k`` episodes; first-order MAML (:func:`fomaml_update`) is offered as
-  the alternative update (``outer="fomaml"``: the gradient of one more episode taken at ``φ_task``).
+  the alternative update (``outer="fomaml"``: the gradient of one more episode taken at ``φ_task``). Each task
+  adapts its own copy of the performance model; the samples join a shared buffer on which the shared model (the
+  initialisation every task's copy starts from) is refitted after each outer update.
 - **Uncertainty-directed exploration**: during adaptation episodes actions are sampled from
-  ``softmax(logits + β · σ(s) / mean σ)``, ``σ(s)`` being the :class:`~agents.perf_model.PerformanceModel`
-  ensemble's spread for the head job placed with its next worker on server ``s``; ``β = 0`` is the ablation
-  (plain sampling from the policy). The performance model is refitted after every adaptation episode from the
+  ``softmax(score + β · w · σ(s))``, ``σ(s)`` being the :class:`~agents.perf_model.PerformanceModel` ensemble's
+  spread for the head job placed with its next worker on server ``s`` (an optimistic bonus in the model score's
+  own units; ``β / mean σ`` on the logits without a model score); ``β = 0`` is the ablation (plain sampling from
+  the policy). The performance model is refitted after every adaptation episode from the
   iteration times the env reported.
 - **Warm start** (optional, ``imitation_episodes``): before meta-training the policy imitates a placement heuristic
   (behaviour cloning on the heuristic's server choices over the training tasks), so the few hundred meta-training
@@ -68,6 +84,14 @@ class MetaArgs:
     """Adam step size of the inner (adaptation) learner"""
     inner_episodes: int = 3
     """episodes of adaptation per task in meta-training (k)"""
+    inner_steps: int = 1
+    """policy-gradient steps of the inner learner per adaptation episode (on that episode)"""
+    model_score: float = 0.0
+    """initial weight w of the performance-model score: logits − w · predicted marginal log slowdown
+    (0: the GNN's logits alone, the design before the model-based score)"""
+    task_data_only: bool = True
+    """during adaptation, refit the performance model on the task's own samples only (from the meta-trained
+    weights), not on the other tasks' samples in its buffer"""
     outer_lr: float = 0.5
     """Reptile / FOMAML outer step size ε"""
     outer: str = "reptile"
@@ -90,6 +114,16 @@ class MetaArgs:
     """the heuristic imitated by the warm start"""
     perf_fit_steps: int = 100
     """performance-model training steps per refit"""
+    perf_prior: float = 1.0
+    """strength of the prior of the adaptation refits: a Gaussian centred on the meta-trained performance model's
+    weights, weighted perf_prior / (the task's samples) (0: the task's samples alone, the old refit)"""
+    caution: float = 1.0
+    """c of the cautious model score Δ + c·σ (σ the ensemble's spread): uncertain placements are not preferred
+    (0: the mean prediction alone)"""
+    max_kl: float = 0.03
+    """trust region of the inner learner around the policy adaptation starts from (the meta-trained one): each
+    episode's policy-gradient steps are shrunk (halved until within, else undone) so the adapted policy's mean
+    KL(start ‖ adapted) on that episode's decisions stays ≤ max_kl, however many episodes (0: no bound)"""
     seed: int = 0
     """seeds torch, numpy and the episodes"""
 
@@ -118,11 +152,14 @@ def fomaml_update(params: list[torch.Tensor], grads: list[list[torch.Tensor]], o
 class PlacementPolicy(nn.Module):
     """GNN scorer (logits per server + defer) and a value head on the pooled embedding."""
 
-    def __init__(self, cfg: NetworkConfig, obs_space):
+    def __init__(self, cfg: NetworkConfig, obs_space, model_score: float = 0.0):
         super().__init__()
         self.cfg = cfg
         self.scorer = build_network(cfg, obs_space)
         self.value = nn.Linear(cfg.hidden, 1)
+        # w of the model-based score (logits − w · Δ, Δ the performance model's predicted marginal log slowdown):
+        # learned with the rest (meta-trained, adapted); 0 switches the score off
+        self.model_weight = nn.Parameter(torch.tensor(float(model_score)))
 
     def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         scores, emb = self.scorer.scores_and_embedding(obs)
@@ -139,7 +176,7 @@ def make_env(args: MetaArgs):
 
 def make_policy(env, args: MetaArgs) -> PlacementPolicy:
     cfg = config_for_env(env, "gnn", hidden=args.hidden, layers=args.layers, slots="servers")
-    return PlacementPolicy(cfg, env.observation_space)
+    return PlacementPolicy(cfg, env.observation_space, args.model_score)
 
 
 @dataclass
@@ -147,12 +184,34 @@ class Episode:
     obs: list[dict]
     actions: list[int]
     bonus: list[np.ndarray]
+    slowdown: list[np.ndarray]  # the performance model's Δ per action per decision (0 without a model)
     rewards: list[float]  # reward after each recorded decision (forced decisions' rewards folded in)
     metrics: dict
 
 
 def _copy_obs(obs: dict) -> dict:
     return {k: np.array(v, copy=True) for k, v in obs.items()}
+
+
+def model_slowdown(
+    perf: PerformanceModel, env, mask: np.ndarray, caution: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(A,) cautious predicted marginal log slowdown ``Δ + c σ`` of each valid server relative to the best one
+    (0 on masked actions and on defer), and the ensemble spread σ.
+
+    Relative to the best server: the model ranks servers; whether to defer stays the GNN's call (a raw Δ pushes
+    every server below defer on a task where the refitted model predicts large slowdowns, and the policy then
+    defers jobs for ever). Cautious: a placement the model is unsure of is not preferred on a hopeful mean."""
+    d, u = perf.candidate_slowdown(env)
+    if caution:
+        d = d + caution * u
+    valid = np.flatnonzero(mask)
+    servers = valid[valid < len(d) - 1]
+    if len(servers):
+        d = (d - d[servers].min()).astype(np.float32)
+        d[mask == 0] = 0.0
+        d[-1] = 0.0  # defer
+    return d, u
 
 
 @torch.no_grad()
@@ -166,19 +225,28 @@ def rollout(
     perf: PerformanceModel | None = None,
     bonus: float = 0.0,
     expert=None,
+    observe: bool = True,
+    caution: float = 0.0,
 ) -> Episode:
-    """One episode. ``greedy``: masked argmax; else sampled from ``softmax(logits + β σ / mean σ)`` (β = ``bonus``
-    when ``perf`` is given). ``perf`` also records the iteration times the env reports. ``expert(env) -> action``:
-    act by it (and record it) instead of the policy, for behaviour cloning."""
+    """One episode. Scores: ``logits − w Δ`` (``w`` the policy's model weight, ``Δ`` the performance model's
+    predicted marginal log slowdown of each server made cautious, ``Δ + c σ`` with ``c`` = ``caution`` and σ
+    the ensemble's spread, when ``perf`` is given and ``w ≠ 0``). ``greedy``: masked argmax of the scores; else
+    sampled from ``softmax(scores + b)``, the exploration bonus ``b = β w σ`` (β = ``bonus``: optimism in the
+    model score's own units, so β = c makes an exploratory choice judge a server by its mean prediction) or,
+    without a model score, ``b = β σ / mean σ``. ``perf`` also records the iteration times the env reports unless ``observe`` is false (evaluation
+    episodes). ``expert(env) -> action``: act by it (and record it) instead of the policy, for behaviour cloning."""
     obs, info = env.reset(seed=int(seed))
-    ep = Episode([], [], [], [], {})
-    if perf is not None:
+    ep = Episode([], [], [], [], [], {})
+    use_model = perf is not None and perf.trained and float(policy.model_weight.detach()) != 0.0
+    w = float(policy.model_weight.detach())
+    if perf is not None and observe:
         perf.observe(env, info)
     pending = 0.0
     while True:
         mask = obs["action_mask"]
         valid = np.flatnonzero(mask)
         b = np.zeros(len(mask), dtype=np.float32)
+        d = np.zeros(len(mask), dtype=np.float32)
         if expert is not None:
             a = int(expert(env))
             record = len(valid) > 1
@@ -187,15 +255,23 @@ def rollout(
         else:
             record = True
             logits, _ = policy(obs_to_tensors(obs, batched=False))
+            u = None
+            if use_model:
+                d, u = model_slowdown(perf, env, mask, caution)
+                logits = logits - w * torch.as_tensor(d)
             logits = masked(logits, torch.as_tensor(mask).unsqueeze(0))[0]
             if greedy:
                 a = int(logits.argmax())
             else:
-                if perf is not None and bonus > 0 and len(perf):
-                    u = perf.candidate_uncertainty(env)
+                if perf is not None and bonus > 0 and perf.trained:
+                    if u is None:
+                        u = perf.candidate_uncertainty(env)
                     mean_u = float(u[valid].mean())
-                    if mean_u > 0:
+                    if use_model:
+                        b = (bonus * w * u).astype(np.float32)
+                    elif mean_u > 0:
                         b = (bonus * u / mean_u).astype(np.float32)
+                    b[mask == 0] = 0.0
                 p = torch.softmax(logits + torch.as_tensor(b), -1).numpy().astype(np.float64)
                 a = int(rng.choice(len(p), p=p / p.sum()))
         if record:
@@ -207,9 +283,10 @@ def rollout(
             ep.obs.append(_copy_obs(obs))
             ep.actions.append(a)
             ep.bonus.append(b)
+            ep.slowdown.append(d)
             ep.rewards.append(0.0)
         obs, r, terminated, truncated, info = env.step(a)
-        if perf is not None:
+        if perf is not None and observe:
             perf.observe(env, info)
         pending += float(r)
         if terminated or truncated:
@@ -223,9 +300,28 @@ def _batch(obs: list[dict]) -> dict:
     return obs_to_tensors({k: np.stack([o[k] for o in obs]) for k in obs[0]}, batched=True)
 
 
+def policy_logp(policy: PlacementPolicy, episodes: list[Episode]) -> torch.Tensor | None:
+    """(N, A) log-probabilities of the (non-exploring) policy ``softmax(logits − w Δ)`` at every recorded decision
+    of ``episodes`` (−inf on masked actions); None without decisions."""
+    obs = [o for ep in episodes for o in ep.obs]
+    if not obs:
+        return None
+    t = _batch(obs)
+    logits, _ = policy(t)
+    slow = torch.as_tensor(np.stack([d for ep in episodes for d in ep.slowdown]))
+    return torch.log_softmax(masked(logits - policy.model_weight * slow, t["action_mask"]), -1)
+
+
+def mean_kl(logp_old: torch.Tensor, logp_new: torch.Tensor) -> float:
+    """Mean over decisions of KL(old ‖ new) (masked actions, −inf in both, contribute 0)."""
+    p = logp_old.exp()
+    diff = torch.where(p > 0, logp_old - logp_new, torch.zeros_like(logp_old))
+    return float((p * diff).sum(-1).mean())
+
+
 def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) -> torch.Tensor | None:
     """Advantage actor-critic loss of whole episodes (returns-to-go, γ = 1, value baseline)."""
-    obs, acts, bon, rets = [], [], [], []
+    obs, acts, bon, slow, rets = [], [], [], [], []
     for ep in episodes:
         if not ep.actions:
             continue
@@ -234,11 +330,13 @@ def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) ->
         obs += ep.obs
         acts += ep.actions
         bon += ep.bonus
+        slow += ep.slowdown
     if not acts:
         return None
     t = _batch(obs)
     logits, v = policy(t)
-    logits = masked(logits + torch.as_tensor(np.stack(bon)), t["action_mask"])
+    scores = logits - policy.model_weight * torch.as_tensor(np.stack(slow)) + torch.as_tensor(np.stack(bon))
+    logits = masked(scores, t["action_mask"])
     logp = torch.log_softmax(logits, -1)
     a = torch.as_tensor(acts)
     ret = torch.as_tensor(np.concatenate(rets), dtype=torch.float32)
@@ -252,14 +350,56 @@ def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) ->
     return -(chosen * adv).mean() + args.value_coef * ((v - ret) ** 2).mean() - args.entropy * ent
 
 
-def pg_step(policy: PlacementPolicy, opt, episodes: list[Episode], args: MetaArgs) -> None:
-    loss = pg_loss(policy, episodes, args)
-    if loss is None:
-        return
-    opt.zero_grad()
-    loss.backward()
-    nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-    opt.step()
+def pg_step(
+    policy: PlacementPolicy,
+    opt,
+    episodes: list[Episode],
+    args: MetaArgs,
+    steps: int = 1,
+    max_kl: float = 0.0,
+    ref: PlacementPolicy | None = None,
+) -> float:
+    """``steps`` gradient steps of :func:`pg_loss` on ``episodes`` (the later ones slightly off-policy: the
+    episodes' actions were sampled before the first step); returns the mean KL(reference ‖ policy) on the
+    episodes' decisions after the steps (NaN when unbounded; the reference: ``ref``, else the policy before the
+    steps).
+
+    ``max_kl`` > 0 is a trust region (a backtracking line search, as in TRPO): when the steps moved the policy
+    further than ``max_kl`` from the reference, the change of the weights is halved until it is within (up to 10
+    times; beyond that the weights are restored). With ``ref`` the policy adaptation started from, the bound
+    holds for the adapted policy as a whole, not per episode: ten episodes each within a per-episode bound still
+    drifted far enough to defer jobs for ever (the K = 10 column of the first 20-seed run). A single 30-job episode is a very noisy policy-gradient estimate; unbounded, two
+    steps of Adam at 1e-3 per episode raise the defer logit until the adapted policy defers jobs for ever
+    (a held-out task went from 20,927 s to 354,466 s average JCT after 3 episodes)."""
+    with torch.no_grad():
+        ref_logp = policy_logp(policy if ref is None else ref, episodes) if max_kl > 0 else None
+    before = [p.detach().clone() for p in policy.parameters()] if ref_logp is not None else None
+    for _ in range(int(steps)):
+        loss = pg_loss(policy, episodes, args)
+        if loss is None:
+            return 0.0
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
+    if ref_logp is None:
+        return float("nan")
+    with torch.no_grad():
+        after = [p.detach().clone() for p in policy.parameters()]
+        kl = mean_kl(ref_logp, policy_logp(policy, episodes))
+        scale = 1.0
+        for _ in range(10):
+            if kl <= max_kl:
+                return kl
+            scale *= 0.5
+            for p, b, a in zip(policy.parameters(), before, after, strict=True):
+                p.copy_(b + scale * (a - b))
+            kl = mean_kl(ref_logp, policy_logp(policy, episodes))
+        if kl <= max_kl:
+            return kl
+        for p, b in zip(policy.parameters(), before, strict=True):
+            p.copy_(b)
+        return mean_kl(ref_logp, policy_logp(policy, episodes))
 
 
 def adapt(
@@ -274,17 +414,25 @@ def adapt(
     rng: np.random.Generator,
     callback=None,
 ) -> PlacementPolicy:
-    """Inner loop: one policy-gradient step per episode on ``task``, one episode per seed of ``seeds``; returns
-    the adapted copy. ``perf`` is refitted after every episode. ``callback(k, policy)`` after episode ``k``."""
+    """Inner loop: ``args.inner_steps`` policy-gradient steps per episode on ``task`` within the trust region
+    ``args.max_kl`` around ``policy`` (the start), one episode per seed of ``seeds``; returns the adapted copy. ``perf`` (changed in place) is
+    refitted after every episode, on the task's own samples only when ``args.task_data_only``, under a Gaussian
+    prior centred on its weights at the start (``args.perf_prior``: the meta-trained model is the prior, the
+    task's samples outweigh it as they grow). ``callback(k, policy)`` after episode ``k``."""
     env.unwrapped.set_task(task)
     phi = copy.deepcopy(policy)
     opt = torch.optim.Adam(phi.parameters(), lr=args.inner_lr)
     beta = args.bonus if bonus is None else bonus
+    anchor = None
+    if perf is not None:
+        if args.task_data_only:
+            perf.since(len(perf))
+        anchor = perf.anchor() if perf.trained and args.perf_prior > 0 else None
     for k, s in enumerate(seeds, start=1):
-        ep = rollout(phi, env, int(s), greedy=False, rng=rng, perf=perf, bonus=beta)
-        pg_step(phi, opt, [ep], args)
+        ep = rollout(phi, env, int(s), greedy=False, rng=rng, perf=perf, bonus=beta, caution=args.caution)
+        pg_step(phi, opt, [ep], args, args.inner_steps, args.max_kl, ref=policy)
         if perf is not None:
-            perf.fit(args.perf_fit_steps)
+            perf.fit(args.perf_fit_steps, anchor=anchor, prior=args.perf_prior)
         if callback is not None:
             callback(k, phi)
     return phi
@@ -407,9 +555,20 @@ def meta_train(
             adapted, grads = [], []
             for task in batch:
                 seeds = rng.integers(2**31, size=args.inner_episodes)
-                phi = adapt(policy, env, task, seeds, args, perf=perf, rng=rng)
+                # the task adapts its own copy of the performance model (as at evaluation); its samples then
+                # join the shared buffer, on which the shared model is refitted after the batch
+                p_task = copy.deepcopy(perf)
+                phi = adapt(policy, env, task, seeds, args, perf=p_task, rng=rng)
                 if args.outer == "fomaml":
-                    ep = rollout(phi, env, int(rng.integers(2**31)), greedy=False, rng=rng, perf=perf)
+                    ep = rollout(
+                        phi,
+                        env,
+                        int(rng.integers(2**31)),
+                        greedy=False,
+                        rng=rng,
+                        perf=p_task,
+                        caution=args.caution,
+                    )
                     loss = pg_loss(phi, [ep], args)
                     phi.zero_grad()
                     if loss is not None:
@@ -419,16 +578,21 @@ def meta_train(
                     )
                 adapted.append([p.detach() for p in _params(phi)])
                 jcts.append(perf_note(env))
+                perf.absorb(p_task)
             if args.outer == "fomaml":
                 fomaml_update(_params(policy), grads, args.outer_lr * args.inner_lr)
             else:
                 reptile_update(_params(policy), adapted, args.outer_lr)
+            perf.fit(args.perf_fit_steps)
         else:
             for task in batch:
                 env.unwrapped.set_task(task)
                 for s in rng.integers(2**31, size=args.inner_episodes):
-                    ep = rollout(policy, env, int(s), greedy=False, rng=rng, perf=perf, bonus=args.bonus)
-                    pg_step(policy, opt, [ep], args)
+                    ep = rollout(
+                        policy, env, int(s), greedy=False, rng=rng, perf=perf, bonus=args.bonus,
+                        caution=args.caution,
+                    )  # fmt: skip
+                    pg_step(policy, opt, [ep], args, args.inner_steps)
                     jcts.append(ep.metrics.get("avg_jct", float("nan")))
                 perf.fit(args.perf_fit_steps)
         log(
@@ -490,7 +654,7 @@ def save_meta(
     hashes = {}
     for name, state in (
         (POLICY_FILE, policy_state(policy)),
-        (VALUE_FILE, policy.value.state_dict()),
+        (VALUE_FILE, {**policy.value.state_dict(), "model_weight": policy.model_weight}),
         (PERF_FILE, perf.state_dict()),
     ):
         buf = io.BytesIO()
@@ -554,6 +718,10 @@ def load_meta(path: str | Path) -> tuple[PlacementPolicy, PerformanceModel, dict
     policy.scorer.load_state_dict(
         {k[len(prefix) :]: v for k, v in states[POLICY_FILE].items() if k.startswith(prefix)}
     )
-    policy.value.load_state_dict(states[VALUE_FILE])
+    value = dict(states[VALUE_FILE])
+    w = value.pop("model_weight", None)  # absent in checkpoints from before the model-based score
+    policy.value.load_state_dict(value)
+    with torch.no_grad():
+        policy.model_weight.fill_(0.0 if w is None else float(w))
     perf.load_state_dict(states[PERF_FILE])
     return policy, perf, meta

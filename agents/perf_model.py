@@ -98,6 +98,8 @@ class PerformanceModel:
         self.capacity = int(capacity)
         self.x: list[np.ndarray] = []
         self.y: list[float] = []
+        self.seen = 0  # samples ever added
+        self.trained = False  # fitted on data (or loaded): its predictions mean something
 
     def __len__(self) -> int:
         return len(self.y)
@@ -105,6 +107,7 @@ class PerformanceModel:
     def add(self, x: np.ndarray, y: float) -> None:
         self.x.append(np.asarray(x, dtype=np.float32))
         self.y.append(float(y))
+        self.seen += 1
         if len(self.y) > self.capacity:
             del self.x[0], self.y[0]
 
@@ -123,11 +126,32 @@ class PerformanceModel:
             added += 1
         return added
 
-    def fit(self, steps: int = 200, batch: int = 64) -> float:
-        """Train each member on its bootstrap resample; returns the last mean squared error."""
+    def anchor(self) -> list[torch.Tensor]:
+        """A copy of the trainable weights: the prior's centre for :meth:`fit` (the meta-trained model)."""
+        return [p.detach().clone() for p in self.members.parameters() if p.requires_grad]
+
+    def fit(
+        self,
+        steps: int = 200,
+        batch: int = 64,
+        anchor: list[torch.Tensor] | None = None,
+        prior: float = 0.0,
+    ) -> float:
+        """Train each member on its bootstrap resample; returns the last mean squared error.
+
+        ``anchor`` (from :meth:`anchor`) and ``prior`` > 0 make the fit a MAP estimate under a Gaussian prior
+        centred on the anchor weights: the loss is the mean squared error plus ``prior / n · Σ (θ − θ₀)²`` per
+        member (``n`` the samples in the buffer). The prior counts like ``prior``-weighted pseudo-observations,
+        so with a few samples of a new task the model stays near what meta-training learned, and the task's own
+        data takes over as its samples grow."""
         n = len(self.y)
         if n == 0:
             return float("nan")
+        self.trained = True
+        params = [p for p in self.members.parameters() if p.requires_grad]
+        if anchor is not None and len(anchor) != len(params):
+            raise ValueError(f"anchor: expected {len(params)} tensors (from anchor()), got {len(anchor)}")
+        coef = float(prior) / n if anchor is not None and prior > 0 else 0.0
         x = torch.as_tensor(np.stack(self.x))
         y = torch.as_tensor(np.asarray(self.y, dtype=np.float32))
         k = len(self.members)
@@ -138,8 +162,13 @@ class PerformanceModel:
             idx = torch.gather(boot, 1, pick)
             pred = torch.stack([m(x[i]) for m, i in zip(self.members, idx, strict=True)])
             loss = ((pred - y[idx]) ** 2).mean()
+            total = loss
+            if coef > 0:  # Σ over each member's weights, averaged over members like the squared error
+                total = loss + coef / len(self.members) * sum(
+                    ((p - a) ** 2).sum() for p, a in zip(params, anchor, strict=True)
+                )
             self.opt.zero_grad()
-            loss.backward()
+            total.backward()
             self.opt.step()
         return float(loss.detach())
 
@@ -166,8 +195,75 @@ class PerformanceModel:
         out[servers] = self.predict(feats)[1]
         return out
 
+    def since(self, start: int) -> PerformanceModel:
+        """Keep only the samples added after the first ``start`` (the weights stay): a task's own data."""
+        self.x, self.y = self.x[start:], self.y[start:]
+        return self
+
+    def absorb(self, other: PerformanceModel) -> None:
+        """Add the samples ``other`` (a copy of this model) gathered since it was copied."""
+        n = min(other.seen - self.seen, len(other))
+        for x, y in zip(other.x[len(other) - n :], other.y[len(other) - n :], strict=True):
+            self.add(x, y)
+
+    def candidate_slowdown(self, env) -> tuple[np.ndarray, np.ndarray]:
+        """(A,) predicted marginal log slowdown of each valid server action, and the ensemble spread of the head
+        job's prediction there (0 elsewhere, and for the defer action).
+
+        The marginal slowdown of putting the head job's next worker on server ``s`` is the head job's predicted
+        log slowdown with that placement plus, for every running job on ``s`` that the placement does not already
+        share a server with, the rise of its predicted log slowdown when the head job becomes its neighbour:
+        the model's estimate of the interference and spreading cost the choice adds, the quantity MetaPlace's
+        policy weighs (:class:`agents.meta_rl.PlacementPolicy`)."""
+        u = env.unwrapped
+        mask = u.encoder.action_mask
+        delta = np.zeros(len(mask), dtype=np.float32)
+        spread = np.zeros(len(mask), dtype=np.float32)
+        head = u.head_job
+        if head < 0:
+            return delta, spread
+        servers = np.flatnonzero(mask[: u.defer_action])
+        if not len(servers):
+            return delta, spread
+        sim, c = u.sim, u.cluster
+        nm = len(c.catalog.model_names)
+        mh = int(sim.job_model[head])
+        rows: list[np.ndarray] = []
+        owner: list[tuple[int, float]] = []  # (index into servers, sign) per row
+        cache: dict[int, np.ndarray] = {}
+        for i, s in enumerate(servers.tolist()):
+            cand = u.candidate_gpus(s)
+            rows.append(placement_features(sim, head, cand))
+            owner.append((i, 1.0))
+            shared = set(np.unique(c.gpu_server[cand[:-1]]).tolist())
+            if s in shared:
+                continue  # the head job already neighbours every job on s
+            for n in sim.server_jobs[s]:
+                n = int(n)
+                if n == head or sim.job_gpus[n] is None:
+                    continue
+                if shared and shared & set(np.unique(c.gpu_server[sim.job_gpus[n]]).tolist()):
+                    continue
+                if n not in cache:
+                    cache[n] = placement_features(sim, n, sim.job_gpus[n])
+                x = cache[n]
+                x2 = x.copy()
+                if mh >= 0:
+                    x2[nm + mh] += 1.0
+                x2[2 * nm + 4] += 1.0
+                rows += [x2, x]
+                owner += [(i, 1.0), (i, -1.0)]
+        mean, std = self.predict(np.stack(rows))
+        idx = np.array([o[0] for o in owner])
+        sign = np.array([o[1] for o in owner], dtype=np.float32)
+        delta[servers] = np.bincount(idx, weights=sign * mean, minlength=len(servers)).astype(np.float32)
+        head_rows = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]] & (sign > 0))
+        spread[servers] = std[head_rows]
+        return delta, spread
+
     def state_dict(self) -> dict:
         return {k: v for k, v in self.members.state_dict().items()}
 
     def load_state_dict(self, state: dict) -> None:
         self.members.load_state_dict(state)
+        self.trained = True

@@ -93,11 +93,19 @@ def worl_rtgs(
     jitter: float = 0.02,
     seed: int = 0,
     list_plans: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    refine: float = 0.0,
 ) -> SearchResult:
     """WORL-RTGS on ``space``, with ``planner_plans`` (DDQN plans ``(assignment, priority)``) as the injection pool
     and the initial population's first whales; ``list_plans`` (e.g. HEFT's and CPOP's) are seeded before them
     (initial population only, not injected). ``gap_threshold=None`` turns the running-time-gap strategy off,
-    ``injection_rate=0`` the per-iteration injection (the ablations)."""
+    ``injection_rate=0`` the per-iteration injection (the ablations).
+
+    ``refine`` (0 to 1): the share of the ``population × iterations`` evaluation budget spent on the refinement
+    step, a critical-path local search of the best whale (:func:`agents.dag_local_search.local_search`): WOA
+    runs ``round((1 - refine) × iterations)`` iterations and the search gets whatever of the budget is left
+    (the hook's evaluations count too), so the total stays the budget other searchers get."""
+    if not 0.0 <= refine <= 1.0:
+        raise ValueError(f"refine must lie in [0, 1], got {refine}")
     pool = (
         np.concatenate([space.encode(a, p) for a, p in planner_plans])
         if planner_plans
@@ -105,8 +113,21 @@ def worl_rtgs(
     )
     hook = WORLHook(pool, injection_rate, gap_threshold, jitter)
     seeds = [*(list_plans or []), *planner_plans]
+    woa_iterations = max(1, round((1.0 - refine) * iterations)) if refine < 1.0 else 1
+    start = space.evaluations
     res = whale_optimization(
-        space, population=population, iterations=iterations, seed=seed, seeds=seeds, hook=hook
+        space, population=population, iterations=woa_iterations, seed=seed, seeds=seeds, hook=hook
     )
     res.stats = hook.stats
+    left = population * iterations - (space.evaluations - start)
+    if refine > 0 and left > 0:
+        from agents.dag_local_search import local_search
+
+        ls = local_search(space, [res.plan], budget=left, seed=seed)
+        res.stats["refined_from"] = res.makespan
+        if ls.makespan < res.makespan:
+            res.assignment, res.priority, res.makespan = ls.assignment, ls.priority, ls.makespan
+        res.curve = [*res.curve, *ls.curve[1:]]
+        res.evaluations = space.evaluations
+        res.seconds += ls.seconds
     return res

@@ -2,18 +2,22 @@
 ``gpusched meta-train``: meta-training (or multi-task training) of the MetaPlace policy.
 
 For each seed ``i`` (one held-out task per seed, :func:`gpusched_envs.envs.placement_tasks.heldout_tasks`, or a
-drifting one with ``--drift``), every learning agent adapts for ``K`` episodes on the task (one policy-gradient
-step per episode, its own workload seeds) and its greedy policy is then evaluated on ``--eval-episodes`` workloads
-of the task that adaptation never saw; the heuristics run on the same evaluation workloads (FIFO order with
+drifting one with ``--drift``), every learning agent adapts for ``K`` episodes on the task (``inner_steps``
+policy-gradient steps per episode and a refit of its performance model, its own workload seeds) and its greedy
+policy is then evaluated on ``--eval-episodes`` workloads of the task that adaptation never saw; the heuristics run on the same evaluation workloads (FIFO order with
 backfill, as the env's head job, and their placement). Reported: average JCT after 0, 1, 3, 10 adaptation
 episodes, per agent, mean over seeds with a 95% percentile-bootstrap interval, and paired differences
 (MetaPlace − agent, per seed) with their intervals.
 
 Agents: ``metaplace`` (the meta-trained checkpoint, uncertainty-directed exploration on), ``metaplace-nobonus``
-(the exploration ablation: the same checkpoint, plain sampling from the policy), ``multitask`` (pre-trained on
-every training task without meta-learning, adapted the same way, plain sampling), ``scratch`` (the same network
-from a random initialisation, same adaptation budget), and the heuristics ``consolidate``, ``closest``, ``pack``,
-``random``.
+(the exploration ablation: the same checkpoint, plain sampling from the policy), ``metaplace-nomodel`` (the
+ablation of the model-based score: the same checkpoint with ``w = 0``, the GNN's logits alone, bonus on),
+``multitask`` (pre-trained on every training task without meta-learning, with its own performance model, adapted
+the same way, plain sampling), ``previous`` (another MetaPlace checkpoint given by ``--previous``, e.g. the one
+shipped before, adapted the same way), ``scratch`` (the same network and score from a random initialisation and an
+untrained performance model, same adaptation budget), and the heuristics ``consolidate``, ``closest``, ``pack``,
+``random``. The learned agents' performance models are refitted on the task's adaptation episodes only; the
+evaluation workloads are scored with the model but never added to it.
 
     gpusched adapt --seeds 10 --adapt-episodes 0,1,3,10 --out results/adapt
     gpusched adapt --drift --seeds 10 --out results/adapt-drift
@@ -29,7 +33,8 @@ import numpy as np
 import typer
 
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
-LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "multitask", "scratch")
+LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "metaplace-nomodel", "multitask", "scratch", "previous")
+DEFAULT_AGENTS = tuple(a for a in LEARNED_AGENTS if a != "previous") + HEURISTIC_AGENTS
 DEFAULT_META = "checkpoints/metaplace/workerplacement_gnn"
 DEFAULT_MULTITASK = "checkpoints/metaplace/multitask_gnn"
 
@@ -43,21 +48,33 @@ def _heuristic_jct(env, task, placement: str, seed: int) -> float:
     return float(sim.run(FIFO(placement, backfill=True))["avg_jct"])
 
 
-def _greedy_jct(policy, env, task, seeds) -> float:
+def _greedy_jct(policy, env, task, seeds, perf=None, caution: float = 0.0) -> float:
+    """Greedy policy (scored with ``perf``'s cautious predictions, which learns nothing here) on the evaluation
+    workloads."""
     from agents.meta_rl import rollout
 
     env.unwrapped.set_task(task)
-    return float(np.mean([rollout(policy, env, int(s), greedy=True).metrics["avg_jct"] for s in seeds]))
+    return float(
+        np.mean(
+            [
+                rollout(policy, env, int(s), greedy=True, perf=perf, observe=False, caution=caution).metrics[
+                    "avg_jct"
+                ]
+                for s in seeds
+            ]
+        )
+    )
 
 
 def run_seed(job: dict) -> dict:
     """One seed of the evaluation: every agent on the seed's task; ``{agent: {K: avg JCT}}``."""
     import copy
+    import dataclasses
 
     import torch
 
     from agents.common import seed_everything, set_torch_threads
-    from agents.meta_rl import adapt, load_meta, make_env, make_policy
+    from agents.meta_rl import adapt, load_meta, make_env, make_policy, new_perf_model
     from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
 
     set_torch_threads(1)
@@ -66,6 +83,7 @@ def run_seed(job: dict) -> dict:
     from agents.meta_rl import MetaArgs
 
     args = MetaArgs(**{k: v for k, v in meta["args"].items() if k in MetaArgs.__dataclass_fields__})
+    args = dataclasses.replace(args, **(job.get("overrides") or {}))  # adaptation settings under study
     env = make_env(args)
     pick = drift_tasks if job["drift"] else heldout_tasks
     task = pick(i + 1, args.task_seed, args.num_jobs, (args.cluster,))[i]
@@ -83,20 +101,26 @@ def run_seed(job: dict) -> dict:
         if name.startswith("metaplace"):
             policy, perf = copy.deepcopy(policy0), copy.deepcopy(perf0)
             bonus = args.bonus if name == "metaplace" else 0.0
+            if name == "metaplace-nomodel":  # the ablation of the model-based score: the GNN's logits alone
+                with torch.no_grad():
+                    policy.model_weight.fill_(0.0)
         elif name == "multitask":
-            policy, _, _ = load_meta(job["multitask"])
+            policy, perf, _ = load_meta(job["multitask"])
+        elif name == "previous":  # another MetaPlace checkpoint (e.g. the one shipped before), adapted alike
+            policy, perf, _ = load_meta(job["previous"])
+            bonus = args.bonus
         elif name == "scratch":
             torch.manual_seed(1000 + i)
-            policy = make_policy(env, args)
+            policy, perf = make_policy(env, args), new_perf_model(env, 1000 + i)
         else:
             raise ValueError(f"unknown agent {name!r}; valid: {', '.join(LEARNED_AGENTS + HEURISTIC_AGENTS)}")
         curve: dict[str, float] = {}
         if 0 in ks:
-            curve["0"] = _greedy_jct(policy, env, task, eval_seeds)
+            curve["0"] = _greedy_jct(policy, env, task, eval_seeds, perf, args.caution)
 
-        def note(k, phi, curve=curve):
+        def note(k, phi, curve=curve, perf=perf):
             if k in ks:
-                curve[str(k)] = _greedy_jct(phi, env, task, eval_seeds)
+                curve[str(k)] = _greedy_jct(phi, env, task, eval_seeds, perf, args.caution)
                 env.unwrapped.set_task(task)
 
         if max(ks) > 0:
@@ -164,18 +188,26 @@ def run_adaptation(
     drift: bool = False,
     workers: int = 1,
     log=print,
+    previous: str | Path | None = None,
+    overrides: dict | None = None,
+    first_seed: int = 0,
 ) -> tuple[list[dict], dict]:
+    """Every seed of the evaluation (:func:`run_seed`), seeds ``first_seed .. first_seed + seeds - 1``;
+    ``overrides``: MetaArgs fields of the adaptation (e.g. ``max_kl``, ``caution``, ``perf_prior``) replacing the
+    checkpoint's. Returns (per-seed results, summary)."""
     jobs = [
         {
             "seed": i,
             "ks": ks,
             "meta": str(meta),
             "multitask": str(multitask) if multitask else None,
+            "previous": str(previous) if previous else None,
             "agents": agents,
             "eval_episodes": eval_episodes,
             "drift": drift,
+            "overrides": dict(overrides or {}),
         }
-        for i in range(seeds)
+        for i in range(first_seed, first_seed + seeds)
     ]
     results: list[dict] = []
     if workers > 1:
@@ -214,15 +246,37 @@ def adapt_cmd(
         str, typer.Option(help="Comma list of adaptation budgets K (episodes) to report.")
     ] = "0,1,3,10",
     seeds: Annotated[int, typer.Option(min=1, help="Seeds (one held-out task each).")] = 10,
+    first_seed: Annotated[
+        int, typer.Option(min=0, help="First seed (tasks first_seed .. first_seed + seeds - 1).")
+    ] = 0,
     agents: Annotated[
         str, typer.Option(help="Comma list of agents: " + ", ".join(LEARNED_AGENTS + HEURISTIC_AGENTS))
-    ] = ",".join(LEARNED_AGENTS + HEURISTIC_AGENTS),
+    ] = ",".join(DEFAULT_AGENTS),
     checkpoint: Annotated[Path, typer.Option(help="MetaPlace checkpoint folder.")] = Path(DEFAULT_META),
     multitask: Annotated[Path, typer.Option(help="Multi-task baseline checkpoint folder.")] = Path(
         DEFAULT_MULTITASK
     ),
+    previous: Annotated[
+        Path | None,
+        typer.Option(help="Another MetaPlace checkpoint, agent 'previous' (e.g. the one shipped before)."),
+    ] = None,
     eval_episodes: Annotated[int, typer.Option(min=1, help="Evaluation workloads per seed and K.")] = 2,
     drift: Annotated[bool, typer.Option(help="Drift experiment: the task changes mid-episode.")] = False,
+    max_kl: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, help="Trust region of the inner policy-gradient steps (mean KL per episode; 0: none)."
+        ),
+    ] = None,
+    caution: Annotated[
+        float | None, typer.Option(min=0.0, help="c of the cautious model score Δ + c·σ (0: the mean alone).")
+    ] = None,
+    perf_prior: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, help="Prior strength of the performance-model refits (0: the task's samples alone)."
+        ),
+    ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
     out: Annotated[Path, typer.Option(help="Output folder (adapt.json, adapt.md).")] = Path("results/adapt"),
 ) -> None:
@@ -237,7 +291,10 @@ def adapt_cmd(
     for flag, path, needed in (
         ("--checkpoint", checkpoint, True),
         ("--multitask", multitask, "multitask" in names),
+        ("--previous", previous, "previous" in names),
     ):
+        if needed and path is None:
+            _fail(f"agent 'previous' needs {flag} CHECKPOINT")
         if needed and not (Path(path) / "meta.json").exists():
             _fail(f"{flag} {path}: no MetaPlace checkpoint there (meta.json missing)")
     results, table = run_adaptation(
@@ -249,10 +306,26 @@ def adapt_cmd(
         eval_episodes,
         drift,
         workers,
+        previous=previous if "previous" in names else None,
+        overrides={
+            k: v
+            for k, v in (("max_kl", max_kl), ("caution", caution), ("perf_prior", perf_prior))
+            if v is not None
+        },
+        first_seed=first_seed,
     )
-    title = f"{'Drift' if drift else 'Held-out'} tasks: average JCT (s) after K adaptation episodes, {seeds} seeds"
+    span = f"seeds {first_seed}-{first_seed + seeds - 1}"
+    title = f"{'Drift' if drift else 'Held-out'} tasks: average JCT (s) after K adaptation episodes, {span}"
     md = markdown(table, ks, title)
-    doc = {"ks": ks, "seeds": seeds, "drift": drift, "eval_episodes": eval_episodes, "table": table}
+    doc = {
+        "ks": ks,
+        "seeds": seeds,
+        "first_seed": first_seed,
+        "drift": drift,
+        "eval_episodes": eval_episodes,
+        "table": table,
+    }
+    doc["adaptation"] = {"max_kl": max_kl, "caution": caution, "perf_prior": perf_prior}  # None: checkpoint's
     doc["per_seed"] = results
     atomic_write_text(Path(out) / "adapt.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     atomic_write_text(Path(out) / "adapt.md", md)

@@ -22,6 +22,8 @@ def _machine() -> dict:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "processor": platform.processor() or platform.machine(),
+        # other jobs on the machine slow every figure down: the load average says how busy it was
+        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
     }
 
 
@@ -173,6 +175,7 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
         if console is not None:
             console.print(msg)
 
+    load_before = _machine()["load_average"]
     results = []
     say("benchmark: Philly replay")
     results.append(bench_philly_replay(quick))
@@ -187,10 +190,15 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
     for ep in entry_points(group="gpusched.benchmarks"):  # e.g. training speed, from the agents package
         say(f"benchmark: {ep.name}")
         results.extend(ep.load()(quick=quick))
+    machine = _machine()
     return {
         "schema": "gpusched.bench/1",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": _machine(),
+        "machine": {
+            **machine,
+            "load_average_before": load_before,
+            "load_average_after": machine["load_average"],
+        },
         "quick": quick,
         "benchmarks": results,
     }

@@ -328,6 +328,11 @@ def bench(
         meets = "" if r.get("meets") is None else ("yes" if r["meets"] else "NO")
         table.add_row(r["name"], f"{r['value']:,.4g}", r["unit"], r.get("target", ""), meets)
     console.print(table)
+    m = results["machine"]
+    console.print(
+        f"machine: {m['cpus']} CPUs ({m['processor']}, {m['platform']}); 1-min load average "
+        f"{(m['load_average_before'] or ['?'])[0]} before, {(m['load_average_after'] or ['?'])[0]} after"
+    )
     if out is not None:
         atomic_write_text(out, dumps_json(results))
         console.print(f"wrote {out}")

@@ -6,6 +6,8 @@ Usage::
     # against another version of the evaluator, timed in the same run (interleaved, CPU time):
     git show REV:gpusched_envs/sim/dag_eval.py > /tmp/old_dag_eval.py
     .venv/bin/python scripts/bench_dag_eval.py --reference /tmp/old_dag_eval.py
+    # exactly `gpusched bench`'s DAG, GPUs and plans:
+    .venv/bin/python scripts/bench_dag_eval.py --cluster hetero64 --seeds 1 --repeats 50 --reference ...
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpusched_envs.policies.dag import random_plans  # noqa: E402
-from gpusched_envs.sim import dag_eval  # noqa: E402
+from gpusched_envs.sim import dag_eval, load_cluster  # noqa: E402
 from gpusched_envs.workloads.dag import random_layered_dag  # noqa: E402
 
 
@@ -34,6 +36,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5, help="number of random DAGs")
     ap.add_argument(
         "--reference", type=Path, default=None, help="another dag_eval.py to time in the same run"
+    )
+    ap.add_argument(
+        "--cluster",
+        default=None,
+        help="take the GPUs' speeds and links from this preset's first --gpus GPUs, as `gpusched bench` does "
+        "(hetero64 with --seeds 1: exactly its DAG, GPUs and plans); default: random speeds, 10 GB/s links",
     )
     args = ap.parse_args()
     versions = {"current": dag_eval}
@@ -48,9 +56,19 @@ def main() -> None:
     best: dict[str, list[float]] = {k: [] for k in versions}
     for seed in range(args.seeds):
         dag = random_layered_dag(args.tasks, seed=seed)
-        speed = np.random.default_rng(seed).uniform(0.5, 2.0, args.gpus)
-        bw = dag_eval.uniform_bandwidth(args.gpus, 10e9)
-        a, p = random_plans(dag, args.gpus, args.population, seed=seed)
+        if args.cluster is None:
+            speed = np.random.default_rng(seed).uniform(0.5, 2.0, args.gpus)
+            bw = dag_eval.uniform_bandwidth(args.gpus, 10e9)
+            a, p = random_plans(dag, args.gpus, args.population, seed=seed)
+        else:  # gpusched_envs.bench.bench_dag_plans's setup
+            cluster = load_cluster(args.cluster)
+            gpus = np.arange(args.gpus)
+            speed = 1.0 / cluster.catalog.iteration_time[0, cluster.gpu_type[gpus]]
+            speed = speed / speed.max()
+            bw = cluster.bandwidth_matrix()[np.ix_(gpus, gpus)]
+            rng = np.random.default_rng(seed)
+            a = rng.integers(0, args.gpus, size=(args.population, dag.num_tasks))
+            p = rng.random((args.population, dag.num_tasks))
         evs = {k: m.PlanEvaluator(dag, speed, bw) for k, m in versions.items()}
         results = {k: ev.evaluate(a, p) for k, ev in evs.items()}  # warm-up, and the versions must agree
         if "reference" in results and not np.array_equal(results["current"], results["reference"]):
@@ -69,7 +87,8 @@ def main() -> None:
             best[k].append(args.population / max(fastest[k], 1e-9))
     for k, r in rates.items():
         print(
-            f"{k}: {args.tasks}-task random layered DAGs, {args.gpus} GPUs, P={args.population}: "
+            f"{k}: {args.tasks}-task random layered DAGs, {args.gpus} GPUs"
+            f"{' of ' + args.cluster if args.cluster else ''}, P={args.population}: "
             f"{np.median(r):,.0f} plan evaluations per CPU-second (median of {args.seeds} DAGs; min {min(r):,.0f}; "
             f"fastest call {np.median(best[k]):,.0f})"
         )

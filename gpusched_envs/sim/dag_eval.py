@@ -24,6 +24,7 @@ attributes works.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -103,6 +104,69 @@ def _padded(ptr: np.ndarray, vals: np.ndarray, n: int, fill: int) -> np.ndarray:
     return out
 
 
+_local = threading.local()  # per-thread work buffers of the evaluator, see _workspace
+_WORKSPACE_MAX_BYTES = 256 * 2**20
+
+
+def _workspace(pop: int, n: int, g: int, e: int, c: int, kdt) -> dict:
+    """Work buffers for one evaluation of ``pop`` plans of an (N tasks, G GPUs, E edges, C max children) DAG.
+
+    A population's work arrays are several MB, and a fresh numpy array that large is fresh memory from the OS on
+    every call (glibc returns blocks above its mmap threshold on free), so each call paid a page fault per 4 KiB it
+    touched: measured at ~30% of an evaluation of 1,000 plans of 50 tasks. So the buffers are kept and reused:
+    per thread (a thread runs one evaluation at a time; the next call overwrites them), for the two most recent
+    shapes, and only up to 256 MiB (larger populations allocate per call). Each step writes into them with
+    ``out=`` (and ``np.take(..., mode="clip")``: ``mode="raise"`` buffers its output; indices are in range).
+    """
+    shape = (pop, n, g, e, c, np.dtype(kdt).str)
+    cache = _local.__dict__.setdefault("workspaces", {})
+    tab = cache.pop(shape, None)
+    if tab is None:
+        n1 = n + 1
+        plan = np.arange(pop, dtype=np.int64)
+        tab = {
+            "plan": plan,
+            "plan_col": plan[:, None],
+            "rows_n": plan * n,
+            "rows_n_col": (plan * n)[:, None],
+            "rows_g": plan * g,
+            "rank_vals": np.tile(np.arange(n, dtype=kdt), pop),
+            # per population
+            "idx": np.empty((pop, n), dtype=np.int64),
+            "sorted": np.empty((pop, n)),
+            "tie": np.empty((pop, max(n - 1, 0)), dtype=bool),
+            "rank": np.empty((pop, n), dtype=kdt),
+            "key": np.empty((n1, pop), dtype=kdt),
+            "run": np.empty(pop * n),
+            "gpu": np.empty((n, pop), dtype=np.int64),
+            "a_t": np.empty((n, pop), dtype=np.int64),
+            "pair": np.empty((e, pop), dtype=np.int64),
+            "pair2": np.empty((e, pop), dtype=np.int64),
+            "delay": np.zeros((e + 1, pop)),  # row E stays 0: the padding edge
+            "ready": np.empty(n1 * pop),
+            "free": np.empty(pop * g),
+            # per step
+            "best": np.empty(pop, dtype=kdt),
+            "pos": np.empty(pop, dtype=np.int64),
+            "t": np.empty(pop, dtype=np.int64),
+            "ft": np.empty(pop, dtype=np.int64),
+            "fg": np.empty(pop, dtype=np.int64),
+            "st": np.empty(pop),
+            "tmp": np.empty(pop),
+            "fin": np.empty(pop),
+            "cidx": np.empty((pop, c), dtype=np.int64),
+            "eidx": np.empty((pop, c), dtype=np.int64),
+            "ckey": np.empty((pop, c), dtype=kdt),
+            "arrive": np.empty((pop, c)),
+            "cready": np.empty((pop, c)),
+        }
+    if sum(v.nbytes for v in tab.values()) <= _WORKSPACE_MAX_BYTES:
+        while len(cache) >= 2:
+            cache.pop(next(iter(cache)))  # the least recently used shape
+        cache[shape] = tab
+    return tab
+
+
 class PlanEvaluator:
     """Evaluates many plans of one DAG on one GPU set. Build once, call :meth:`evaluate` per population.
 
@@ -125,7 +189,7 @@ class PlanEvaluator:
         self.kid_edge = _padded(out_ptr, by_src, n, len(edges))  # (N, C) edge ids; padding: dummy edge E
         self.num_edges = len(edges)
         self.edge_src, self.edge_dst, self.edge_bytes = src, dst, eb
-        self._table_cache: dict[int, dict] = {}
+        self._scaled: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.kids = _padded(out_ptr, dst[by_src], n, n)  # (N, C) int64
         self.indeg = np.bincount(dst, minlength=n).astype(np.int64)
         self.roots = np.flatnonzero(self.indeg == 0)
@@ -135,6 +199,8 @@ class PlanEvaluator:
         span = (n + 1) * max(n, int(self.indeg.max(initial=0))) + n
         self._key_dtype = next(t for t in (np.int16, np.int32, np.int64) if span < np.iinfo(t).max // 2)
         self._inv_flat = self.inv_bw.ravel()
+        self._rt_offset = np.arange(n, dtype=np.int64) * g  # task i's row in the flat (N, G) runtimes
+        self._key_base = (-(n + 1) * self.indeg).astype(self._key_dtype)  # a task's key before its rank
 
     # ------------------------------------------------------------------ input checks
     def _check(self, assignments, priorities) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +216,7 @@ class PlanEvaluator:
         if not np.issubdtype(a.dtype, np.integer):
             if not np.all(a == np.round(a)):
                 raise ValueError("assignments must be integer GPU indices")
-        a = a.astype(np.int64)
+        a = a.astype(np.int64, copy=False)
         if a.size and (a.min() < 0 or a.max() >= g):
             raise ValueError(f"assignments must be GPU indices in 0..{g - 1}")
         if not np.all(np.isfinite(p)):
@@ -159,39 +225,45 @@ class PlanEvaluator:
 
     # ------------------------------------------------------------------ core
     def _tables(self, pop: int) -> dict:
-        """Index helpers for a population of ``pop`` plans (cached per size: they do not depend on the plans).
-        Per-task arrays are laid out task-major, ``(N + 1, P)`` (row N: padding), so position ``task * P + plan``;
-        per-edge arrays ``(E + 1, P)`` (row E: padding, delay 0). The child tables scaled by ``P`` are small
-        (N, C): gathering rows of them and adding the plan beats gathering rows of a (P * N, C) table."""
-        tab = self._table_cache.get(pop)
-        if tab is None:
-            n = self.num_tasks
-            plan = np.arange(pop, dtype=np.int64)
-            tab = {
-                "kids": self.kids * pop,
-                "kid_edge": self.kid_edge * pop,
-                "plan": plan,
-                "rows_n": plan * n,
-                "rows_g": plan * self.num_gpus,
-            }
-            if len(self._table_cache) > 4:
-                self._table_cache.clear()
-            self._table_cache[pop] = tab
+        """Index helpers and work buffers for a population of ``pop`` plans: the DAG's child tables scaled by
+        ``P`` (cached per evaluator), the rest from :func:`_workspace` (shared by every evaluator of the same
+        shapes in this thread). Per-task arrays are laid out task-major, ``(N + 1, P)`` (row N: padding), so
+        position ``task * P + plan``; per-edge arrays ``(E + 1, P)`` (row E: padding, delay 0). The child tables
+        scaled by ``P`` are small (N, C): gathering rows of them and adding the plan beats gathering rows of a
+        (P * N, C) table."""
+        scaled = self._scaled.get(pop)
+        if scaled is None:
+            if len(self._scaled) > 4:
+                self._scaled.clear()
+            scaled = self._scaled[pop] = (self.kids * pop, self.kid_edge * pop)
+        tab = _workspace(
+            pop, self.num_tasks, self.num_gpus, self.num_edges, self.kids.shape[1], self._key_dtype
+        )
+        tab["kids"], tab["kid_edge"] = scaled
         return tab
 
     @staticmethod
-    def _by_rank(prio: np.ndarray) -> np.ndarray:
+    def _by_rank(prio: np.ndarray, tab: dict | None = None) -> np.ndarray:
         """(P, N) each plan's tasks by ascending rank: priority ascending, ties by descending index (the lower
-        index ranks higher). Rows without ties take the faster unstable sort, rows with ties the stable one."""
-        n = prio.shape[1]
+        index ranks higher). Rows without ties take the faster unstable sort, rows with ties the stable one. With
+        ``tab`` (the work buffers), ``tab["idx"]`` is left holding the flat positions ``plan * N + (that array)``."""
+        pop, n = prio.shape
         by = np.argsort(prio, axis=1)
-        sp = np.take_along_axis(prio, by, axis=1)
-        tied = (sp[:, 1:] == sp[:, :-1]).any(axis=1)
+        if tab is None:
+            sp = np.take_along_axis(prio, by, axis=1)
+            tied = (sp[:, 1:] == sp[:, :-1]).any(axis=1)
+        else:  # the same test in the reused buffers
+            idx, sp = tab["idx"], tab["sorted"]
+            np.add(by, tab["rows_n_col"], out=idx)
+            np.take(np.ascontiguousarray(prio).ravel(), idx, out=sp, mode="clip")
+            tied = np.equal(sp[:, 1:], sp[:, :-1], out=tab["tie"]).any(axis=1)
         if tied.any():
             by[tied] = (n - 1) - np.argsort(prio[tied, ::-1], axis=1, kind="stable")
+            if tab is not None:
+                np.add(by, tab["rows_n_col"], out=tab["idx"])
         return by
 
-    def _run(self, a: np.ndarray, prio: np.ndarray, keep: bool):
+    def _run(self, a: np.ndarray, prio: np.ndarray, keep: bool, total: np.ndarray | None = None):
         """One pass over the N dispatch steps for the whole population.
 
         The dispatch order: priorities are first turned into per-plan ranks (0 = lowest, distinct), so "ready"
@@ -203,63 +275,91 @@ class PlanEvaluator:
         finishes, each child's input-arrival time becomes ``max(itself, finish + transfer)``, using the same child
         positions as the key update; a task starts at ``max(GPU free, its arrival time)``. Per-plan runtimes and
         edge transfer delays are gathered once per population. What costs here is numpy's per-call overhead and
-        scattered memory traffic, so each step gathers from small (N, C) tables and the ranks come from the
-        unstable sort wherever a plan has no tied priorities (measured: about 1.3-1.7x the previous version)."""
+        memory traffic, so each step gathers from small (N, C) tables into reused buffers (see :meth:`_tables`)
+        and the ranks come from the unstable sort wherever a plan has no tied priorities."""
         pop, n = a.shape
         g = self.num_gpus
         if n == 0:
             z = np.zeros((pop, 0))
             return np.zeros(pop), z, z, np.zeros((pop, 0), dtype=np.int64)
         tab = self._tables(pop)
-        n1, e1 = n + 1, self.num_edges + 1
-        plan, rows_n, kids_p, kid_edge_p = tab["plan"], tab["rows_n"], tab["kids"], tab["kid_edge"]
-        by_prio = self._by_rank(prio)
+        n1 = n + 1
+        plan, rows_n, kids_p, kid_edge_p, plan_col = (
+            tab["plan"],
+            tab["rows_n"],
+            tab["kids"],
+            tab["kid_edge"],
+            tab["plan_col"],
+        )
+        by_prio = self._by_rank(prio, tab)
         task_of_rank = by_prio.ravel()  # position plan * N + rank -> the task
         kdt = self._key_dtype
         gone = np.iinfo(kdt).min  # the key of a dispatched task (and of the padding row)
-        key = np.full((n1, pop), gone, dtype=kdt)
+        # keys: rank + base, the rank of task by_prio[p, r] in plan p being r
+        idx, rank, key = tab["idx"], tab["rank"], tab["key"]  # idx: by_prio's flat positions (_by_rank)
+        rank.ravel()[idx.ravel()] = tab["rank_vals"]
+        np.add(rank.T, self._key_base[:, None], out=key[:n])
+        key[n] = gone
         key_flat = key.ravel()
-        key[:n] = (-n1 * self.indeg)[:, None]
-        key_flat[by_prio * pop + plan[:, None]] += np.arange(n, dtype=kdt)  # + rank; one entry per task
-        run_flat = np.take(self._rt_flat, np.arange(n, dtype=np.int64) * g + a).ravel()  # (P * N,) plan-major
-        delay = np.zeros((e1, pop))  # transfer time of each edge in each plan (+ a dummy 0 edge for padding)
+        a_t, gpu = tab["a_t"], tab["gpu"]
+        np.copyto(a_t, a.T)  # (N, P) task-major, like the keys: one position ``task * P + plan`` serves all
+        np.add(a_t, self._rt_offset[:, None], out=gpu)
+        run_flat = np.take(self._rt_flat, gpu.ravel(), out=tab["run"], mode="clip")  # runtime of each task
+        gpu_flat = np.add(a_t, tab["rows_g"], out=gpu).ravel()  # position of each task's GPU in ``free``
+        delay = tab["delay"]  # transfer time of each edge in each plan (+ a dummy 0 edge for padding)
         if self.num_edges:
-            a_t = np.ascontiguousarray(a.T)  # (N, P): each edge's GPUs are two contiguous rows
-            delay[:-1] = self.edge_bytes[:, None] * np.take(
-                self._inv_flat, a_t[self.edge_src] * g + a_t[self.edge_dst]
-            )
+            pair, pair2 = tab["pair"], tab["pair2"]
+            np.take(
+                a_t, self.edge_src, axis=0, out=pair, mode="clip"
+            )  # each edge's GPUs: two contiguous rows
+            pair *= g
+            pair += np.take(a_t, self.edge_dst, axis=0, out=pair2, mode="clip")
+            body = delay[:-1]
+            np.take(self._inv_flat, pair, out=body, mode="clip")
+            body *= self.edge_bytes[:, None]
         delay_flat = delay.ravel()
-        gpu_flat = (a + tab["rows_g"][:, None]).ravel()  # position of each task's GPU in ``free``
-        ready_flat = np.zeros(n1 * pop)  # inputs-arrived time of each task (row N: the padding child)
-        free = np.zeros(pop * g)
+        ready_flat = tab["ready"]  # inputs-arrived time of each task (row N: the padding child)
+        ready_flat.fill(0.0)
+        free = tab["free"]
+        free.fill(0.0)
         has_kids = kids_p.shape[1] > 0
-        plan_col = plan[:, None]
-        step_add = n1
+        step_add = kdt(n1)
+        best, pos, t, ft, fg = tab["best"], tab["pos"], tab["t"], tab["ft"], tab["fg"]
+        st, tmp, fin = tab["st"], tab["tmp"], tab["fin"]
+        cidx, eidx, ckey, arrive, cready = tab["cidx"], tab["eidx"], tab["ckey"], tab["arrive"], tab["cready"]
+        fin_col = fin[:, None]
         if keep:
             order = np.empty((n, pop), dtype=np.int64)
             start = np.empty((n, pop))
             finish = np.empty((n, pop))
         for step in range(n):
-            best = key.max(axis=0)  # (P,) rank of the next task
-            t = np.take(task_of_rank, rows_n + best)
-            fa = rows_n + t
-            ft = t * pop + plan
+            key.max(axis=0, out=best)  # (P,) rank of the next task
+            np.add(rows_n, best, out=pos)
+            np.take(task_of_rank, pos, out=t, mode="clip")
+            np.multiply(t, pop, out=ft)
+            ft += plan
             key_flat[ft] = gone
-            fg = np.take(gpu_flat, fa)
-            st = np.maximum(np.take(free, fg), np.take(ready_flat, ft))
-            fin = st + np.take(run_flat, fa)
+            np.take(gpu_flat, ft, out=fg, mode="clip")
+            np.take(free, fg, out=st, mode="clip")
+            np.maximum(st, np.take(ready_flat, ft, out=tmp, mode="clip"), out=st)
+            np.add(st, np.take(run_flat, ft, out=fin, mode="clip"), out=fin)
             free[fg] = fin
             if keep:
                 order[step], start[step], finish[step] = t, st, fin
+            if total is not None:
+                total += fin
             if has_kids:
-                cidx = np.take(kids_p, t, axis=0)  # (P, C); one plan's children are distinct: no add.at
+                np.take(kids_p, t, axis=0, out=cidx, mode="clip")  # (P, C); one plan's children are distinct
                 cidx += plan_col
-                key_flat[cidx] = np.take(key_flat, cidx) + step_add
-                eidx = np.take(kid_edge_p, t, axis=0)
+                np.take(key_flat, cidx, out=ckey, mode="clip")
+                ckey += step_add
+                key_flat[cidx] = ckey
+                np.take(kid_edge_p, t, axis=0, out=eidx, mode="clip")
                 eidx += plan_col
-                arrive = np.take(delay_flat, eidx)
-                arrive += fin[:, None]
-                ready_flat[cidx] = np.maximum(np.take(ready_flat, cidx), arrive)
+                np.take(delay_flat, eidx, out=arrive, mode="clip")
+                arrive += fin_col
+                np.maximum(np.take(ready_flat, cidx, out=cready, mode="clip"), arrive, out=cready)
+                ready_flat[cidx] = cready
         makespan = free.reshape(pop, g).max(axis=1)
         if not keep:
             return makespan, None, None, None
@@ -279,6 +379,13 @@ class PlanEvaluator:
         """(P,) makespans of the plans ``assignments`` (P, N) int and ``priorities`` (P, N) float."""
         a, p = self._check(assignments, priorities)
         return self._run(a, p, keep=False)[0]
+
+    def evaluate_with_total(self, assignments, priorities) -> tuple[np.ndarray, np.ndarray]:
+        """``(makespan (P,), sum of the tasks' finish times (P,))``: the second breaks ties between plans of equal
+        makespan (a local search moves along such plateaus towards schedules that finish their tasks earlier)."""
+        a, p = self._check(assignments, priorities)
+        total = np.zeros(len(a))
+        return self._run(a, p, keep=False, total=total)[0], total
 
     def evaluate_with_times(self, assignments, priorities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(makespan (P,), start (P, N), finish (P, N))`` for a population."""

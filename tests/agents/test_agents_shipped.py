@@ -66,15 +66,15 @@ racks:
 
 @pytest.mark.parametrize("path", GNN_SHIPPED, ids=lambda p: p.name)
 def test_shipped_gnn_checkpoint_runs_on_presets_it_was_not_trained_on(path, tmp_path):
-    """The GNN is size-agnostic: each shipped GNN checkpoint loads with the scatter encoder for hetero64 and for a
-    16-rack cluster (both unlike its training cluster) and acts validly there."""
+    """The GNN is size-agnostic: each shipped GNN checkpoint loads with the default (dense) encoder for hetero64 and
+    for a 16-rack cluster (both unlike its training cluster) and acts validly there."""
     meta = json.loads((path / "meta.json").read_text())
     (tmp_path / "racks16.yaml").write_text(RACKS16)
     for cluster in ("hetero64", str(tmp_path / "racks16.yaml")):
         assert cluster != meta["env_kwargs"]["cluster"]
         env = agents.load(path).make_env(cluster=cluster, num_jobs=10)
         agent = agents.load(path, env=env)
-        assert scorer_of(agent.module).encoder.impl == "scatter"
+        assert scorer_of(agent.module).encoder.impl == "dense"
         obs, _ = env.reset(seed=0)
         for _ in range(12):
             a = agent.act(obs)

@@ -96,7 +96,8 @@ def test_affinity_forbidden_gpu_scores_inf():
 
 
 # ---------------------------------------------------------------- scalar reference implementation
-def reference_makespan(work, edges, eb, speed, bw, assign, prio):
+def reference_makespan(work, edges, eb, speed, bw, assign, prio, runtime=None):
+    """``runtime`` (N, G), if given, replaces ``work / speed`` (DAGs with a per-task ``hetero`` factor)."""
     n = len(work)
     parents = {i: [] for i in range(n)}
     for (s, d), b in zip(edges, eb, strict=True):
@@ -110,7 +111,7 @@ def reference_makespan(work, edges, eb, speed, bw, assign, prio):
         for p, b in parents[i]:
             comm = 0.0 if assign[p] == g else b * (1.0 / bw[assign[p]][g])  # the evaluator's arithmetic
             t = max(t, finish[p] + comm)
-        finish[i] = t + work[i] / speed[g]
+        finish[i] = t + (work[i] / speed[g] if runtime is None else runtime[i][g])
         free[g] = finish[i]
         done.add(i)
     return max(finish.values())
@@ -163,6 +164,68 @@ def test_vectorised_matches_reference_bit_for_bit_on_layered_dags(n):
         for k in range(len(a))
     ]
     np.testing.assert_array_equal(ev.evaluate(a, p), want)
+
+
+def bench_setup():
+    """``gpusched bench``'s DAG and GPUs (gpusched_envs.bench.bench_dag_plans)."""
+    from gpusched_envs.sim import load_cluster
+    from gpusched_envs.workloads.dag import load_dag
+
+    dag = load_dag("dag:random:n=50,ccr=1.0", seed=0)
+    cluster = load_cluster("hetero64")
+    gpus = np.arange(8)
+    speed = 1.0 / cluster.catalog.iteration_time[0, cluster.gpu_type[gpus]]
+    return dag, speed / speed.max(), cluster.bandwidth_matrix()[np.ix_(gpus, gpus)]
+
+
+def test_bench_dag_matches_reference_bit_for_bit():
+    dag, speed, bw = bench_setup()
+    assert dag.hetero is not None  # per-task factors: the reference takes the evaluator's runtimes
+    ev = PlanEvaluator(dag, speed, bw)
+    a, p = random_plans(dag, len(speed), 8, seed=3)
+    p[:2] = np.round(p[:2] * 3)  # tied priorities: the stable-sort path
+    want = [
+        reference_makespan(
+            dag.work.tolist(), dag.edges.tolist(), dag.edge_bytes.tolist(), speed, bw, a[k], p[k], ev.runtime
+        )
+        for k in range(len(a))
+    ]
+    np.testing.assert_array_equal(ev.evaluate(a, p), want)
+    np.testing.assert_array_equal(ev.evaluate_with_times(a, p)[0], want)
+
+
+def test_reused_work_buffers_do_not_leak_between_calls():
+    # evaluators of the same shapes share one set of work buffers per thread; populations of other sizes get their
+    # own (two kept); results are fresh arrays, never views of the buffers
+    dag, speed, bw = bench_setup()
+    ev1, ev2 = (
+        PlanEvaluator(dag, speed, bw),
+        PlanEvaluator(dag, speed * np.linspace(0.5, 1.5, len(speed)), bw),
+    )
+    a, p = random_plans(dag, len(speed), 40, seed=5)
+    first = ev1.evaluate(a, p)
+    kept = first.copy()
+    single = [ev1.evaluate(a[k], p[k])[0] for k in range(len(a))]
+    np.testing.assert_array_equal(first, single)
+    other = ev2.evaluate(a, p)
+    assert not np.array_equal(other, first)  # another speed vector: other makespans
+    for size in (7, 40, 13, 40):  # more sizes than are kept
+        np.testing.assert_array_equal(ev1.evaluate(a[:size], p[:size]), kept[:size])
+        np.testing.assert_array_equal(ev2.evaluate(a[:size], p[:size]), other[:size])
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_threads_evaluate_concurrently():
+    from concurrent.futures import ThreadPoolExecutor
+
+    dag, speed, bw = bench_setup()
+    ev = PlanEvaluator(dag, speed, bw)
+    pops = [random_plans(dag, len(speed), 30, seed=s) for s in range(6)]
+    want = [ev.evaluate(a, p) for a, p in pops]
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda ap: ev.evaluate(*ap), pops * 3))
+    for k, g in enumerate(got):
+        np.testing.assert_array_equal(g, want[k % len(pops)])
 
 
 def test_ranks_break_ties_towards_the_lower_index():
