@@ -15,6 +15,10 @@
   action (nothing to decide) are left out of the policy loss.
 - The **centralised** baseline is the same learner on the env with ``num_agents=1`` and ``routing="round_robin"``: one
   scheduler over the merged queue.
+- **Imitation warm start** (a config's ``imitation:`` block, :class:`ImitationArgs`): DAgger towards a per-agent
+  heuristic (:class:`~gpusched_envs.multi_agent.multi_scheduler.HeuristicMultiAgent`, e.g.
+  ``sjf-consolidate+backfill``) before PPO: every decisive agent state is labelled with the expert's action, the actor
+  fitted by cross-entropy on its masked logits and the critic on the discounted returns (:func:`imitate`).
 
 Run folder (``train(..., out=...)``, ``gpusched train hmarl --config hmarl``)::
 
@@ -22,7 +26,8 @@ Run folder (``train(..., out=...)``, ``gpusched train hmarl --config hmarl``)::
     tb/                TensorBoard: episode/return, episode/avg_jct, train/{policy_loss,value_loss,entropy,clip_frac},
                        train/steps_per_second, eval/avg_jct
     checkpoint/        model.pt (actor), meta.json, resume.pt (actor, critic, optimiser, step counter)
-    best/              the actor with the lowest eval avg JCT
+    best/              the actor with the lowest eval avg JCT (step 0: the imitation warm start)
+    imitation/         the actor right after the imitation warm start; imitation.json: one record per DAgger round
 
 Checkpoints: ``model.pt`` is the actor's ``state_dict`` (``torch.load(weights_only=True)``); ``meta.json`` as the
 other agents' (:mod:`agents.checkpoint`) with ``algorithm: "hmarl"``, ``env_id`` the PettingZoo module, the env
@@ -261,6 +266,7 @@ class HMARLConfig:
     )  # merged over env_kwargs for evaluation (validation data)
     checkpoint_every: int = 0
     args: dict = field(default_factory=dict)
+    imitation: dict | None = None  # an ImitationArgs mapping: DAgger warm start before PPO (None: none)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -502,6 +508,166 @@ class Trainer:
         return True
 
 
+# ---------------------------------------------------------------------------------------------------------- imitation
+@dataclass
+class ImitationArgs:
+    """DAgger warm start (Ross et al., AISTATS'11; as :mod:`train.bc` for JobSelect): a config's ``imitation``
+    block. Round 0 rolls out the expert; round r acts per agent with the expert's action with probability
+    ``beta_decay**r``, else the actor's own (argmax), and every agent's state is labelled with the expert's action."""
+
+    expert: str = "sjf-consolidate+backfill"
+    """per-agent heuristic to imitate (HeuristicMultiAgent.from_name: ORDER-PLACEMENT[+backfill])"""
+    rounds: int = 3
+    """DAgger rounds (1 = plain behaviour cloning)"""
+    episodes: int = 4
+    """episodes collected per round"""
+    epochs: int = 4
+    """passes over all the data collected so far, after each round"""
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+    value_coef: float = 0.5
+    """weight of the critic's regression on the discounted returns (scaled by their variance)"""
+    beta_decay: float = 0.5
+    max_steps: int = 5_000
+    """cap on one collected episode's steps"""
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> ImitationArgs:
+        if not isinstance(doc, dict):
+            raise ValueError(
+                f"imitation: expected a mapping (e.g. {{expert: sjf-consolidate+backfill}}), got {doc!r}"
+            )
+        unknown = sorted(set(doc) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(
+                f"imitation: unknown key(s) {', '.join(unknown)}; known: {', '.join(cls.__dataclass_fields__)}"
+            )
+        args = cls(**doc)
+        for name in ("rounds", "episodes", "epochs", "batch_size", "max_steps"):
+            value = getattr(args, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"imitation.{name} must be an integer >= 1, got {value!r}")
+        if not 0.0 <= float(args.beta_decay) <= 1.0:
+            raise ValueError(f"imitation.beta_decay must be in [0, 1], got {args.beta_decay!r}")
+        from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
+
+        HeuristicMultiAgent.from_name(args.expert)  # a bad name fails here, before any rollout
+        return args
+
+
+def collect_dagger(trainer: Trainer, expert, seed: int, beta: float, max_steps: int, data: dict) -> dict:
+    """One episode on ``trainer.envs[0]``: every agent acts as the expert with probability ``beta`` (per agent and
+    step), else as the actor (masked argmax). Every decisive agent state (more than one valid action) is appended to
+    ``data`` with the expert's action as its label, the global state and the discounted shared return."""
+    env, a = trainer.envs[0], trainer.args
+    obs, _ = env.reset(seed=int(seed))
+    coin = np.random.default_rng(seed)
+    agents = trainer.agents
+    steps, agree, decisive, rewards, rows, infos = 0, 0, 0, [], [], {}
+    while env.agents and steps < max_steps:
+        labels = expert(env, obs)
+        batch = trainer.policy.batch(env, obs)
+        mine = trainer.policy(env, obs)
+        keep = batch["action_mask"].sum(-1) > 1
+        state = env.state()
+        for j, agent in enumerate(agents):
+            if keep[j]:
+                decisive += 1
+                agree += int(mine[agent] == labels[agent])
+                rows.append(({k: v[j] for k, v in batch.items()}, labels[agent], state, steps))
+        actions = {ag: labels[ag] if coin.random() < beta else mine[ag] for ag in agents}
+        obs, rew, _, _, infos = env.step(actions)
+        rewards.append(float(rew[agents[0]]) * a.reward_scale)
+        steps += 1
+    g, returns = 0.0, np.empty(len(rewards))
+    for t in range(len(rewards) - 1, -1, -1):
+        g = rewards[t] + a.gamma * g
+        returns[t] = g
+    for ob, label, state, t in rows:
+        for k, v in ob.items():
+            data.setdefault("obs", {}).setdefault(k, []).append(v)
+        data.setdefault("action", []).append(int(label))
+        data.setdefault("state", []).append(state)
+        data.setdefault("return", []).append(float(returns[t]))
+    metrics = infos[agents[0]].get("metrics", {}) if infos and not env.agents else {}
+    return {
+        "steps": steps,
+        "agreement": agree / max(decisive, 1),
+        "avg_jct": metrics.get("avg_jct"),
+        "done": not env.agents,
+    }
+
+
+def fit_imitation(trainer: Trainer, data: dict, args: ImitationArgs, rng: np.random.Generator) -> dict:
+    """Cross-entropy of the actor's masked distribution to the expert's labels, plus the critic's regression on the
+    discounted returns (divided by their variance, so it neither swamps nor vanishes next to the cross-entropy)."""
+    obs = {k: np.stack(v) for k, v in data["obs"].items()}
+    actions = np.asarray(data["action"], dtype=np.int64)
+    states = np.stack(data["state"]).astype(np.float32)
+    returns = np.asarray(data["return"], dtype=np.float32)
+    value_norm = float(returns.var()) + 1e-8
+    params = list(trainer.actor.parameters()) + list(trainer.critic.parameters())
+    optimiser = torch.optim.Adam(params, lr=args.learning_rate)
+    dev = trainer.device
+    trainer.actor.train(True)
+    losses, accs = [], []
+    n = len(actions)
+    for _ in range(args.epochs):
+        order = rng.permutation(n)
+        for lo in range(0, n, args.batch_size):
+            idx = order[lo : lo + args.batch_size]
+            t = to_tensors({k: v[idx] for k, v in obs.items()}, dev)
+            logits, emb = trainer.actor(t)
+            logits = masked(logits, t["action_mask"])
+            act = torch.as_tensor(actions[idx], device=dev)
+            ce = torch.nn.functional.cross_entropy(logits, act)
+            value = trainer.critic(torch.as_tensor(states[idx], device=dev), t, emb)
+            value_loss = torch.nn.functional.mse_loss(value, torch.as_tensor(returns[idx], device=dev))
+            loss = ce + args.value_coef * value_loss / value_norm
+            optimiser.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, 1.0)
+            optimiser.step()
+            losses.append(ce.item())
+            accs.append(float((logits.argmax(-1) == act).float().mean()))
+    trainer.actor.train(False)
+    return {"cross_entropy": float(np.mean(losses[-10:])), "train_accuracy": float(np.mean(accs[-10:]))}
+
+
+def imitate(trainer: Trainer, args: ImitationArgs, seed: int = 0, log=None) -> list[dict]:
+    """DAgger warm start of ``trainer``'s actor and critic towards the per-agent heuristic ``args.expert``; one
+    record per round (``agreement``: the share of decisive agent states where the actor's argmax equals the
+    expert's action, measured on the round's rollouts before that round's fit)."""
+    from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
+
+    expert = HeuristicMultiAgent.from_name(args.expert)
+    rng = np.random.default_rng(seed)
+    data: dict = {}
+    history = []
+    for rnd in range(args.rounds):
+        beta = args.beta_decay**rnd
+        episodes = [
+            collect_dagger(
+                trainer, expert, seed * 100_003 + 50_021 + rnd * 1_009 + i, beta, args.max_steps, data
+            )
+            for i in range(args.episodes)
+        ]
+        stats = fit_imitation(trainer, data, args, rng)
+        done = [e["avg_jct"] for e in episodes if e["avg_jct"] is not None]
+        record = {
+            "round": rnd,
+            "samples": len(data.get("action", [])),
+            "beta": beta,
+            "agreement": float(np.mean([e["agreement"] for e in episodes])),
+            "avg_jct": float(np.mean(done)) if done else None,
+            **stats,
+        }
+        history.append(record)
+        if log is not None:
+            log(record)
+    return history
+
+
 def gae(rewards, values, dones, last_value, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
     """Generalised advantage estimates over ``(T, M)`` arrays; ``dones[t]`` = the episode ended at step t."""
     t_max = len(rewards)
@@ -604,19 +770,38 @@ def train(
     if unknown:
         raise ValueError(f"args: unknown keys {sorted(unknown)} (known: {sorted(known)})")
     args = HMARLArgs(**cfg.args)
+    imitation = ImitationArgs.from_dict(cfg.imitation) if cfg.imitation is not None else None
     trainer = Trainer(cfg.env_kwargs, args)
     writer = None
+    resumed = False
+    best = float("inf")
     if out is not None:
         out = Path(out)
         atomic_write_text(
             out / "config.json", json.dumps({**cfg.to_dict(), "command": command}, indent=2) + "\n"
         )
         if resume and trainer.resume(out / "checkpoint"):
+            resumed = True
             log(f"resumed from {out / 'checkpoint'} at step {trainer.steps}")
+            if (out / "best" / "meta.json").exists():  # keep the best so far unless a later policy beats it
+                prev = json.loads((out / "best" / "meta.json").read_text()).get("evaluation") or {}
+                best = float(prev.get("avg_jct", best))
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(str(out / "tb"))
-    best = float("inf")
+    if imitation is not None and not resumed:
+        history = imitate(trainer, imitation, seed=args.seed, log=lambda r: log(f"imitation {r}"))
+        evaluation = trainer.evaluate(cfg.eval_seeds, cfg.eval_env_kwargs)
+        evaluation.update(steps=0, stage="imitation")
+        log(f"after imitation: eval avg JCT {evaluation['avg_jct']:,.0f} s")
+        if writer is not None:
+            writer.add_scalar("eval/avg_jct", evaluation["avg_jct"], 0)
+        if out is not None:
+            atomic_write_text(out / "imitation.json", json.dumps(history, indent=2) + "\n")
+            save_actor(out / "imitation", trainer.actor, cfg.env_kwargs, args, 0, evaluation, command)
+            save_actor(out / "best", trainer.actor, cfg.env_kwargs, args, 0, evaluation, command)
+            trainer.save(out / "checkpoint", evaluation, command)
+        best = evaluation["avg_jct"]
     next_eval = trainer.steps + (cfg.eval_every or cfg.steps)
     next_ckpt = trainer.steps + (cfg.checkpoint_every or cfg.steps)
     evaluation = None
@@ -689,8 +874,9 @@ def load_config(path: str | Path) -> HMARLConfig:
 
 
 def apply_overrides(cfg: HMARLConfig, items: list[str]) -> None:
-    """``--set key=value``: a top-level key (``steps=1000``), an algorithm argument (``critic=local`` or
-    ``args.critic=local``) or an env kwarg (``env_kwargs.num_agents=8``); values parsed as YAML scalars."""
+    """``--set key=value``: a top-level key (``steps=1000``, ``imitation=null``), an algorithm argument
+    (``critic=local`` or ``args.critic=local``), an env kwarg (``env_kwargs.num_agents=8``) or an imitation key
+    (``imitation.rounds=2``); values parsed as YAML scalars."""
     import yaml
 
     top = set(HMARLConfig.__dataclass_fields__) - {"args", "env_kwargs", "eval_env_kwargs"}
@@ -704,13 +890,15 @@ def apply_overrides(cfg: HMARLConfig, items: list[str]) -> None:
             cfg.env_kwargs = {**cfg.env_kwargs, key.split(".", 1)[1]: value}
         elif key.startswith("eval_env_kwargs."):
             cfg.eval_env_kwargs = {**cfg.eval_env_kwargs, key.split(".", 1)[1]: value}
+        elif key.startswith("imitation."):  # imitation.rounds=2 (``imitation=null`` turns the warm start off)
+            cfg.imitation = {**(cfg.imitation or {}), key.split(".", 1)[1]: value}
         elif key.removeprefix("args.") in arg_fields:
             cfg.args = {**cfg.args, key.removeprefix("args."): value}
         elif key in top:
             setattr(cfg, key, value)
         else:
             raise ValueError(
-                f"--set {key}: unknown key (top-level: {', '.join(sorted(top))}; env_kwargs.NAME; "
+                f"--set {key}: unknown key (top-level: {', '.join(sorted(top))}; env_kwargs.NAME; imitation.NAME; "
                 f"args: {', '.join(sorted(arg_fields))})"
             )
 

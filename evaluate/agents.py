@@ -445,6 +445,9 @@ def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | 
                 from evaluate.dag_bench import LEADERBOARD_AGENTS  # DAG heuristics and searchers (issue 13)
 
                 out.extend(LEADERBOARD_AGENTS)
+                from evaluate.marl import LEADERBOARD_AGENTS as MARL_AGENTS  # per-agent heuristics (issue 16)
+
+                out.extend(MARL_AGENTS)
             if spec in ("all", "checkpoints"):
                 out.extend(shipped_checkpoints(checkpoints))
             if spec not in ("all", "heuristics", "checkpoints"):
@@ -453,6 +456,12 @@ def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | 
 
 
 _RESOLVED: dict[str, EvalAgent] = {}
+
+
+def _is_marl_checkpoint(spec: str) -> bool:
+    from evaluate.marl import is_marl_checkpoint
+
+    return Path(spec).exists() and is_marl_checkpoint(spec)
 
 
 def resolve_agent(spec: str) -> EvalAgent:
@@ -467,6 +476,10 @@ def resolve_agent(spec: str) -> EvalAgent:
         from evaluate.dag_bench import dag_eval_agent
 
         agent: EvalAgent = dag_eval_agent(spec)
+    elif (spec.startswith("marl-") and not Path(spec).exists()) or _is_marl_checkpoint(spec):  # issue 16
+        from evaluate.marl import marl_eval_agent
+
+        agent = marl_eval_agent(spec)
     elif policy in POLICIES and ":" not in spec:
         agent = HeuristicEvalAgent(policy, placement if plus else HEURISTICS.get(policy, "closest"), spec)
     elif Path(spec).exists():

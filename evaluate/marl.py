@@ -6,9 +6,15 @@ Every scheduler runs the same held-out episodes of ``multi_scheduler_v0`` (same 
   independent learners, and one scheduler over the merged queue (the env with ``num_agents=1``);
 - ``fifo-closest``, ``fifo-consolidate`` and their ``+backfill`` variants: per-agent heuristics in the env
   (:class:`~gpusched_envs.multi_agent.multi_scheduler.HeuristicMultiAgent`);
+- ``sjf-consolidate+backfill``, ``sjf-closest+backfill``: clairvoyant per-agent heuristics (each agent runs the
+  shortest of its oldest jobs that fits): the fair bar for actors trained with ``information="clairvoyant"``;
 - ``tiresias-consolidate``, ``tiresias-closest``: Tiresias (2D-LAS, preemptive) as ONE scheduler over the merged
   queue on the same workload (``Simulator.run``); on a cluster of VC pools (``philly-vc``) that equals one Tiresias
-  per VC.
+  per VC; likewise ``srtf-consolidate`` (clairvoyant, preemptive) and ``sjf-consolidate`` (clairvoyant,
+  non-preemptive with backfilling).
+
+Every row says whether the scheduler reads the traced durations (``clairvoyant``). The leaderboard runs multi-agent
+scenarios through the helpers at the end of this module (``marl-*`` agents, HMARL checkpoints).
 
 Reported per scenario and scheduler: average JCT (mean over seeds, 95% bootstrap interval), the paired difference to
 HMARL (mean and 95% interval), and the decision latency per scheduler: the wall time of one agent's decision from
@@ -33,7 +39,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
-HELDOUT = "philly-windows:first=85,last=105,jobs={jobs},load=1.0"
+HELDOUT = "philly-windows:first=85,last=105,jobs={jobs},load={load}"
 SCENARIOS: dict[str, dict] = {
     "dc4": dict(num_agents=4, cluster="datacenter:racks=4,servers=2,gpus=4", jobs=120),
     **{
@@ -43,7 +49,10 @@ SCENARIOS: dict[str, dict] = {
     "philly-vc": dict(num_agents=None, cluster="philly-vc", jobs=300),
 }
 HEURISTICS = ("fifo-closest", "fifo-consolidate", "fifo-closest+backfill", "fifo-consolidate+backfill")
-CENTRAL_HEURISTICS = ("tiresias-consolidate", "tiresias-closest")
+# clairvoyant (read the traced durations, as the shipped env config's agents do): the fair bar for HMARL
+CLAIRVOYANT_HEURISTICS = ("sjf-consolidate+backfill", "sjf-closest+backfill")
+CENTRAL_HEURISTICS = ("tiresias-consolidate", "tiresias-closest", "srtf-consolidate", "sjf-consolidate")
+CLAIRVOYANT = {*CLAIRVOYANT_HEURISTICS, "srtf-consolidate", "sjf-consolidate"}
 LEARNED = {
     "hmarl": "checkpoints/hmarl_dc4",
     "independent": "checkpoints/hmarl_independent_dc4",
@@ -53,11 +62,13 @@ LEARNED = {
 app = typer.Typer(help=__doc__.splitlines()[0], add_completion=False, no_args_is_help=False)
 
 
-def scenario_kwargs(name: str, heads: int = 3, jobs: int | None = None) -> dict:
+def scenario_kwargs(name: str, heads: int = 3, jobs: int | None = None, load: float = 1.0) -> dict:
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    if not load > 0:
+        raise ValueError(f"--load must be > 0, got {load}")
     sc = SCENARIOS[name]
-    kw = dict(cluster=sc["cluster"], workload=HELDOUT.format(jobs=jobs or sc["jobs"]), heads=heads)
+    kw = dict(cluster=sc["cluster"], workload=HELDOUT.format(jobs=jobs or sc["jobs"], load=load), heads=heads)
     if sc["num_agents"] is not None:
         kw["num_agents"] = sc["num_agents"]
     return kw
@@ -66,8 +77,7 @@ def scenario_kwargs(name: str, heads: int = 3, jobs: int | None = None) -> dict:
 def heuristic(name: str):
     from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 
-    base, _, extra = name.partition("+")
-    return HeuristicMultiAgent(base.split("-", 1)[1], backfill=extra == "backfill")
+    return HeuristicMultiAgent.from_name(name)
 
 
 def run(env, name: str, policy, seed: int, latency_every: int = 5) -> dict:
@@ -95,7 +105,9 @@ def run(env, name: str, policy, seed: int, latency_every: int = 5) -> dict:
     }
 
 
-def run_central(env, placement: str, seed: int) -> dict:
+def run_central(env, name: str, seed: int) -> dict:
+    """``POLICY-PLACEMENT`` (``tiresias-consolidate``, ``srtf-consolidate``, ...) as one scheduler over the merged
+    queue on the episode's workload (``Simulator.run``)."""
     from gpusched_envs.policies import make_policy
     from gpusched_envs.sim import Simulator
 
@@ -103,7 +115,8 @@ def run_central(env, placement: str, seed: int) -> dict:
     sim = env.sim
     fresh = Simulator(sim.cluster, sim.workload, sim.config)
     t0 = time.perf_counter()
-    m = fresh.run(make_policy("tiresias", placement))
+    policy, _, placement = name.partition("-")
+    m = fresh.run(make_policy(policy, placement))
     return {
         "seed": int(seed),
         "avg_jct": float(m["avg_jct"]),
@@ -114,12 +127,19 @@ def run_central(env, placement: str, seed: int) -> dict:
 
 
 def evaluate_scenario(
-    name: str, seeds: list[int], schedulers: list[str], checkpoints: dict, log=print, jobs: int | None = None
+    name: str,
+    seeds: list[int],
+    schedulers: list[str],
+    checkpoints: dict,
+    log=print,
+    jobs: int | None = None,
+    load: float = 1.0,
 ) -> dict:
     from agents.common import bootstrap_ci
-    from agents.hmarl import load, make_env
+    from agents.hmarl import load as load_actor
+    from agents.hmarl import make_env
 
-    kw = scenario_kwargs(name, jobs=jobs)
+    kw = scenario_kwargs(name, jobs=jobs, load=load)
     results: dict[str, dict] = {}
     for sched in schedulers:
         if sched in checkpoints:
@@ -127,7 +147,7 @@ def evaluate_scenario(
             if not Path(path).exists():
                 log(f"  {sched}: no checkpoint at {path}, skipped")
                 continue
-            policy = load(path)
+            policy = load_actor(path)
             env_kw = dict(kw)
             # the observation encoding the actor was trained on (older checkpoints: the clairvoyant one)
             env_kw["information"] = policy.meta["env_kwargs"].get("information", "clairvoyant")
@@ -137,7 +157,7 @@ def evaluate_scenario(
             eps = [run(env, sched, policy, s) for s in seeds]
         elif sched in CENTRAL_HEURISTICS:
             env = make_env(kw)
-            eps = [run_central(env, sched.split("-", 1)[1], s) for s in seeds]
+            eps = [run_central(env, sched, s) for s in seeds]
         else:
             env = make_env(kw)
             eps = [run(env, sched, heuristic(sched), s) for s in seeds]
@@ -153,6 +173,11 @@ def evaluate_scenario(
             "latency_ms_p95": float(np.percentile(lat[:, 0], 95) * 1e3) if has else None,
             "latency_wall_ms_median": float(np.median(lat[:, 1]) * 1e3) if has else None,
             "num_agents": len(env.possible_agents),
+            "clairvoyant": bool(
+                sched in CLAIRVOYANT
+                if sched not in checkpoints
+                else getattr(env, "information", "") == "clairvoyant"
+            ),
         }
         log(
             f"  {name} {sched}: avg JCT {mean:,.0f} s [{lo:,.0f}, {hi:,.0f}]"
@@ -172,11 +197,15 @@ def markdown(report: dict) -> str:
         "# Multi-agent evaluation (HMARL, issue 16)",
         "",
         f"Machine: {report['machine']}. Seeds: held-out Philly windows (days 85–105 of the trace), "
-        "offered load 1.0 on each cluster's GPUs. Avg JCT: mean over seeds [95% bootstrap interval]; "
+        "offered load as in each scenario's workload (`load=`) on its cluster's GPUs. Avg JCT: mean over seeds "
+        "[95% bootstrap interval]; "
         "Δ vs HMARL: paired difference (positive = HMARL lower) [95% interval]; decision latency: median process CPU "
         "time of one scheduler's decision from its own observation (batch of one; wall time, inflated by the other "
         "jobs on the shared machine, is in marl.json); the heuristics' figures in the same run are the reference. "
-        "Tiresias runs as one preemptive scheduler over the merged queue (a batch run: no per-decision timing).",
+        "Tiresias runs as one preemptive scheduler over the merged queue (a batch run: no per-decision timing), as do "
+        "SRTF (preemptive) and SJF (non-preemptive, backfilling); `sees durations`: the scheduler reads the traced "
+        "job durations (clairvoyant: SJF, SRTF, and the learned actors trained with `information: clairvoyant`) — "
+        "the fair bar for a clairvoyant learner is the best of those rows.",
         "",
     ]
     for name, sc in report["scenarios"].items():
@@ -185,8 +214,8 @@ def markdown(report: dict) -> str:
             "",
             f"env: `{json.dumps(sc['env_kwargs'])}`, seeds {sc['seeds']}",
             "",
-            "| scheduler | agents | avg JCT (s) | 95% CI | Δ vs HMARL (s) | decision latency (ms CPU) |",
-            "|---|---:|---:|---|---|---:|",
+            "| scheduler | agents | sees durations | avg JCT (s) | 95% CI | Δ vs HMARL (s) | decision latency (ms CPU) |",
+            "|---|---:|---|---:|---|---|---:|",
         ]
         for sched, r in sorted(sc["results"].items(), key=lambda kv: kv[1]["avg_jct"]):
             d = r.get("minus_hmarl")
@@ -196,8 +225,9 @@ def markdown(report: dict) -> str:
                 else ""
             )
             lat = f"{r['latency_ms_median']:.2f}" if r["latency_ms_median"] is not None else "n/a (batch run)"
+            seen = {True: "yes", False: "no"}.get(r.get("clairvoyant"), "?")
             lines.append(
-                f"| {sched} | {r['num_agents']} | {r['avg_jct']:,.0f} | [{r['ci95'][0]:,.0f}, "
+                f"| {sched} | {r['num_agents']} | {seen} | {r['avg_jct']:,.0f} | [{r['ci95'][0]:,.0f}, "
                 f"{r['ci95'][1]:,.0f}] | {dtxt} | {lat} |"
             )
         lines.append("")
@@ -226,10 +256,13 @@ def marl(
     seeds: Annotated[str, typer.Option("--seeds", help="Held-out seeds, 'A-B' or 'A,B'.")] = "20000-20009",
     schedulers: Annotated[
         str, typer.Option("--schedulers", help="Comma-separated scheduler names.")
-    ] = ",".join([*LEARNED, *HEURISTICS, *CENTRAL_HEURISTICS]),
+    ] = ",".join([*LEARNED, *HEURISTICS, *CLAIRVOYANT_HEURISTICS, *CENTRAL_HEURISTICS]),
     jobs: Annotated[
         int | None, typer.Option("--jobs", help="Jobs per episode (default: per scenario).")
     ] = None,
+    load: Annotated[
+        float, typer.Option("--load", help="Offered load of the held-out windows on the cluster's GPUs.")
+    ] = 1.0,
     out: Annotated[Path, typer.Option("--out", help="Output folder (marl.json, marl.md).")] = Path(
         "results/marl"
     ),
@@ -248,7 +281,7 @@ def marl(
     try:
         names = [s for s in scenarios.split(",") if s]
         for n in names:
-            scenario_kwargs(n)
+            scenario_kwargs(n, load=load)
         seed_list = parse_seeds(seeds)
         ckpts = dict(LEARNED)
         for item in checkpoint or []:
@@ -257,7 +290,7 @@ def marl(
                 raise ValueError(f"--checkpoint takes NAME=FOLDER, got {item!r}")
             ckpts[key] = path
         scheds = [s for s in schedulers.split(",") if s]
-        known = set(ckpts) | set(HEURISTICS) | set(CENTRAL_HEURISTICS)
+        known = set(ckpts) | set(HEURISTICS) | set(CLAIRVOYANT_HEURISTICS) | set(CENTRAL_HEURISTICS)
         bad = [s for s in scheds if s not in known]
         if bad:
             raise ValueError(f"--schedulers: unknown {bad}; known: {', '.join(sorted(known))}")
@@ -268,7 +301,7 @@ def marl(
         for n in names:
             typer.echo(f"{n}:", err=True)
             report["scenarios"][n] = evaluate_scenario(
-                n, seed_list, scheds, ckpts, log=lambda m: typer.echo(m, err=True), jobs=jobs
+                n, seed_list, scheds, ckpts, log=lambda m: typer.echo(m, err=True), jobs=jobs, load=load
             )
             atomic_write_text(out / "marl.json", json.dumps(report, indent=2) + "\n")
             atomic_write_text(out / "marl.md", markdown(report) + "\n")
@@ -276,6 +309,113 @@ def marl(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(markdown(report))
+
+
+# ---------------------------------------------------------------------------------------------- leaderboard
+# ``gpusched leaderboard`` runs multi-agent scenarios (``env_id: <this>`` in a suite, e.g. ``standard``'s
+# ``dc4-multi-agent``): the env is the PettingZoo ParallelEnv; the merged-queue heuristics (fifo, sjf, srtf, tiresias,
+# gandiva) run on a fresh simulator of its workload as on any scenario, the per-agent heuristics (``marl-...``) and
+# HMARL checkpoints (``checkpoints/hmarl*``) in the env.
+MARL_ENV_ID = (
+    "gpusched_envs.multi_agent.multi_scheduler_v0"  # = agents.hmarl.ENV_ID (the checkpoints' env_id)
+)
+LEADERBOARD_AGENTS = ("marl-fifo-consolidate+backfill", "marl-sjf-consolidate+backfill")
+"""Leaderboard specs of the per-agent heuristics (``marl-`` + a HeuristicMultiAgent name); multi-agent scenarios
+only."""
+
+
+def make_marl_env(env_kwargs: dict):
+    """A multi-agent scenario's env (``multi_scheduler_v0.parallel_env``)."""
+    from gpusched_envs.multi_agent import multi_scheduler_v0
+
+    return multi_scheduler_v0.parallel_env(**env_kwargs)
+
+
+def _episode_metrics(env, policy, seed: int) -> dict:
+    from evaluate.agents import _finish
+
+    r = run(env, "", policy, seed, latency_every=10**9)
+    metrics = dict(env.sim.metrics())
+    metrics.update(steps=r["steps"], agents=len(env.possible_agents))
+    return _finish(metrics, env.sim)
+
+
+def is_marl_checkpoint(path: str | Path) -> bool:
+    """A checkpoint folder (or its model.pt) whose meta.json names the multi-agent env."""
+    p = Path(path)
+    meta = (p if p.is_dir() else p.parent) / "meta.json"
+    try:
+        return json.loads(meta.read_text()).get("env_id") == MARL_ENV_ID
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def marl_eval_agent(spec: str):
+    """The leaderboard agent of ``marl-<per-agent heuristic>`` (``marl-sjf-consolidate+backfill``) or of an HMARL
+    checkpoint folder; both run only on multi-agent scenarios."""
+    from evaluate.agents import AgentSpecError, EvalAgent, file_digest
+
+    def applies(scenario) -> str | None:
+        return None if scenario.env_id == MARL_ENV_ID else f"a multi-agent scheduler (runs on {MARL_ENV_ID})"
+
+    if spec.startswith("marl-"):
+        from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
+
+        try:
+            heur = HeuristicMultiAgent.from_name(spec[len("marl-") :])
+        except ValueError as exc:
+            raise AgentSpecError(str(exc)) from None
+
+        class MarlHeuristicEvalAgent(EvalAgent):
+            kind = "marl-heuristic"
+
+            def identity(self) -> dict:
+                return {"kind": self.kind, "heuristic": heur.name}
+
+            def applies_to(self, scenario) -> str | None:
+                return applies(scenario)
+
+            def run_episode(self, scenario, seed: int) -> dict:
+                return _episode_metrics(scenario.make_env(), heur, seed)
+
+        return MarlHeuristicEvalAgent(spec, spec)
+
+    folder = Path(spec) if Path(spec).is_dir() else Path(spec).parent
+
+    class HMARLEvalAgent(EvalAgent):
+        kind = "marl-checkpoint"
+
+        def __init__(self):
+            super().__init__(spec, f"ckpt:{folder.name}")
+            self._policy = None
+
+        def identity(self) -> dict:
+            agents_dir = Path(__file__).resolve().parent.parent / "agents"
+            return {
+                "kind": self.kind,
+                "files": file_digest(folder),
+                "code": [file_digest(agents_dir / f) for f in ("hmarl.py", "interference.py")],
+            }
+
+        def applies_to(self, scenario) -> str | None:
+            return applies(scenario)
+
+        def run_episode(self, scenario, seed: int) -> dict:
+            import torch
+
+            from agents.hmarl import load
+
+            if self._policy is None:
+                torch.set_num_threads(1)
+                self._policy = load(folder)
+            env_kw = {**scenario.env_kwargs, "obs_mode": "graph"}
+            trained = self._policy.meta.get("env_kwargs") or {}
+            env_kw["information"] = trained.get("information", "clairvoyant")
+            if trained.get("num_agents") == 1:  # the centralised scheduler: one agent on the merged queue
+                env_kw.update(num_agents=1, routing="round_robin")
+            return _episode_metrics(make_marl_env(env_kw), self._policy, seed)
+
+    return HMARLEvalAgent()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pathlib import Path
 from gpusched_envs.safety import check_seed_count, load_yaml
 
 SUITES_PACKAGE = "evaluate"
+MARL_ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"  # multi-agent scenarios (evaluate.marl)
 SUITES_FOLDER = "suites"
 
 
@@ -167,6 +168,10 @@ class Scenario:
 
         import gpusched_envs.envs  # noqa: F401 - registers the ids
 
+        if self.env_id == MARL_ENV_ID:  # a multi-agent scenario: the PettingZoo ParallelEnv (evaluate.marl)
+            from evaluate.marl import make_marl_env
+
+            return make_marl_env({**self.env_kwargs, **overrides})
         if self.env_id not in gym.registry:
             raise SuiteError(f"scenario {self.name}: env id {self.env_id!r} is not registered")
         return gym.make(self.env_id, **{**self.env_kwargs, **overrides})

@@ -96,8 +96,10 @@ def test_checkpoint_env_id_naming_a_module_is_refused_before_import(tmp_path, mo
 
 
 def test_leaderboard_resolves_every_shipped_checkpoint(tmp_path):
-    """Policy checkpoints are validated; other kinds (HMARL actors, interference models) are skipped, not errors."""
+    """Policy checkpoints are validated; HMARL actors become multi-agent leaderboard agents; other kinds (interference
+    models) are skipped, not errors."""
     from evaluate.agents import resolve_agent, shipped_checkpoints
+    from evaluate.scenarios import MARL_ENV_ID
     from gpusched_envs.envs import ENTRY_POINTS
 
     scenario = None  # another kind of checkpoint is refused before any scenario is looked at
@@ -106,6 +108,8 @@ def test_leaderboard_resolves_every_shipped_checkpoint(tmp_path):
         meta = json.loads((Path(spec) / "meta.json").read_text())
         if meta.get("env_id") in ENTRY_POINTS:
             assert agent._other_kind is None
+        elif meta.get("env_id") == MARL_ENV_ID:  # HMARL actors: multi-agent scenarios only (issue 16)
+            assert agent.kind == "marl-checkpoint"
         else:
             assert "not a policy of a gym env" in agent.applies_to(scenario)
 

@@ -652,28 +652,63 @@ class MultiSchedulerEnv(ParallelEnv):
         }
 
 
+HEURISTIC_ORDERS = ("fifo", "sjf")
+
+
 class HeuristicMultiAgent:
     """Every agent places its head job with one named candidate (default ``closest``) whenever it is valid, else
     waits: per-agent FIFO with that placement; with ``backfill`` (and ``heads > 1``) the oldest of its later
-    head jobs that the candidate can place goes instead (per-agent FIFO with backfilling). On a cluster whose pools are the agents' VCs this reproduces
-    ``Simulator.run(make_policy("fifo", placement))`` exactly."""
+    head jobs that the candidate can place goes instead (per-agent FIFO with backfilling). On a cluster whose pools
+    are the agents' VCs this reproduces ``Simulator.run(make_policy("fifo", placement))`` exactly.
 
-    def __init__(self, placement: str = "closest", backfill: bool = False):
+    ``order="sjf"`` (clairvoyant: reads the traced durations) tries the agent's ``heads`` oldest jobs shortest first
+    (ties: oldest) instead, so with ``backfill`` the shortest of them that fits goes, without it only the shortest
+    may go. Every action is one of the agent's own actions (``candidate_action``): an actor can imitate it.
+
+    Names (:meth:`from_name`): ``ORDER-PLACEMENT[+backfill]``, e.g. ``fifo-consolidate+backfill``."""
+
+    def __init__(self, placement: str = "closest", backfill: bool = False, order: str = "fifo"):
         if placement not in BASE_CANDIDATES:
             raise ValueError(f"placement must be one of {', '.join(BASE_CANDIDATES)}, got {placement!r}")
-        self.placement, self.backfill = placement, bool(backfill)
+        check_choice("order", order, HEURISTIC_ORDERS)
+        self.placement, self.backfill, self.order = placement, bool(backfill), order
+
+    @classmethod
+    def from_name(cls, name: str) -> HeuristicMultiAgent:
+        """``fifo-closest``, ``sjf-consolidate+backfill``, ... (ORDER-PLACEMENT[+backfill])."""
+        base, plus, extra = str(name).partition("+")
+        order, _, placement = base.partition("-")
+        if (
+            order not in HEURISTIC_ORDERS
+            or placement not in BASE_CANDIDATES
+            or (plus and extra != "backfill")
+        ):
+            raise ValueError(
+                f"unknown per-agent heuristic {name!r}: expected ORDER-PLACEMENT[+backfill] with ORDER one of "
+                f"{', '.join(HEURISTIC_ORDERS)} and PLACEMENT one of {', '.join(BASE_CANDIDATES)}"
+            )
+        return cls(placement, backfill=bool(plus), order=order)
+
+    @property
+    def name(self) -> str:
+        return f"{self.order}-{self.placement}" + ("+backfill" if self.backfill else "")
+
+    def _heads_in_order(self, env: MultiSchedulerEnv, agent: str) -> list[int]:
+        jobs = env.head_jobs(agent)
+        heads = [h for h in range(len(jobs)) if jobs[h] >= 0]
+        if self.order == "sjf":
+            duration = env.sim.workload.duration
+            heads.sort(key=lambda h: (float(duration[jobs[h]]), int(jobs[h])))
+        return heads if self.backfill else heads[:1]
 
     def __call__(self, env: MultiSchedulerEnv, observations: dict) -> dict[str, int]:
         actions = {}
         for agent, obs in observations.items():
-            a = env.candidate_action(agent, self.placement)
-            if (
-                self.backfill and a == env.wait_action
-            ):  # the head does not fit: the oldest later job that does
-                for h in range(1, env.heads):
-                    a = env.candidate_action(agent, self.placement, head=h)
-                    if a != env.wait_action:
-                        break
+            a = env.wait_action
+            for h in self._heads_in_order(env, agent):  # the first job (in order) the candidate can place
+                a = env.candidate_action(agent, self.placement, head=h)
+                if a != env.wait_action:
+                    break
             # waiting is masked only when nothing else can happen: then place the head anywhere (no deadlock)
             if not obs["action_mask"][a]:
                 a = int(np.flatnonzero(obs["action_mask"])[0])

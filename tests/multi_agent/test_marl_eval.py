@@ -23,18 +23,27 @@ def test_marl_evaluates_heuristics_on_paired_seeds(tmp_path):
             "--out",
             str(out),
             "--schedulers",
-            "fifo-closest,fifo-closest+backfill,tiresias-consolidate",
+            "fifo-closest,fifo-closest+backfill,tiresias-consolidate,sjf-consolidate+backfill,srtf-consolidate",
         ],
     )
     assert res.exit_code == 0, res.output
     report = json.loads((out / "marl.json").read_text())
     r = report["scenarios"]["dc4"]["results"]
-    assert set(r) == {"fifo-closest", "fifo-closest+backfill", "tiresias-consolidate"}
+    assert set(r) == {
+        "fifo-closest",
+        "fifo-closest+backfill",
+        "tiresias-consolidate",
+        "sjf-consolidate+backfill",
+        "srtf-consolidate",
+    }
+    # which rows read the traced durations (the fair bar for a clairvoyant learner)
+    assert [k for k, v in r.items() if v["clairvoyant"]] == ["sjf-consolidate+backfill", "srtf-consolidate"]
     for v in r.values():
         assert len(v["per_seed"]) == 2 and v["ci95"][0] <= v["avg_jct"] <= v["ci95"][1]
     assert r["fifo-closest"]["latency_ms_median"] is not None  # decisions timed in the env
-    assert "| fifo-closest |" in (out / "marl.md").read_text()
+    assert "| fifo-closest | 4 | no |" in (out / "marl.md").read_text()
     assert scenario_kwargs("dc16-8")["num_agents"] == 8
+    assert scenario_kwargs("dc4", load=2.0)["workload"].endswith("jobs=120,load=2.0")
 
 
 def test_marl_bad_arguments_are_one_line():
