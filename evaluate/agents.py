@@ -6,7 +6,10 @@ Agent specs (:func:`resolve_agent`):
 - ``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva`` (their default placement, :data:`HEURISTICS`), or
   ``POLICY+PLACEMENT`` (``sjf+consolidate``): a heuristic of :mod:`gpusched_envs.policies`;
 - a checkpoint folder (``model.pt`` + ``meta.json``) or its ``model.pt``: loaded with ``agents.load``, evaluated
-  only on scenarios with its env id and observation layout;
+  only on scenarios with its env id and observation layout; a MetaPlace checkpoint (``meta_rl`` in its meta, issue
+  15) runs as ``gpusched adapt`` evaluates it at K = 0 (:class:`MetaPlaceEvalAgent`: GNN logits minus ``w`` × its
+  performance model's cautious score), and the ``checkpoints`` group lists ``checkpoints/*/`` and MetaPlace's
+  ``checkpoints/metaplace/workerplacement_gnn``;
 - ``module:callable`` or ``path/to/file.py:callable``: ``callable()`` returns either an agent with
   ``act(obs) -> action`` (optional ``reset()`` before each episode; optional attributes ``env_ids`` — the env ids
   it runs on — and ``obs_mode``) or a scheduler with ``schedule(sim)`` (the :class:`~gpusched_envs.policies.Policy`
@@ -333,6 +336,114 @@ class CheckpointEvalAgent(EvalAgent):
             env.close()
 
 
+def _read_json(path: Path) -> dict | None:
+    import json
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def is_metaplace_checkpoint(path: str | Path) -> bool:
+    """A checkpoint written by MetaPlace's trainer (:func:`agents.meta_rl.save_meta`: ``meta_rl`` in its meta)."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    meta = _read_json(folder / "meta.json")
+    return meta is not None and isinstance(meta.get("meta_rl"), dict)
+
+
+class MetaPlaceEvalAgent(CheckpointEvalAgent):
+    """A MetaPlace checkpoint (issue 15) run as ``gpusched adapt`` reports it at K = 0: the greedy policy of
+    :func:`agents.meta_rl.rollout`, its GNN logits minus ``w`` × the performance model's cautious score (``Δ + c σ``,
+    ``c`` the checkpoint's ``caution``), not the GNN logits alone that ``agents.load`` gives (that score reads the
+    env's simulator, so it cannot be a function of the observation). The performance model only scores here: it
+    learns nothing from the leaderboard's episodes."""
+
+    kind = "metaplace"
+
+    def __init__(self, path: str | Path, spec: str | None = None):
+        super().__init__(path, spec)
+        from agents.meta_rl import PERF_FILE
+
+        if not (self.folder / PERF_FILE).is_file():
+            raise AgentSpecError(
+                f"{self.folder}: a MetaPlace checkpoint without {PERF_FILE} (its performance model, which scores "
+                "every placement); copy the whole checkpoint folder"
+            )
+        self.name = f"{self.meta.get('algorithm', 'metaplace')}:{self.folder.name}"
+        self.caution = self._caution()
+
+    def _caution(self) -> float:
+        from agents.meta_rl import MetaArgs
+
+        args = self.meta.get("args") or {}
+        return float(
+            args.get("caution", MetaArgs.caution)
+        )  # the default adapt uses when the meta predates it
+
+    def identity(self) -> dict:
+        return {**super().identity(), "caution": self.caution}
+
+    def policy(self):
+        """(placement policy, performance model), loaded once per process with :func:`agents.meta_rl.load_meta`
+        (every file checked against its sha256, ``torch.load(weights_only=True)``)."""
+        key = f"metaplace:{self.folder}"
+        if key not in _LOADED:
+            import torch
+
+            from agents.meta_rl import load_meta
+
+            torch.set_num_threads(EVAL_TORCH_THREADS)
+            try:
+                policy, perf, _ = load_meta(self.folder)
+            except (OSError, ValueError, RuntimeError) as exc:
+                raise AgentSpecError(f"{self.folder}: cannot load the MetaPlace checkpoint ({exc})") from None
+            policy.eval()
+            _LOADED[key] = (policy, perf)
+        return _LOADED[key]
+
+    def run_episode(self, scenario: Scenario, seed: int) -> dict:
+        reason = self.applies_to(scenario)
+        if reason is not None:
+            raise AgentSpecError(f"{self.name} does not run on {scenario.name}: {reason}")
+        policy, perf = self.policy()
+        return run_metaplace_episode(
+            policy, perf, scenario.make_env(**self.env_overrides()), seed, self.caution
+        )
+
+
+def run_metaplace_episode(policy, perf, env, seed: int, caution: float) -> dict:
+    """One greedy episode of :func:`agents.meta_rl.rollout` (no learning: ``observe=False``) in ``env`` (closed
+    after); the metrics :func:`run_act_episode` returns (``episode_return``, ``steps``, ``invalid_actions`` counted
+    by a wrapper, since the rollout keeps only the decisions that had a choice)."""
+    import gymnasium as gym
+
+    from agents.meta_rl import rollout
+
+    class _Tally(gym.Wrapper):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.total, self.steps, self.invalid = 0.0, 0, 0
+
+        def step(self, action):
+            out = self.env.step(action)
+            self.total += float(out[1])
+            self.steps += 1
+            self.invalid += int(bool(out[4].get("invalid_action")))
+            return out
+
+    tally = _Tally(env)
+    try:
+        ep = rollout(policy, tally, int(seed), greedy=True, perf=perf, observe=False, caution=caution)
+        metrics = dict(ep.metrics)
+        metrics.update(episode_return=tally.total, steps=tally.steps, invalid_actions=tally.invalid)
+        return _finish(metrics, getattr(env.unwrapped, "sim", None))
+    finally:
+        env.close()
+
+
 @lru_cache(maxsize=1)
 def _agents_code_digest() -> str:
     folder = repo_root() / "agents"
@@ -422,11 +533,19 @@ class UserEvalAgent(EvalAgent):
 
 # ---------------------------------------------------------------------------------------------- resolution
 def shipped_checkpoints(folder: str | Path | None = None) -> list[str]:
-    """Checkpoint folders under ``folder`` (default: the repository's ``checkpoints/``), sorted."""
+    """Checkpoint folders under ``folder`` (default: the repository's ``checkpoints/``), sorted: every
+    ``*/meta.json`` beside a ``model.pt``, and the MetaPlace checkpoints one level deeper (``algorithm: metaplace``)."""
     folder = Path(folder) if folder is not None else default_checkpoint_dir()
     if not folder.is_dir():
         return []
-    return [str(p.parent) for p in sorted(folder.glob("*/meta.json")) if (p.parent / "model.pt").is_file()]
+    found = [p.parent for p in folder.glob("*/meta.json") if (p.parent / "model.pt").is_file()]
+    # MetaPlace (issue 15) lives one level deeper, beside its multi-task baseline (which stays out of the group)
+    found += [
+        p.parent
+        for p in folder.glob("*/*/meta.json")
+        if (p.parent / "model.pt").is_file() and (_read_json(p) or {}).get("algorithm") == "metaplace"
+    ]
+    return [str(p) for p in sorted(found)]
 
 
 def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | None = None) -> list[str]:
@@ -482,6 +601,8 @@ def resolve_agent(spec: str) -> EvalAgent:
         agent = marl_eval_agent(spec)
     elif policy in POLICIES and ":" not in spec:
         agent = HeuristicEvalAgent(policy, placement if plus else HEURISTICS.get(policy, "closest"), spec)
+    elif Path(spec).exists() and is_metaplace_checkpoint(spec):  # logits − w · model score (issue 15)
+        agent = MetaPlaceEvalAgent(spec)
     elif Path(spec).exists():
         agent = CheckpointEvalAgent(spec)
     elif ":" in spec:
