@@ -143,7 +143,8 @@ def print_summary(doc: dict) -> None:
         title=f"leaderboard {doc['suite']['name']}: overall (score = lower-bound avg JCT ÷ avg JCT)"
     )
     for col in ("rank", "agent", "scenarios", "IQM score (95% CI)", "mean rank"):
-        table.add_column(col)
+        # long checkpoint names fold onto a second line instead of ending in "…" (they differ in their tails)
+        table.add_column(col, overflow="fold" if col == "agent" else "ellipsis")
     for r in doc["aggregate"]:
         table.add_row(
             str(r["rank"] or "—"),
@@ -154,12 +155,13 @@ def print_summary(doc: dict) -> None:
         )
     console.print(table)
     table = Table(title="average JCT (h), mean over seeds")
-    table.add_column("agent")
+    table.add_column("agent", overflow="fold")
     for sc in doc["scenarios"]:
         load = sc["measured_offered_load"]["mean"]
         table.add_column(
             f"{sc['name']}\n(load {load:.2f})" if load is not None else sc["name"], justify="right"
         )
+    nowhere = []  # agents of another env (DAG, multi-agent, ...) that apply to no scenario of this suite
     for a in doc["agents"]:
         cells = []
         for sc in doc["scenarios"]:
@@ -167,11 +169,16 @@ def print_summary(doc: dict) -> None:
                 (r for r in doc["summary"] if r["scenario"] == sc["name"] and r["agent"] == a["name"]), None
             )
             cells.append("n/a" if row is None else f"{row['avg_jct']['mean'] / 3600:,.2f} (#{row['rank']})")
+        if all(c == "n/a" for c in cells):
+            nowhere.append(a["name"])
+            continue
         table.add_row(a["name"], *cells)
     table.add_row(
         "lower bound", *[f"{sc['lower_bound_avg_jct']['mean'] / 3600:,.2f}" for sc in doc["scenarios"]]
     )
     console.print(table)
+    if nowhere:
+        console.print(f"not applicable to any scenario of this suite ({len(nowhere)}): {', '.join(nowhere)}")
 
 
 EVALUATE_SCHEMA = "gpusched.evaluate/1"

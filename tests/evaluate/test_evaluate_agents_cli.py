@@ -227,3 +227,25 @@ def test_documented_snippet_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = (tmp_path / "results" / "mine" / "leaderboard.md").read_text()
     assert "| shortest-remaining |" in table
+
+
+def test_leaderboard_printout_lists_agents_of_other_envs_once_not_as_rows(capsys):
+    """An agent that applies to no scenario of the suite (a DAG or multi-agent one in the `all` group) gets no row of
+    n/a cells in the per-scenario table, but one mention below it."""
+    from evaluate import cli
+
+    stat = {"mean": 0.5, "low": 0.4, "high": 0.6}
+    doc = {
+        "suite": {"name": "t"},
+        "scenarios": [
+            {"name": "s1", "measured_offered_load": {"mean": 0.9}, "lower_bound_avg_jct": {"mean": 3600.0}}
+        ],
+        "aggregate": [{"rank": 1, "agent": "fifo", "scenarios": 1, "iqm_score": stat, "mean_rank": 1.0}],
+        "agents": [{"name": "fifo"}, {"name": "dag-heft"}],
+        "summary": [{"scenario": "s1", "agent": "fifo", "avg_jct": {"mean": 7200.0}, "rank": 1}],
+    }
+    cli.print_summary(doc)
+    out = capsys.readouterr().out
+    assert "2.00 (#1)" in out and "n/a" not in out
+    assert "not applicable to any scenario of this suite (1): dag-heft" in out
+    assert out.count("dag-heft") == 1
