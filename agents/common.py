@@ -116,6 +116,15 @@ def fresh_simulator(env, seed: int) -> Simulator:
     return Simulator(sim.cluster, sim.workload, sim.config)
 
 
+def discounted_returns(rewards, gamma: float) -> np.ndarray:
+    """``G_t = r_t + γ G_{t+1}`` over one episode (``G`` after the last step is 0)."""
+    g, out = 0.0, np.empty(len(rewards))
+    for t in range(len(rewards) - 1, -1, -1):
+        g = rewards[t] + gamma * g
+        out[t] = g
+    return out
+
+
 def bootstrap_ci(
     values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
 ) -> tuple[float, float, float]:

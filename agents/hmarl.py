@@ -48,7 +48,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from agents.common import resolve_device, seed_everything, set_torch_threads
+from agents.common import discounted_returns, resolve_device, seed_everything, set_torch_threads
 from agents.networks import GraphEncoder, NetworkConfig, config_for_layout, masked, mlp
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
 
@@ -579,10 +579,7 @@ def collect_dagger(trainer: Trainer, expert, seed: int, beta: float, max_steps: 
         obs, rew, _, _, infos = env.step(actions)
         rewards.append(float(rew[agents[0]]) * a.reward_scale)
         steps += 1
-    g, returns = 0.0, np.empty(len(rewards))
-    for t in range(len(rewards) - 1, -1, -1):
-        g = rewards[t] + a.gamma * g
-        returns[t] = g
+    returns = discounted_returns(rewards, a.gamma)
     for ob, label, state, t in rows:
         for k, v in ob.items():
             data.setdefault("obs", {}).setdefault(k, []).append(v)

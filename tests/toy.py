@@ -65,3 +65,16 @@ def make_workload(rows, model_names=("additive",), name="hand"):
     return Workload.from_columns(
         name, submit, duration, gpus, model=model, gpu_milli=milli, model_names=model_names
     )
+
+
+def tiny_dag():
+    """The 4-task DAG of the DAG evaluator's hand-computed cases: 0 -> 1 (100 B), 0 -> 2 (200 B), 1 -> 3 (50 B),
+    2 -> 3 (0 B); work 2, 3, 4, 1 reference seconds."""
+    from gpusched_envs.workloads.dag import DAG
+
+    return DAG(
+        work=np.array([2.0, 3.0, 4.0, 1.0]),
+        edges=np.array([[0, 1], [0, 2], [1, 3], [2, 3]]),
+        edge_bytes=np.array([100.0, 200.0, 50.0, 0.0]),
+        name="tiny",
+    )

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from agents.common import make_env
+from agents.common import discounted_returns, make_env
 
 
 @dataclass
@@ -91,10 +91,7 @@ class Dataset:
     def add_episode(
         self, obs: list[dict], actions: list[int], masks: list[np.ndarray], rewards: list[float], gamma: float
     ) -> None:
-        g, rets = 0.0, np.empty(len(rewards))
-        for t in range(len(rewards) - 1, -1, -1):
-            g = rewards[t] + gamma * g
-            rets[t] = g
+        rets = discounted_returns(rewards, gamma)
         for o in obs:
             for k, v in o.items():
                 self.obs.setdefault(k, []).append(np.array(v, copy=True))

@@ -11,20 +11,11 @@ from agents.dag_local_search import critical_path, local_search, neighbours, ord
 from agents.metaheuristics import PlanSpace, cpsat_schedule, list_scheduling_plans
 from agents.worl_rtgs import worl_rtgs
 from gpusched_envs.sim.dag_eval import PlanEvaluator, uniform_bandwidth
-from gpusched_envs.workloads.dag import DAG, random_layered_dag
+from gpusched_envs.workloads.dag import random_layered_dag
+from tests.toy import tiny_dag
 
 SPEED = np.array([1.0, 2.0])
 BW = uniform_bandwidth(2, 100.0)  # 100 B/s between the two GPUs
-
-
-def tiny_dag() -> DAG:
-    # 0 -> 1 (100 B), 0 -> 2 (200 B), 1 -> 3 (50 B), 2 -> 3 (0 B); work 2, 3, 4, 1 reference seconds
-    return DAG(
-        work=np.array([2.0, 3.0, 4.0, 1.0]),
-        edges=np.array([[0, 1], [0, 2], [1, 3], [2, 3]]),
-        edge_bytes=np.array([100.0, 200.0, 50.0, 0.0]),
-        name="tiny",
-    )
 
 
 # the hand-computed plan: GPUs 0, 0, 1, 1, dispatch order 0, 1, 2, 3. Task 0 on GPU 0: [0, 2]; task 1 on GPU 0:

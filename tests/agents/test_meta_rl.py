@@ -333,6 +333,14 @@ def test_prior_keeps_the_refit_near_the_meta_trained_weights_and_fades_with_data
         perf.fit(1, anchor=anchor[:1], prior=1.0)
 
 
+def _contended_tiny():
+    """MetaArgs and an env on ``tiny`` set to one overloaded task (load 1.2, up to 4-GPU jobs)."""
+    args = MetaArgs(cluster="tiny", num_jobs=8)
+    env = make_env(args)
+    env.unwrapped.set_task(SizedTask(cluster="tiny", num_jobs=8, load=1.2, models="vgg16+bert", max_gpus=4))
+    return args, env
+
+
 def _episode_on_tiny(policy, env, seed=0):
     return rollout(policy, env, seed, greedy=False, rng=np.random.default_rng(seed))
 
@@ -340,9 +348,7 @@ def _episode_on_tiny(policy, env, seed=0):
 def test_trust_region_bounds_the_policy_change_of_an_adaptation_episode():
     from agents.meta_rl import mean_kl, pg_step, policy_logp
 
-    args = MetaArgs(cluster="tiny", num_jobs=8)
-    env = make_env(args)
-    env.unwrapped.set_task(SizedTask(cluster="tiny", num_jobs=8, load=1.2, models="vgg16+bert", max_gpus=4))
+    args, env = _contended_tiny()
     torch.manual_seed(0)
     policy = make_policy(env, args)
     ep = _episode_on_tiny(policy, env)
@@ -449,9 +455,7 @@ def test_trust_region_around_the_start_bounds_the_whole_adaptation():
 
     from agents.meta_rl import mean_kl, pg_step, policy_logp
 
-    args = MetaArgs(cluster="tiny", num_jobs=8)
-    env = make_env(args)
-    env.unwrapped.set_task(SizedTask(cluster="tiny", num_jobs=8, load=1.2, models="vgg16+bert", max_gpus=4))
+    args, env = _contended_tiny()
     torch.manual_seed(0)
     start = make_policy(env, args)
     episodes = [_episode_on_tiny(start, env, seed) for seed in range(4)]

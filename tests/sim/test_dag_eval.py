@@ -23,17 +23,7 @@ from gpusched_envs.sim.dag_eval import (
     uniform_bandwidth,
 )
 from gpusched_envs.workloads.dag import DAG, random_layered_dag
-
-
-def tiny_dag() -> DAG:
-    # 0 -> 1 (100 B), 0 -> 2 (200 B), 1 -> 3 (50 B), 2 -> 3 (0 B); work 2, 3, 4, 1 reference seconds
-    return DAG(
-        work=np.array([2.0, 3.0, 4.0, 1.0]),
-        edges=np.array([[0, 1], [0, 2], [1, 3], [2, 3]]),
-        edge_bytes=np.array([100.0, 200.0, 50.0, 0.0]),
-        name="tiny",
-    )
-
+from tests.toy import tiny_dag
 
 SPEED = np.array([1.0, 2.0])
 BW = uniform_bandwidth(2, 100.0)  # 100 B/s between the two GPUs
