@@ -41,7 +41,14 @@ def main(argv=None) -> None:
     for hi, label in CLASSES:
         sel = (gpus >= lo) & (gpus <= hi)
         idx = gittins_index(service[sel], grid)
-        classes.append({"label": label, "max_gpus": hi, "jobs": int(sel.sum()), "index": [float(f"{v:.6g}") for v in idx]})
+        classes.append(
+            {
+                "label": label,
+                "max_gpus": hi,
+                "jobs": int(sel.sum()),
+                "index": [float(f"{v:.6g}") for v in idx],
+            }
+        )
         lo = hi + 1
     doc = {
         "source": {

@@ -109,7 +109,9 @@ def main(argv=None) -> None:
             rows.append(row)
             print(start, s, " ".join(f"{n}={row[n]:,.0f}" for n in cands), flush=True)
         env.close()
-    print(f"\n{a.size}-job {'HELD-OUT' if a.heldout else 'held-in'} windows, {len(rows)} (window, seed) pairs; mean avg JCT and ratio to tiresias")
+    print(
+        f"\n{a.size}-job {'HELD-OUT' if a.heldout else 'held-in'} windows, {len(rows)} (window, seed) pairs; mean avg JCT and ratio to tiresias"
+    )
     base = np.array([r["tiresias"] for r in rows])
     for name in cands:
         v = np.array([r[name] for r in rows])

@@ -62,7 +62,9 @@ def load_gittins_table(name: str = "philly_gittins.yaml") -> dict:
     bounds = np.asarray([c["max_gpus"] for c in doc["classes"]], dtype=int)
     index = np.asarray([c["index"] for c in doc["classes"]], dtype=float)
     if index.shape != (len(bounds), len(grid)):
-        raise ValueError(f"data/fits/{name}: index table has shape {index.shape}, expected {(len(bounds), len(grid))}")
+        raise ValueError(
+            f"data/fits/{name}: index table has shape {index.shape}, expected {(len(bounds), len(grid))}"
+        )
     return {"grid": grid, "bounds": bounds, "index": index}
 
 
@@ -72,9 +74,13 @@ class LAS(Tiresias):
 
     name = "las"
 
-    def __init__(self, placement: str = "closest", first: float = 900.0, factor: float = 4.0, levels: int = 7):
+    def __init__(
+        self, placement: str = "closest", first: float = 900.0, factor: float = 4.0, levels: int = 7
+    ):
         if not first > 0 or not factor > 1 or levels < 1:
-            raise ValueError(f"las: need first > 0, factor > 1, levels >= 1 (got {first}, {factor}, {levels})")
+            raise ValueError(
+                f"las: need first > 0, factor > 1, levels >= 1 (got {first}, {factor}, {levels})"
+            )
         super().__init__(placement, thresholds=[first * factor**k for k in range(levels)])
 
 

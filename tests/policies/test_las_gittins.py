@@ -55,7 +55,11 @@ def test_gittins_orders_by_the_table_of_the_job_s_gpu_class(toy_cluster):
     grid = np.array([0.0, 100.0])
     assert gpu_class_of(1, [1, 16]) == 0 and gpu_class_of(16, [1, 16]) == 1 and gpu_class_of(99, [1, 16]) == 1
     # small jobs finish soon per GPU-second: job1 preempts job0 at once (as LAS above)
-    small_first = {"grid": grid, "bounds": np.array([1, 16]), "index": np.array([[0.5, 0.01], [0.001, 0.002]])}
+    small_first = {
+        "grid": grid,
+        "bounds": np.array([1, 16]),
+        "index": np.array([[0.5, 0.01], [0.001, 0.002]]),
+    }
     sim, m = run(toy_cluster, Gittins(table=small_first))
     assert sim.finish_time.tolist() == pytest.approx([180.0, 60.0]) and m["preemptions"] == 1
     # the same instance with a table that favours big jobs: no preemption, job1 waits for job0
@@ -65,14 +69,19 @@ def test_gittins_orders_by_the_table_of_the_job_s_gpu_class(toy_cluster):
 
 
 def test_bundled_gittins_table_is_fitted_on_held_in_philly_jobs_only():
-    import yaml
     from importlib import resources
+
+    import yaml
 
     from gpusched_envs.workloads.philly import load_philly
     from gpusched_envs.workloads.select import resolve_time
 
-    doc = yaml.safe_load(resources.files("gpusched_envs").joinpath("data/fits/philly_gittins.yaml").read_text())
-    assert doc["source"]["submitted_before"] == "2017-11-01"  # evaluate/suites/philly_heldout.yaml starts there
+    doc = yaml.safe_load(
+        resources.files("gpusched_envs").joinpath("data/fits/philly_gittins.yaml").read_text()
+    )
+    assert (
+        doc["source"]["submitted_before"] == "2017-11-01"
+    )  # evaluate/suites/philly_heldout.yaml starts there
     wl = load_philly()
     held_in = wl.submit_time < resolve_time(wl, "2017-11-01")
     assert doc["source"]["jobs_used"] == int(held_in.sum()) < len(wl)
