@@ -15,6 +15,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="+")
     p.add_argument("--out", default="", help="write the merged rows and summaries here")
+    p.add_argument("--checkpoint", default="", help="name the checkpoint so (it was evaluated from a copy)")
     a = p.parse_args(argv)
     from train.compare import summarize_by_scenario, summarize_pairs
 
@@ -24,7 +25,12 @@ def main(argv=None) -> None:
     names = [
         n for n in names if all(n in r for r in rows)
     ]  # rows every file has (in-env rows may be missing)
-    merged = {"checkpoint": docs[0]["checkpoint"], "information": docs[0]["information"], "groups": {}}
+    merged = {
+        "checkpoint": a.checkpoint or docs[0]["checkpoint"],
+        "commands": [d.get("command", "") for d in docs],
+        "information": docs[0]["information"],
+        "groups": {},
+    }
     for label, part in (("300", "-300-"), ("1000", "-1000-"), ("all", "")):
         sub = [r for r in rows if part in r["scenario"]]
         if not sub:
@@ -33,9 +39,8 @@ def main(argv=None) -> None:
         merged["groups"][label] = {"rows": sub, "summary": pairs, "summary_by_scenario": by}
         windows = len({r["scenario"] for r in sub})
         seeds = sorted({r["seed"] for r in sub})
-        print(
-            f"\n**{label}-job windows** ({len(sub)} (window, seed) pairs: {windows} windows × seeds {seeds})\n"
-        )
+        title = "all windows" if label == "all" else f"{label}-job windows"
+        print(f"\n**{title}** ({len(sub)} (window, seed) pairs: {windows} windows × seeds {seeds})\n")
         print(
             "| policy | mean avg JCT (s) | agent − policy, per pair (s) [95% CI] | relative | better in "
             "| per window (s) [95% CI] | better in |"
@@ -49,6 +54,11 @@ def main(argv=None) -> None:
                 f" | {d['relative']:+.1%} | {d['agent_better_in']}/{d['pairs']} | {w['mean']:+,.0f} "
                 f"[{w['ci95'][0]:+,.0f}, {w['ci95'][1]:+,.0f}] | {w['agent_better_in']}/{w['scenarios']} |"
             )
+    print("\nper window (mean over seeds): " + ", ".join(["agent", *names]))
+    for sc in dict.fromkeys(r["scenario"] for r in rows):
+        mine = [r for r in rows if r["scenario"] == sc]
+        means = [sum(r[n] for r in mine) / len(mine) for n in ("agent", *names)]
+        print(f"| {sc} | {len(mine)} | " + " | ".join(f"{m:,.0f}" for m in means) + " |")
     if a.out:
         from gpusched_envs.io import atomic_write_text
 
