@@ -263,6 +263,7 @@ HELDOUT_CLUSTERS = {
     "dgx": SIA_CLUSTERS["dgx-ext"],
 }  # 'dgx' = the second DGX-A100 profiling run
 FIT_CLUSTERS = ("aws", "dgx-ext", "rtx", "quad")
+HELDOUT_SETS = ("held-out: dgx second run", "held-out: scalability", "held-out: azure (3-5 VMs)")
 
 
 def _rows_for_heldout(sia_dir: Path, times: dict, batches: dict, params: dict) -> pd.DataFrame:
@@ -360,31 +361,40 @@ def _score(rows: pd.DataFrame, compute: dict, eff, lat, gamma: dict) -> np.ndarr
     return np.abs(pred - c.step_time.to_numpy()) / c.step_time.to_numpy() * 100.0
 
 
-def _network_fit(bc, fit_rows: pd.DataFrame, models: list[str], shared_gamma: bool):
-    """(efficiency, latency, {model: γ}) of the link/overlap fit; ``shared_gamma``: one exponent for every model."""
-    if shared_gamma:
+RULES = {
+    "two-stage": "links fitted with one shared exponent, then each model's own exponent (shipped)",
+    "joint": "links and per-model exponents fitted jointly, a new model gets the median exponent (earlier rule)",
+    "shared": "one exponent for every model, fitted with the links",
+}
+
+
+def _network_fit(bc, fit_rows: pd.DataFrame, models: list[str], rule: str = "two-stage"):
+    """(efficiency, latency, {model: γ}, γ of a model without a profile) of the link/overlap fit under ``rule``
+    (RULES); a link family without fitted rows gets bc.link_arrays' median of the fitted ones."""
+    if rule == "two-stage":
+        f = bc.fit_network_two_stage(fit_rows, models)
+        new = f["shared_gamma"]
+    elif rule == "shared":
         f = bc.fit_network(fit_rows.assign(model="all"), ["all"])
-        gamma = {m: f["gamma"]["all"] for m in SIA_MODELS}
+        new = f["gamma"]["all"]
+        f["gamma"] = {m: new for m in SIA_MODELS}
     else:
         f = bc.fit_network(fit_rows, models)
-        gamma = f["gamma"]
-    e = np.array([f["efficiency"].get(x, bc.INITIAL_EFFICIENCY) for x in bc.FAMILIES])
-    la = np.array([f["latency"].get(x, 2e-5) for x in bc.FAMILIES])
-    return e, la, gamma
+        new = float(np.median([f["gamma"][m] for m in models]))
+    e, la = bc.link_arrays(f)
+    return e, la, f["gamma"], new
 
 
-def _leave_one_model_out(
-    rows, fit_rows, sia, compute, held_models, shared_gamma: bool = False
-) -> pd.DataFrame:
-    """Refit links, exponents and the Azure server type without the model; it gets the median exponent of the others
-    (or, ``shared_gamma``, the one exponent fitted on the others)."""
+def _leave_one_model_out(rows, fit_rows, sia, compute, held_models, rule: str = "two-stage") -> pd.DataFrame:
+    """Refit links, exponents and the Azure server type without the model (none of its rows in any fit); it gets
+    the exponent the rule gives a model without a profile."""
     import build_catalog as bc
 
     lomo = []
     for held in held_models:
         others = [m for m in sia if m != held]
-        e, la, g = _network_fit(bc, fit_rows[fit_rows.model != held], others, shared_gamma)
-        g = {**g, held: g[held] if shared_gamma else float(np.median([g[m] for m in others]))}
+        e, la, g, new = _network_fit(bc, fit_rows[fit_rows.model != held], others, rule)
+        g = {**g, held: new}
         part = rows[(rows.model == held) & (rows.num_gpus > 1) & (rows.cluster != "azure")].copy()
         part["ape"] = _score(part, compute, e, la, g)
         part["held"] = held
@@ -424,9 +434,8 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     params = {"measured_on": {m: set(measured.get(m, {})) for m in sia}}
     rows = _rows_for_heldout(sia_dir, full, batches, params)
     fit_rows = bc.sia_rows(args, full, notes, batches)
-    fit = bc.fit_network(fit_rows, sia)
-    eff = np.array([fit["efficiency"].get(f, bc.INITIAL_EFFICIENCY) for f in bc.FAMILIES])
-    lat = np.array([fit["latency"].get(f, 2e-5) for f in bc.FAMILIES])
+    fit = bc.fit_network_two_stage(fit_rows, sia)
+    eff, lat = bc.link_arrays(fit)
     compute = {(m, g): full[m][g] for m in sia for g in bc.GPU_TYPES}
     rows["ape"] = _score(rows, compute, eff, lat, fit["gamma"])
     ib = (bc.LINKS["ib100"][0] * 1e9 * fit["efficiency"]["infiniband"], fit["latency"]["infiniband"])
@@ -500,11 +509,9 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
         comp = dict(compute)
         for m in sia:
             comp[(m, gpu)] = predict(m, gpu)
-        f = bc.fit_network(fit_rows[fit_rows.cluster != held], sia)
-        e = np.array([f["efficiency"].get(x, bc.INITIAL_EFFICIENCY) for x in bc.FAMILIES])
-        la = np.array([f["latency"].get(x, 2e-5) for x in bc.FAMILIES])
+        e, la, g, _new = _network_fit(bc, fit_rows[fit_rows.cluster != held], sia)
         part = rows[(rows.cluster == held) & (rows.source == "placements")].copy()
-        part["ape"] = _score(part, comp, e, la, f["gamma"])
+        part["ape"] = _score(part, comp, e, la, g)
         part["held"] = held
         loco.append(part)
     loco = pd.concat(loco)
@@ -515,34 +522,34 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     lines.append("  by class: " + ", ".join(f"{k} {fmt(p.ape)}" for k, p in loco.groupby("kind")))
     if not quick:
         azure_args = (sia_dir, full, notes, batches)
-        lines += ["", *_shared_gamma_alternative(rows, fit_rows, sia, compute, fmt, azure_args)]
+        lines += ["", *_alternative_rules(rows, fit_rows, sia, compute, fmt, azure_args)]
     return "\n".join(lines) + "\n"
 
 
-def _shared_gamma_alternative(rows, fit_rows, sia, compute, fmt, azure_args) -> list[str]:
-    """The same report for one overlap exponent shared by every model (fitted jointly with the links). NOT the
-    shipped catalogue (per-model exponents): switching would change every preset's simulations."""
+def _alternative_rules(rows, fit_rows, sia, compute, fmt, azure_args) -> list[str]:
+    """The same figures under the other exponent rules (RULES), for comparison. Not shipped."""
     import build_catalog as bc
 
-    e, la, g = _network_fit(bc, fit_rows, sia, shared_gamma=True)
-    plain = rows[rows.cluster != "azure"].copy()
-    plain["ape"] = _score(plain, compute, e, la, g)
-    out = [f"alternative, not shipped: one overlap exponent for every model (γ = {g[sia[0]]:.3f})"]
-    ib = (
-        bc.LINKS["ib100"][0] * 1e9 * e[bc.FAMILIES.index("infiniband")],
-        la[bc.FAMILIES.index("infiniband")],
-    )
-    azure, _by_model = _azure_heldout(*azure_args, g, ib)
-    plain = pd.concat([plain, azure], ignore_index=True)
-    for name, part in plain.groupby("set"):
-        out.append(f"  {name:32s} {fmt(part.ape)}")
-    held = plain.set.isin(["held-out: dgx second run", "held-out: scalability", "held-out: azure (3-5 VMs)"])
-    out.append(f"  {'held-out pooled':32s} {fmt(plain.ape[held])}")
-    lomo = _leave_one_model_out(rows, fit_rows, sia, compute, sia, shared_gamma=True)
-    out.append(
-        f"  leave-one-model-out, every set: {fmt(lomo.ape)}; without azure: {fmt(lomo.ape[lomo.cluster != 'azure'])}"
-    )
-    out.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in lomo.groupby("held")))
+    out = []
+    for rule in ("joint", "shared"):
+        e, la, g, new = _network_fit(bc, fit_rows, sia, rule)
+        plain = rows[rows.cluster != "azure"].copy()
+        plain["ape"] = _score(plain, compute, e, la, g)
+        out.append(f"alternative, not shipped: {RULES[rule]} (new-model γ = {new:.3f})")
+        ib = (
+            bc.LINKS["ib100"][0] * 1e9 * e[bc.FAMILIES.index("infiniband")],
+            la[bc.FAMILIES.index("infiniband")],
+        )
+        azure, _by_model = _azure_heldout(*azure_args, g, ib)
+        plain = pd.concat([plain, azure], ignore_index=True)
+        for name, part in plain.groupby("set"):
+            out.append(f"  {name:32s} {fmt(part.ape)}")
+        held = plain.set.isin(HELDOUT_SETS)
+        out.append(f"  {'held-out pooled':32s} {fmt(plain.ape[held])}")
+        lomo = _leave_one_model_out(rows, fit_rows, sia, compute, sia, rule)
+        clean = lomo.ape[lomo.cluster != "azure"]
+        out.append(f"  leave-one-model-out, every set: {fmt(lomo.ape)}; without azure: {fmt(clean)}")
+        out.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in lomo.groupby("held")))
     return out
 
 
