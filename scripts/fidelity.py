@@ -414,6 +414,31 @@ def _leave_one_model_out(rows, fit_rows, sia, compute, held_models, rule: str = 
     return pd.concat(lomo)
 
 
+def _leave_one_cluster_out(rows, fit_rows, measured, compute, sia, clusters) -> pd.DataFrame:
+    """Refit links and exponents without the cluster, and derive its GPU type's 1-GPU times of the Sia models from
+    the other measured cells (the held cluster's cells removed from the speed fit); score its placements rows, with
+    the derived 1-GPU times (``ape``) and with the measured ones (``ape_measured_1gpu``: the network part alone)."""
+    import build_catalog as bc
+
+    loco = []
+    for held in clusters:
+        gpu = SIA_CLUSTERS[held][0]
+        reduced = {
+            m: {g: t for g, t in v.items() if not (m in sia and g == gpu)} for m, v in measured.items()
+        }
+        predict, _ = bc.fit_speed({m: v for m, v in reduced.items() if v})
+        comp = dict(compute)
+        for m in sia:
+            comp[(m, gpu)] = predict(m, gpu)
+        e, la, g, _new = _network_fit(bc, fit_rows[fit_rows.cluster != held], sia)
+        part = rows[(rows.cluster == held) & (rows.source == "placements")].copy()
+        part["ape"] = _score(part, comp, e, la, g)
+        part["ape_measured_1gpu"] = _score(part, compute, e, la, g)
+        part["held"] = held
+        loco.append(part)
+    return pd.concat(loco)
+
+
 def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     import argparse as _ap
 
@@ -497,25 +522,8 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     lines.append(f"leave-one-model-out without the Azure rows: {fmt(clean.ape)}")
     lines.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in clean.groupby("held")))
 
-    # leave-one-cluster-out: refit links and exponents without the cluster, and derive its GPU's 1-GPU times from
-    # the other cells (the held cluster's measured cells removed from the speed fit)
-    loco = []
-    for held in FIT_CLUSTERS if not quick else FIT_CLUSTERS[:1]:
-        gpu = SIA_CLUSTERS[held][0]
-        reduced = {
-            m: {g: t for g, t in v.items() if not (m in sia and g == gpu)} for m, v in measured.items()
-        }
-        predict, _ = bc.fit_speed({m: v for m, v in reduced.items() if v})
-        comp = dict(compute)
-        for m in sia:
-            comp[(m, gpu)] = predict(m, gpu)
-        e, la, g, _new = _network_fit(bc, fit_rows[fit_rows.cluster != held], sia)
-        part = rows[(rows.cluster == held) & (rows.source == "placements")].copy()
-        part["ape"] = _score(part, comp, e, la, g)
-        part["ape_measured_1gpu"] = _score(part, compute, e, la, g)
-        part["held"] = held
-        loco.append(part)
-    loco = pd.concat(loco)
+    clusters = FIT_CLUSTERS if not quick else FIT_CLUSTERS[:1]
+    loco = _leave_one_cluster_out(rows, fit_rows, measured, compute, sia, clusters)
     lines.append(
         f"leave-one-cluster-out (placements rows of the held cluster, 1-GPU times derived): {fmt(loco.ape)}"
     )
