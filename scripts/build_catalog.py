@@ -492,6 +492,77 @@ def leave_one_cell_out(times: dict, **kw) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+SIA_ONLY_GPUS = ("T4", "A100", "RTX2080Ti", "RTX6000")  # each measured on one Sia cluster only
+
+
+def fit_roofline(times: dict):
+    """Alternative derivation, NOT shipped (compared in ``--validate``): a roofline-style regression on the GPU
+    datasheets, log t(m, g) = a_m + w1_f log(FLOPS_V100 / FLOPS_g) + w2_f log(BW_V100 / BW_g), the two sensitivities
+    per architecture family f fitted on the measured cells (GPU_SPEC). Returns predict(model, gpu) -> seconds."""
+    models = [m for m in times if times[m]]
+    effect = {m: SAME_MODEL_EFFECT.get(m, m) for m in models}
+    effects = sorted(set(effect.values()))
+    fams = sorted({FAMILY[m] for m in models})
+    col = {("a", e): i for i, e in enumerate(effects)}
+    for f in fams:
+        col[("w", f, 0)], col[("w", f, 1)] = len(col), len(col) + 1
+
+    def features(g: str) -> tuple[float, float]:
+        (f, b), (f0, b0) = GPU_SPEC[g], GPU_SPEC[REFERENCE_GPU]
+        return math.log(f0 / f), math.log(b0 / b)
+
+    x_rows, ys = [], []
+    for m in models:
+        for g, t in times[m].items():
+            x = np.zeros(len(col))
+            x[col[("a", effect[m])]] = 1.0
+            x[col[("w", FAMILY[m], 0)]], x[col[("w", FAMILY[m], 1)]] = features(g)
+            x_rows.append(x)
+            ys.append(math.log(t))
+    coef, *_ = np.linalg.lstsq(np.array(x_rows), np.array(ys), rcond=None)
+
+    def predict(m: str, g: str) -> float:
+        if ("a", SAME_MODEL_EFFECT.get(m, m)) not in col:
+            raise KeyError(f"no measured cell anchors {m}")
+        f1, f2 = features(g)
+        w1, w2 = coef[col[("w", FAMILY[m], 0)]], coef[col[("w", FAMILY[m], 1)]]
+        return math.exp(coef[col[("a", SAME_MODEL_EFFECT.get(m, m))]] + w1 * f1 + w2 * f2)
+
+    return predict
+
+
+def leave_one_gpu_type_out(times: dict, fit=None) -> pd.DataFrame:
+    """Each Sia-only GPU type's measured cells re-derived with all of that type's cells removed (what
+    leave-one-cluster-out needs: a new GPU type known by its datasheet only). ``fit``: times -> predict."""
+    fit = fit or (lambda t: fit_speed(t)[0])
+    out = []
+    for gpu in SIA_ONLY_GPUS:
+        rest = {m: {g: t for g, t in v.items() if g != gpu} for m, v in times.items()}
+        predict = fit({m: v for m, v in rest.items() if v})
+        for m, v in times.items():
+            if gpu in v:
+                out.append({"model": m, "gpu": gpu, "ape": abs(predict(m, gpu) - v[gpu]) / v[gpu] * 100})
+    return pd.DataFrame(out)
+
+
+def oracle_gpu_factor(times: dict) -> pd.DataFrame:
+    """A lower bound for any rule that gives every model the same time ratio to V100 on a GPU type: that ratio
+    chosen with hindsight (the median of the held cells' own log ratios), over the Sia-only GPU types' cells of the
+    models with a measured V100 cell."""
+    out = []
+    for gpu in SIA_ONLY_GPUS:
+        logs = {
+            m: math.log(v[gpu] / v[REFERENCE_GPU])
+            for m, v in times.items()
+            if gpu in v and REFERENCE_GPU in v
+        }
+        if not logs:
+            continue
+        best = float(np.median(list(logs.values())))
+        out += [{"model": m, "gpu": gpu, "ape": abs(math.exp(x - best) - 1) * 100} for m, x in logs.items()]
+    return pd.DataFrame(out)
+
+
 def fill_derived(times: dict, notes: dict, vgg_ratio: float, gavel: dict) -> dict:
     """Complete the (model x GPU) table with :func:`fit_speed` (family factors, tied architectures).
 
@@ -1158,6 +1229,18 @@ def main(argv=None) -> int:
                 f"leave-one-cell-out, {label}: {len(cells)} cells, median {cells.ape.median():.1f}%, "
                 f"p90 {np.percentile(cells.ape, 90):.1f}%"
             )
+        for label, fit in (("shipped rule", None), ("roofline alternative (not shipped)", fit_roofline)):
+            cells = leave_one_gpu_type_out(measured, fit)
+            per = ", ".join(f"{g} {p.ape.median():.1f}" for g, p in cells.groupby("gpu", sort=False))
+            print(
+                f"leave-one-GPU-type-out (T4, A100, RTX2080Ti, RTX6000), {label}: {len(cells)} cells, median "
+                f"{cells.ape.median():.1f}%, p90 {np.percentile(cells.ape, 90):.1f}% ({per})"
+            )
+        cells = oracle_gpu_factor(measured)
+        print(
+            f"  lower bound, one ratio to V100 per GPU type chosen with hindsight on the held cells: {len(cells)} "
+            f"cells, median {cells.ape.median():.1f}%, p90 {np.percentile(cells.ape, 90):.1f}%"
+        )
     print("GPU factors vs V100:", {g: round(math.exp(s), 3) for g, s in info["speed"].items()})
     print(f"PipeDream VGG-16 / ResNet-50 compute ratio: {info['vgg_ratio']:.3f}")
     return 0

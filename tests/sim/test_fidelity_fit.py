@@ -169,3 +169,23 @@ def test_leave_one_cluster_out_never_fits_on_the_held_cluster(monkeypatch):
     assert network_clusters and all("rtx" not in c for c in network_clusters)
     # with the held cells measured, the rows generated from them are reproduced up to the refit's error
     assert np.median(out.ape_measured_1gpu) < 5.0
+
+
+def test_roofline_alternative_reproduces_datasheet_generated_cells():
+    # cells generated as t = a_m x (FLOPS ratio)^0.7 x (bandwidth ratio)^0.3: the regression recovers an unmeasured one
+    def cell(a: float, g: str) -> float:
+        (f, b), (f0, b0) = bc.GPU_SPEC[g], bc.GPU_SPEC["V100"]
+        return a * (f0 / f) ** 0.7 * (b0 / b) ** 0.3
+
+    times = {"cifar10": {g: cell(0.05, g) for g in ("V100", "T4", "RTX2080Ti")}}
+    times["imagenet"] = {g: cell(0.3, g) for g in ("V100", "K80", "P100", "RTX6000")}
+    predict = bc.fit_roofline(times)
+    assert predict("cifar10", "A100") == pytest.approx(cell(0.05, "A100"), rel=1e-9)
+    assert predict("imagenet", "T4") == pytest.approx(cell(0.3, "T4"), rel=1e-9)
+
+
+def test_oracle_gpu_factor_hand_case():
+    # A100 / V100 ratios 0.5 and 2.0: the hindsight factor is their geometric mean 1.0, each cell is off by 50 % / 100 %
+    times = {"bert": {"V100": 1.0, "A100": 0.5}, "yolov3": {"V100": 1.0, "A100": 2.0}}
+    cells = bc.oracle_gpu_factor(times).set_index("model").ape
+    assert cells["bert"] == pytest.approx(50.0) and cells["yolov3"] == pytest.approx(100.0)
