@@ -215,6 +215,41 @@ def report(df: pd.DataFrame, used: set[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def preset_delta(old_catalog: Path) -> str:
+    """Multi-GPU iteration time of every model on every preset with the bundled catalogue ÷ with ``old_catalog`` (e.g.
+    ``git show main:gpusched_envs/data/catalog.yaml > old.yaml``): packed on one server for 2, 4, 8, 16 GPUs where a
+    server has them, else on consecutive GPU ids, and spread one GPU per server. What a catalogue change moves."""
+    from gpusched_envs.sim.throughput import predict_iteration_time
+    from gpusched_envs.sim.topology import PRESETS, load_cluster
+
+    new, old = default_catalog(), load_catalog(old_catalog)
+    lines = [
+        f"multi-GPU iteration time, bundled catalogue / {old_catalog}: median, min, max over models x placements"
+    ]
+    for preset in sorted(PRESETS):
+        cn, co = load_cluster(preset, new), load_cluster(preset, old)
+        placements = []
+        for size in (2, 4, 8, 16):
+            fits = np.flatnonzero(cn.server_num_gpus >= size)
+            if len(fits):
+                placements.append(np.flatnonzero(cn.gpu_server == fits[0])[:size])
+            elif size <= cn.num_gpus:
+                placements.append(np.arange(size))
+            if cn.num_servers >= size:
+                placements.append(np.array([np.flatnonzero(cn.gpu_server == k)[0] for k in range(size)]))
+        r = np.array(
+            [
+                predict_iteration_time(cn, m, g).total / predict_iteration_time(co, m, g).total
+                for g in placements
+                for m in new.model_names
+            ]
+        )
+        lines.append(
+            f"  {preset:14s} {np.median(r):.4f}  {r.min():.3f}  {r.max():.3f}  ({len(r)} model x placement cases)"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sia-dir", type=Path, default=TRACES / "sia_pollux" / "throughput_profiles")
@@ -229,7 +264,17 @@ def main(argv=None) -> int:
         help="in-sample vs held-out report (second DGX run, scalability, Azure, leave-one-model/cluster-out; refits)",
     )
     p.add_argument("--gavel-dir", type=Path, default=TRACES / "gavel")
+    p.add_argument(
+        "--preset-delta",
+        type=Path,
+        default=None,
+        metavar="OLD_CATALOG",
+        help="ratio of every preset's multi-GPU iteration times, bundled catalogue / this one, and exit",
+    )
     args = p.parse_args(argv)
+    if args.preset_delta:
+        print(preset_delta(args.preset_delta), end="")
+        return 0
     if args.heldout:
         text = heldout_report(args.sia_dir, args.gavel_dir)
         print(text, end="")

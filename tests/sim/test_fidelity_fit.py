@@ -189,3 +189,20 @@ def test_oracle_gpu_factor_hand_case():
     times = {"bert": {"V100": 1.0, "A100": 0.5}, "yolov3": {"V100": 1.0, "A100": 2.0}}
     cells = bc.oracle_gpu_factor(times).set_index("model").ape
     assert cells["bert"] == pytest.approx(50.0) and cells["yolov3"] == pytest.approx(100.0)
+
+
+def test_preset_delta_against_itself_and_a_slower_link(tmp_path):
+    import yaml
+
+    bundled = Path(bc.DATA / "catalog.yaml")
+    lines = fd.preset_delta(bundled).splitlines()[1:]
+    assert len(lines) >= 10 and all("1.0000  1.000  1.000" in x for x in lines)
+    doc = yaml.safe_load(bundled.read_text())
+    for spec in doc[
+        "links"
+    ].values():  # every link 10x faster in the "old" catalogue: new / old >= 1 everywhere
+        spec["bandwidth_gbytes_per_s"] *= 10
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump(doc))
+    tiny = next(x for x in fd.preset_delta(old).splitlines() if x.split()[0] == "tiny").split()
+    assert float(tiny[1]) > 1.0 and float(tiny[2]) >= 1.0
