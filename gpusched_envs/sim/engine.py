@@ -265,7 +265,8 @@ class Simulator:
                     if shared_key not in shared:
                         allowed = None if mask is None else np.unique(c.gpu_type[mask])
                         best = tp.ideal_iteration_time(c, key[0], key[1], allowed)
-                        shared[shared_key] = (best, max(best, typical_iteration_time(c, key[0], key[1], mask)))
+                        typical_iter = max(best, typical_iteration_time(c, key[0], key[1], mask))
+                        shared[shared_key] = (best, typical_iter)
                     cache[key] = shared[shared_key]
                 ideal[j], typical[j] = cache[key]
             self.job_ideal_iter = ideal

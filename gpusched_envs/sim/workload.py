@@ -18,7 +18,7 @@ class JobSpec:
     name: str
     submit_time: float  # seconds from the workload's time origin
     num_gpus: int
-    duration: float  # traced run time in seconds, at the speed the job had where it ran (SimConfig.trace_speed)
+    duration: float  # traced run time (s) at the speed the job had where it ran (SimConfig.trace_speed)
     model: str | None
     vc: str | None
     gpu_milli: int  # share of each GPU in thousandths (1000 = a whole GPU; openb fractional GPUs)
