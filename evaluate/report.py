@@ -189,7 +189,9 @@ def markdown(doc: dict) -> str:
     lines += [
         f"Values are means over seeds with 95% percentile-bootstrap intervals in parentheses. {NORMALISATION}. "
         "Overall: interquartile mean (IQM) of the scores over all scenarios and seeds with 95% stratified-bootstrap "
-        "intervals (rliable's estimators).",
+        "intervals (rliable's estimators). Offered load: GPU-time the jobs need at their typical-placement speed "
+        "(traced duration × GPUs) ÷ (cluster GPUs × arrival span), the quantity a workload's `load=` sets; "
+        "measured over each cell's finished jobs.",
         "",
         "## Overall",
         "",

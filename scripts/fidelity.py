@@ -215,6 +215,41 @@ def report(df: pd.DataFrame, used: set[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def preset_delta(old_catalog: Path) -> str:
+    """Multi-GPU iteration time of every model on every preset with the bundled catalogue ÷ with ``old_catalog`` (e.g.
+    ``git show main:gpusched_envs/data/catalog.yaml > old.yaml``): packed on one server for 2, 4, 8, 16 GPUs where a
+    server has them, else on consecutive GPU ids, and spread one GPU per server. What a catalogue change moves."""
+    from gpusched_envs.sim.throughput import predict_iteration_time
+    from gpusched_envs.sim.topology import PRESETS, load_cluster
+
+    new, old = default_catalog(), load_catalog(old_catalog)
+    lines = [
+        f"multi-GPU iteration time, bundled catalogue / {old_catalog}: median, min, max over models x placements"
+    ]
+    for preset in sorted(PRESETS):
+        cn, co = load_cluster(preset, new), load_cluster(preset, old)
+        placements = []
+        for size in (2, 4, 8, 16):
+            fits = np.flatnonzero(cn.server_num_gpus >= size)
+            if len(fits):
+                placements.append(np.flatnonzero(cn.gpu_server == fits[0])[:size])
+            elif size <= cn.num_gpus:
+                placements.append(np.arange(size))
+            if cn.num_servers >= size:
+                placements.append(np.array([np.flatnonzero(cn.gpu_server == k)[0] for k in range(size)]))
+        r = np.array(
+            [
+                predict_iteration_time(cn, m, g).total / predict_iteration_time(co, m, g).total
+                for g in placements
+                for m in new.model_names
+            ]
+        )
+        lines.append(
+            f"  {preset:14s} {np.median(r):.4f}  {r.min():.3f}  {r.max():.3f}  ({len(r)} model x placement cases)"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sia-dir", type=Path, default=TRACES / "sia_pollux" / "throughput_profiles")
@@ -229,7 +264,17 @@ def main(argv=None) -> int:
         help="in-sample vs held-out report (second DGX run, scalability, Azure, leave-one-model/cluster-out; refits)",
     )
     p.add_argument("--gavel-dir", type=Path, default=TRACES / "gavel")
+    p.add_argument(
+        "--preset-delta",
+        type=Path,
+        default=None,
+        metavar="OLD_CATALOG",
+        help="ratio of every preset's multi-GPU iteration times, bundled catalogue / this one, and exit",
+    )
     args = p.parse_args(argv)
+    if args.preset_delta:
+        print(preset_delta(args.preset_delta), end="")
+        return 0
     if args.heldout:
         text = heldout_report(args.sia_dir, args.gavel_dir)
         print(text, end="")
@@ -263,6 +308,7 @@ HELDOUT_CLUSTERS = {
     "dgx": SIA_CLUSTERS["dgx-ext"],
 }  # 'dgx' = the second DGX-A100 profiling run
 FIT_CLUSTERS = ("aws", "dgx-ext", "rtx", "quad")
+HELDOUT_SETS = ("held-out: dgx second run", "held-out: scalability", "held-out: azure (3-5 VMs)")
 
 
 def _rows_for_heldout(sia_dir: Path, times: dict, batches: dict, params: dict) -> pd.DataFrame:
@@ -360,31 +406,40 @@ def _score(rows: pd.DataFrame, compute: dict, eff, lat, gamma: dict) -> np.ndarr
     return np.abs(pred - c.step_time.to_numpy()) / c.step_time.to_numpy() * 100.0
 
 
-def _network_fit(bc, fit_rows: pd.DataFrame, models: list[str], shared_gamma: bool):
-    """(efficiency, latency, {model: γ}) of the link/overlap fit; ``shared_gamma``: one exponent for every model."""
-    if shared_gamma:
+RULES = {
+    "two-stage": "links fitted with one shared exponent, then each model's own exponent (shipped)",
+    "joint": "links and per-model exponents fitted jointly, a new model gets the median exponent (earlier rule)",
+    "shared": "one exponent for every model, fitted with the links",
+}
+
+
+def _network_fit(bc, fit_rows: pd.DataFrame, models: list[str], rule: str = "two-stage"):
+    """(efficiency, latency, {model: γ}, γ of a model without a profile) of the link/overlap fit under ``rule``
+    (RULES); a link family without fitted rows gets bc.link_arrays' default."""
+    if rule == "two-stage":
+        f = bc.fit_network_two_stage(fit_rows, models)
+        new = f["shared_gamma"]
+    elif rule == "shared":
         f = bc.fit_network(fit_rows.assign(model="all"), ["all"])
-        gamma = {m: f["gamma"]["all"] for m in SIA_MODELS}
+        new = f["gamma"]["all"]
+        f["gamma"] = {m: new for m in SIA_MODELS}
     else:
         f = bc.fit_network(fit_rows, models)
-        gamma = f["gamma"]
-    e = np.array([f["efficiency"].get(x, bc.INITIAL_EFFICIENCY) for x in bc.FAMILIES])
-    la = np.array([f["latency"].get(x, 2e-5) for x in bc.FAMILIES])
-    return e, la, gamma
+        new = float(np.median([f["gamma"][m] for m in models]))
+    e, la = bc.link_arrays(f)
+    return e, la, f["gamma"], new
 
 
-def _leave_one_model_out(
-    rows, fit_rows, sia, compute, held_models, shared_gamma: bool = False
-) -> pd.DataFrame:
-    """Refit links, exponents and the Azure server type without the model; it gets the median exponent of the others
-    (or, ``shared_gamma``, the one exponent fitted on the others)."""
+def _leave_one_model_out(rows, fit_rows, sia, compute, held_models, rule: str = "two-stage") -> pd.DataFrame:
+    """Refit links, exponents and the Azure server type without the model (none of its rows in any fit); it gets
+    the exponent the rule gives a model without a profile."""
     import build_catalog as bc
 
     lomo = []
     for held in held_models:
         others = [m for m in sia if m != held]
-        e, la, g = _network_fit(bc, fit_rows[fit_rows.model != held], others, shared_gamma)
-        g = {**g, held: g[held] if shared_gamma else float(np.median([g[m] for m in others]))}
+        e, la, g, new = _network_fit(bc, fit_rows[fit_rows.model != held], others, rule)
+        g = {**g, held: new}
         part = rows[(rows.model == held) & (rows.num_gpus > 1) & (rows.cluster != "azure")].copy()
         part["ape"] = _score(part, compute, e, la, g)
         part["held"] = held
@@ -402,6 +457,31 @@ def _leave_one_model_out(
         part["held"] = held
         lomo.append(part)
     return pd.concat(lomo)
+
+
+def _leave_one_cluster_out(rows, fit_rows, measured, compute, sia, clusters) -> pd.DataFrame:
+    """Refit links and exponents without the cluster, and derive its GPU type's 1-GPU times of the Sia models from
+    the other measured cells (the held cluster's cells removed from the speed fit); score its placements rows, with
+    the derived 1-GPU times (``ape``) and with the measured ones (``ape_measured_1gpu``: the network part alone)."""
+    import build_catalog as bc
+
+    loco = []
+    for held in clusters:
+        gpu = SIA_CLUSTERS[held][0]
+        reduced = {
+            m: {g: t for g, t in v.items() if not (m in sia and g == gpu)} for m, v in measured.items()
+        }
+        predict, _ = bc.fit_speed({m: v for m, v in reduced.items() if v})
+        comp = dict(compute)
+        for m in sia:
+            comp[(m, gpu)] = predict(m, gpu)
+        e, la, g, _new = _network_fit(bc, fit_rows[fit_rows.cluster != held], sia)
+        part = rows[(rows.cluster == held) & (rows.source == "placements")].copy()
+        part["ape"] = _score(part, comp, e, la, g)
+        part["ape_measured_1gpu"] = _score(part, compute, e, la, g)
+        part["held"] = held
+        loco.append(part)
+    return pd.concat(loco)
 
 
 def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
@@ -424,9 +504,8 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     params = {"measured_on": {m: set(measured.get(m, {})) for m in sia}}
     rows = _rows_for_heldout(sia_dir, full, batches, params)
     fit_rows = bc.sia_rows(args, full, notes, batches)
-    fit = bc.fit_network(fit_rows, sia)
-    eff = np.array([fit["efficiency"].get(f, bc.INITIAL_EFFICIENCY) for f in bc.FAMILIES])
-    lat = np.array([fit["latency"].get(f, 2e-5) for f in bc.FAMILIES])
+    fit = bc.fit_network_two_stage(fit_rows, sia)
+    eff, lat = bc.link_arrays(fit)
     compute = {(m, g): full[m][g] for m in sia for g in bc.GPU_TYPES}
     rows["ape"] = _score(rows, compute, eff, lat, fit["gamma"])
     ib = (bc.LINKS["ib100"][0] * 1e9 * fit["efficiency"]["infiniband"], fit["latency"]["infiniband"])
@@ -488,61 +567,48 @@ def heldout_report(sia_dir: Path, gavel_dir: Path, quick: bool = False) -> str:
     lines.append(f"leave-one-model-out without the Azure rows: {fmt(clean.ape)}")
     lines.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in clean.groupby("held")))
 
-    # leave-one-cluster-out: refit links and exponents without the cluster, and derive its GPU's 1-GPU times from
-    # the other cells (the held cluster's measured cells removed from the speed fit)
-    loco = []
-    for held in FIT_CLUSTERS if not quick else FIT_CLUSTERS[:1]:
-        gpu = SIA_CLUSTERS[held][0]
-        reduced = {
-            m: {g: t for g, t in v.items() if not (m in sia and g == gpu)} for m, v in measured.items()
-        }
-        predict, _ = bc.fit_speed({m: v for m, v in reduced.items() if v})
-        comp = dict(compute)
-        for m in sia:
-            comp[(m, gpu)] = predict(m, gpu)
-        f = bc.fit_network(fit_rows[fit_rows.cluster != held], sia)
-        e = np.array([f["efficiency"].get(x, bc.INITIAL_EFFICIENCY) for x in bc.FAMILIES])
-        la = np.array([f["latency"].get(x, 2e-5) for x in bc.FAMILIES])
-        part = rows[(rows.cluster == held) & (rows.source == "placements")].copy()
-        part["ape"] = _score(part, comp, e, la, f["gamma"])
-        part["held"] = held
-        loco.append(part)
-    loco = pd.concat(loco)
+    clusters = FIT_CLUSTERS if not quick else FIT_CLUSTERS[:1]
+    loco = _leave_one_cluster_out(rows, fit_rows, measured, compute, sia, clusters)
     lines.append(
         f"leave-one-cluster-out (placements rows of the held cluster, 1-GPU times derived): {fmt(loco.ape)}"
     )
     lines.append("  " + ", ".join(f"{c} {fmt(p.ape)}" for c, p in loco.groupby("held")))
     lines.append("  by class: " + ", ".join(f"{k} {fmt(p.ape)}" for k, p in loco.groupby("kind")))
+    lines.append(
+        "leave-one-cluster-out with the held cluster's measured 1-GPU times (the network part alone): "
+        + fmt(loco.ape_measured_1gpu)
+    )
+    lines.append("  " + ", ".join(f"{c} {fmt(p.ape_measured_1gpu)}" for c, p in loco.groupby("held")))
     if not quick:
         azure_args = (sia_dir, full, notes, batches)
-        lines += ["", *_shared_gamma_alternative(rows, fit_rows, sia, compute, fmt, azure_args)]
+        lines += ["", *_alternative_rules(rows, fit_rows, sia, compute, fmt, azure_args)]
     return "\n".join(lines) + "\n"
 
 
-def _shared_gamma_alternative(rows, fit_rows, sia, compute, fmt, azure_args) -> list[str]:
-    """The same report for one overlap exponent shared by every model (fitted jointly with the links). NOT the
-    shipped catalogue (per-model exponents): switching would change every preset's simulations."""
+def _alternative_rules(rows, fit_rows, sia, compute, fmt, azure_args) -> list[str]:
+    """The same figures under the other exponent rules (RULES), for comparison. Not shipped."""
     import build_catalog as bc
 
-    e, la, g = _network_fit(bc, fit_rows, sia, shared_gamma=True)
-    plain = rows[rows.cluster != "azure"].copy()
-    plain["ape"] = _score(plain, compute, e, la, g)
-    out = [f"alternative, not shipped: one overlap exponent for every model (γ = {g[sia[0]]:.3f})"]
-    ib = (
-        bc.LINKS["ib100"][0] * 1e9 * e[bc.FAMILIES.index("infiniband")],
-        la[bc.FAMILIES.index("infiniband")],
-    )
-    azure, _by_model = _azure_heldout(*azure_args, g, ib)
-    plain = pd.concat([plain, azure], ignore_index=True)
-    for name, part in plain.groupby("set"):
-        out.append(f"  {name:32s} {fmt(part.ape)}")
-    held = plain.set.isin(["held-out: dgx second run", "held-out: scalability", "held-out: azure (3-5 VMs)"])
-    out.append(f"  {'held-out pooled':32s} {fmt(plain.ape[held])}")
-    lomo = _leave_one_model_out(rows, fit_rows, sia, compute, sia, shared_gamma=True)
-    out.append(
-        f"  leave-one-model-out, every set: {fmt(lomo.ape)}; without azure: {fmt(lomo.ape[lomo.cluster != 'azure'])}"
-    )
-    out.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in lomo.groupby("held")))
+    out = []
+    for rule in ("joint", "shared"):
+        e, la, g, new = _network_fit(bc, fit_rows, sia, rule)
+        plain = rows[rows.cluster != "azure"].copy()
+        plain["ape"] = _score(plain, compute, e, la, g)
+        out.append(f"alternative, not shipped: {RULES[rule]} (new-model γ = {new:.3f})")
+        ib = (
+            bc.LINKS["ib100"][0] * 1e9 * e[bc.FAMILIES.index("infiniband")],
+            la[bc.FAMILIES.index("infiniband")],
+        )
+        azure, _by_model = _azure_heldout(*azure_args, g, ib)
+        plain = pd.concat([plain, azure], ignore_index=True)
+        for name, part in plain.groupby("set"):
+            out.append(f"  {name:32s} {fmt(part.ape)}")
+        held = plain.set.isin(HELDOUT_SETS)
+        out.append(f"  {'held-out pooled':32s} {fmt(plain.ape[held])}")
+        lomo = _leave_one_model_out(rows, fit_rows, sia, compute, sia, rule)
+        clean = lomo.ape[lomo.cluster != "azure"]
+        out.append(f"  leave-one-model-out, every set: {fmt(lomo.ape)}; without azure: {fmt(clean)}")
+        out.append("  " + ", ".join(f"{m} {fmt(p.ape)}" for m, p in lomo.groupby("held")))
     return out
 
 

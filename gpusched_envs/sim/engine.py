@@ -145,7 +145,7 @@ _SPEED_CACHES: dict[int, tuple[Cluster, dict]] = {}  # id(cluster) -> (the clust
 
 def _speed_cache(cluster: Cluster) -> dict:
     """The (ideal, typical) iteration times already computed on this immutable cluster object, by (model, GPUs,
-    allowed-GPU mask, trace_speed): an env builds a new simulator at every reset on the same cluster, and the
+    allowed-GPU mask): an env builds a new simulator at every reset on the same cluster, and the
     typical-placement search is most of a 100-job reset otherwise. The entry holds the cluster, so its id stays
     its own; at most 16 clusters are kept (the oldest goes first)."""
     entry = _SPEED_CACHES.get(id(cluster))
@@ -247,30 +247,32 @@ class Simulator:
         self.initially_dropped = dropped
 
         # ideal iteration time (the lower bound that normalises slowdowns) and work (iterations): the traced
-        # duration divided by the iteration time the job had where it ran (``trace_speed``)
+        # duration divided by the iteration time the job had where it ran (``trace_speed``). The typical iteration
+        # time is kept under either rule: offered load is GPU-time at it (metrics.py, the one definition)
         if self.config.speed_model == "duration":
             self.job_ideal_iter = np.ones(n)
+            self.job_typical_iter = np.ones(n)
             self.job_trace_iter = np.ones(n)
         else:
             cache: dict[tuple, tuple[float, float]] = {}
             shared = _speed_cache(c)  # the same values for every simulator on this cluster (an env's resets)
-            ideal, traced = np.empty(n), np.empty(n)
+            ideal, typical = np.empty(n), np.empty(n)
             for j in range(n):
                 key = (int(model[j]), int(self.job_gpus_n[j]), int(self.job_allowed[j]))
                 if key not in cache:
                     mask = masks[key[2]] if key[2] >= 0 and masks[key[2]].any() else None
-                    shared_key = (*key[:2], None if mask is None else mask.tobytes(), self.config.trace_speed)
+                    shared_key = (*key[:2], None if mask is None else mask.tobytes())
                     if shared_key not in shared:
                         allowed = None if mask is None else np.unique(c.gpu_type[mask])
                         best = tp.ideal_iteration_time(c, key[0], key[1], allowed)
-                        typical = best
-                        if self.config.trace_speed == "typical":
-                            typical = max(best, typical_iteration_time(c, key[0], key[1], mask))
-                        shared[shared_key] = (best, typical)
+                        typical_iter = max(best, typical_iteration_time(c, key[0], key[1], mask))
+                        shared[shared_key] = (best, typical_iter)
                     cache[key] = shared[shared_key]
-                ideal[j], traced[j] = cache[key]
+                ideal[j], typical[j] = cache[key]
             self.job_ideal_iter = ideal
-            self.job_trace_iter = traced  # seconds per iteration at which the traced duration was measured
+            self.job_typical_iter = typical  # seconds per iteration in the job's typical placement
+            # seconds per iteration at which the traced duration was measured
+            self.job_trace_iter = typical if self.config.trace_speed == "typical" else ideal
         self.job_work = w.duration / self.job_trace_iter
         slow = c.catalog.colocation_slowdown
         # one factor for every pair (no measured pairs): skip the per-neighbour lookup in the hot loop

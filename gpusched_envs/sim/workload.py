@@ -18,7 +18,7 @@ class JobSpec:
     name: str
     submit_time: float  # seconds from the workload's time origin
     num_gpus: int
-    duration: float  # traced run time in seconds = the job's ideal runtime (SPEC §3)
+    duration: float  # traced run time (s) at the speed the job had where it ran (SimConfig.trace_speed)
     model: str | None
     vc: str | None
     gpu_milli: int  # share of each GPU in thousandths (1000 = a whole GPU; openb fractional GPUs)
@@ -193,11 +193,17 @@ class Workload:
         return Workload(**fields, meta=dict(self.meta))
 
     def gpu_seconds(self) -> float:
-        """Total ideal GPU-time asked for (fractional GPUs counted by their share)."""
+        """Total traced GPU-time asked for: duration × GPUs, fractional GPUs counted by their share."""
         return float(np.sum(self.duration * self.num_gpus * (self.gpu_milli / 1000.0)))
 
     def offered_load(self, num_gpus: int) -> float:
-        """Ideal GPU-time divided by GPU capacity over the arrival span (SPEC §4: every report states it)."""
+        """Traced GPU-time ÷ (``num_gpus`` × arrival span) (SPEC §4: every report states it; ``load=`` sets it).
+
+        The one definition of offered load: GPU-time the jobs need at the speed they get in their typical placement
+        (the simulator's default ``trace_speed="typical"`` reads a traced duration as exactly that), over the GPU
+        capacity of the arrival span. It needs no cluster, and the simulator's ``offered_load`` metric measures the
+        same quantity (sim/metrics.py), so a run that drains with no job dropped measures this value. Under
+        ``trace_speed="ideal"`` durations are ideal runtimes and the measured load is higher by typical ÷ ideal."""
         if len(self) < 2:
             return 0.0
         span = float(self.submit_time[-1] - self.submit_time[0])

@@ -1,7 +1,8 @@
 """Windows over a workload: time range, VC, first N jobs, and arrival-rate scaling to a target offered load.
 
 SPEC §4: scenarios for learning and ranking need contention, so a window can be compressed in time until its offered
-load (ideal GPU-time ÷ (GPUs × arrival span)) reaches a stated value.
+load (:meth:`Workload.offered_load`: traced GPU-time ÷ (GPUs × arrival span), the GPU-time the jobs need at their
+typical-placement speed, which the simulator's ``offered_load`` metric measures the same way) reaches a stated value.
 """
 
 from __future__ import annotations
@@ -117,7 +118,11 @@ def scale_arrivals(wl: Workload, factor: float, *, name: str | None = None) -> W
 
 
 def scale_to_load(wl: Workload, load: float, num_gpus: int, *, name: str | None = None) -> Workload:
-    """Rescale the arrival rate so that ``wl.offered_load(num_gpus) == load`` (durations and sizes unchanged)."""
+    """Rescale the arrival rate so that ``wl.offered_load(num_gpus) == load`` (durations and sizes unchanged).
+
+    ``num_gpus`` is the GPU count of the cluster the workload will run on; no cluster is needed: the load is traced
+    GPU-time, which the default simulator reads as GPU-time at each job's typical speed on whatever cluster it runs
+    (heterogeneous ones included), so the run's measured ``offered_load`` is ``load`` when every job finishes."""
     if num_gpus is None or int(num_gpus) < 1:
         raise WorkloadError(f"gpus must be a GPU count >= 1, got {num_gpus}", field="gpus")
     if not np.isfinite(load) or load <= 0:

@@ -420,9 +420,11 @@ def test_exploration_bonus_is_beta_w_sigma_on_valid_servers():
 
 
 def test_adaptation_with_the_trust_region_is_never_much_worse_than_before():
-    """An aggressive inner learner (Adam 0.05, 3 steps per episode) on a small case: unbounded it makes the policy
-    defer jobs and blows the average JCT up; within the trust region 3 adaptation episodes stay within 5% of the
-    unadapted policy's JCT on workloads adaptation never saw."""
+    """An aggressive inner learner (Adam 0.05, 3 steps per episode) on a small case: unbounded it can make the policy
+    defer jobs and blow the average JCT up; within the trust region 3 adaptation episodes stay within 5% of the
+    unadapted policy's JCT on workloads adaptation never saw. Whether one unbounded adaptation flips the policy is
+    a coin toss of its episodes (about one seed in two or three, and which ones moves with any catalogue change), so
+    four adaptation seeds: at least one blows up unbounded, none does within the trust region."""
     import dataclasses
 
     from agents.meta_rl import imitation
@@ -441,13 +443,15 @@ def test_adaptation_with_the_trust_region_is_never_much_worse_than_before():
         return np.mean([rollout(p, env, s, greedy=True).metrics["avg_jct"] for s in (101, 102)])
 
     before = jct(policy)
-    results = {}
-    for max_kl in (0.0, 0.01):
-        torch.manual_seed(1)
-        a = dataclasses.replace(args, max_kl=max_kl)
-        results[max_kl] = jct(adapt(policy, env, task, [11, 12, 13], a, rng=np.random.default_rng(1)))
-    assert results[0.0] > 2 * before  # the failure the trust region prevents
-    assert results[0.01] <= 1.05 * before
+    results = {0.0: [], 0.01: []}
+    for seed in range(4):
+        for max_kl in (0.0, 0.01):
+            torch.manual_seed(seed)
+            a = dataclasses.replace(args, max_kl=max_kl)
+            adapted = adapt(policy, env, task, [11, 12, 13], a, rng=np.random.default_rng(seed))
+            results[max_kl].append(jct(adapted))
+    assert max(results[0.0]) > 2 * before  # the failure the trust region prevents
+    assert max(results[0.01]) <= 1.05 * before
 
 
 def test_trust_region_around_the_start_bounds_the_whole_adaptation():

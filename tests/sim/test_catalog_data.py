@@ -98,6 +98,20 @@ def test_overlap_gamma_in_pollux_range(catalog):
     assert np.all(catalog.overlap_gamma >= 1.0) and np.all(catalog.overlap_gamma <= 10.0)
 
 
+def test_models_without_a_profile_get_the_shared_exponent(catalog, doc):
+    # issue 11: the links are fitted with one exponent shared by every model (stage 1), which a model without a
+    # profile of its own (or an analogue architecture) takes; the profiled models get their own (stage 2)
+    unprofiled = ("lm", "recommendation", "a3c", "cyclegan")
+    gammas = {m: catalog.overlap_gamma[catalog.model_index(m)] for m in unprofiled}
+    assert len(set(gammas.values())) == 1
+    shared = next(iter(gammas.values()))
+    for m in SIA_MODELS:
+        src = doc["models"][m]["sources"]["overlap_gamma"]
+        assert "link parameters fixed" in src and f"shared by every model, {shared:.4g}" in src, m
+    for m in unprofiled:
+        assert "shared by every model" in doc["models"][m]["sources"]["overlap_gamma"]
+
+
 def test_links_positive_and_ordered(catalog):
     for link in catalog.links.values():
         assert link.bandwidth > 0 and link.latency >= 0
