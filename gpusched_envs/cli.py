@@ -165,7 +165,9 @@ def simulate(
     workload: Annotated[
         str, typer.Option(help="Named workload spec, e.g. philly:start=2017-10-01,end=2017-10-07.")
     ] = ("synthetic:jobs=200"),
-    policy: Annotated[str, typer.Option(help="fifo | sjf | srtf | tiresias | gandiva")] = "fifo",
+    policy: Annotated[
+        str, typer.Option(help="fifo | sjf | srtf | tiresias | las | gittins | gandiva")
+    ] = "fifo",
     placement: Annotated[
         str, typer.Option(help="closest | consolidate | first-fit | pack | random")
     ] = "closest",

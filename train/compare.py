@@ -215,6 +215,7 @@ def compare(
         "seeds": list(map(int, seeds)),
         "rows": rows,
         "summary": summarize_pairs(rows, all_names),
+        "summary_by_scenario": summarize_by_scenario(rows, all_names),
         "seconds": time.perf_counter() - t0,
     }
 
@@ -240,6 +241,33 @@ def summarize_pairs(rows: list[dict], heuristics) -> dict:
     return summary
 
 
+def summarize_by_scenario(rows: list[dict], heuristics) -> dict:
+    """Per heuristic h: the paired difference agent − h averaged over the seeds of each scenario first, then the
+    mean over scenarios with a 95% bootstrap interval that resamples scenarios. Within a trace window the seeds
+    change only the simulator's seeded choices, so the windows, not the (window, seed) pairs, are the independent
+    units: this interval is the conservative reading when there are several seeds per window."""
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    out = {}
+    for h in heuristics:
+        per = []
+        for sc in scenarios:
+            mine = [r for r in rows if r["scenario"] == sc]
+            per.append(
+                (float(np.mean([r["agent"] - r[h] for r in mine])), float(np.mean([r[h] for r in mine])))
+            )
+        diff = np.asarray([d for d, _ in per])
+        mean, lo, hi = bootstrap_ci(diff)
+        base = float(np.mean([b for _, b in per]))
+        out[f"agent_minus_{h}"] = {
+            "mean": mean,
+            "ci95": [lo, hi],
+            "relative": mean / base if base else float("nan"),
+            "scenarios": len(diff),
+            "agent_better_in": int((diff < 0).sum()),
+        }
+    return out
+
+
 def markdown_table(result: dict) -> str:
     rows = [
         f"information: {result['information']}; {len(result['rows'])} paired (scenario, seed) episodes",
@@ -257,6 +285,22 @@ def markdown_table(result: dict) -> str:
         rows.append(
             f"| {name} | {v['mean']:,.0f} | [{v['ci95'][0]:,.0f}, {v['ci95'][1]:,.0f}] | {diff} | {rel} |"
         )
+    by = result.get("summary_by_scenario") or {}
+    if by and len(result["rows"]) > len(result.get("scenarios") or ()):  # several seeds per scenario
+        rows += [
+            "",
+            "Over scenarios (seeds averaged per scenario first; the interval resamples scenarios):",
+            "",
+        ]
+        rows += [
+            "| policy | agent − policy (s) [95% CI] | relative | agent better in |",
+            "|---|---|---:|---:|",
+        ]
+        for key, d in by.items():
+            rows.append(
+                f"| {key.removeprefix('agent_minus_')} | {d['mean']:+,.0f} [{d['ci95'][0]:+,.0f}, "
+                f"{d['ci95'][1]:+,.0f}] | {d['relative']:+.1%} | {d['agent_better_in']}/{d['scenarios']} |"
+            )
     return "\n".join(rows)
 
 

@@ -9,6 +9,7 @@ A config file (``train/configs/*.yaml``, read with ``yaml.safe_load``)::
     num_envs: 1
     eval_every: 5000          # env steps between evaluations (0: only at the end)
     eval_seeds: [10000, 10001, 10002]
+    eval_choices: [{workload: "philly:start=2017-10-07,jobs=300,load=0.9,gpus=32"}]  # optional: evaluate on these
     checkpoint_every: 5000    # env steps between checkpoints (0: only at the end)
     args: {encoder: gnn, learning_rate: 0.0005}   # fields of DDQNArgs / PPOArgs
     curriculum: [{until: 20000, env_kwargs: {load: 0.6}}]   # optional, see train/curriculum.py
@@ -39,6 +40,9 @@ class RunConfig:
     num_envs: int = 1
     eval_every: int = 0
     eval_seeds: list[int] = field(default_factory=lambda: [10_000, 10_001, 10_002])
+    # env-kwargs overrides to evaluate on (every seed on each; empty: the run's env): select a checkpoint on
+    # held-in trace windows rather than on the synthetic default workload
+    eval_choices: list = field(default_factory=list)
     checkpoint_every: int = 0
     progress: bool = True
     args: dict = field(default_factory=dict)
@@ -166,6 +170,8 @@ def validate(cfg: RunConfig) -> None:
         isinstance(s, int) and not isinstance(s, bool) for s in cfg.eval_seeds
     ):
         raise ValueError(f"eval_seeds: expected a list of integers, got {cfg.eval_seeds!r}")
+    if not isinstance(cfg.eval_choices, list) or not all(isinstance(c, dict) for c in cfg.eval_choices):
+        raise ValueError(f"eval_choices: expected a list of env-kwargs mappings, got {cfg.eval_choices!r}")
     encoders = ("cnn",) if cfg.algorithm == "topdrl" else ENCODERS
     if "encoder" in cfg.args:
         check_choice(

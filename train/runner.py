@@ -245,16 +245,33 @@ class PolicySaver:
         )
 
 
+def merge_summaries(parts: list[dict]) -> dict:
+    """One evaluation summary from several (one per eval env): means of the means, per-seed lists concatenated."""
+    out = dict(parts[0])
+    for key, value in parts[0].items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = float(np.mean([p[key] for p in parts]))
+        elif isinstance(value, list):
+            out[key] = [v for p in parts for v in p[key]]
+    return out
+
+
 class Evaluator:
     """Periodic evaluation on the held-out eval seeds (SB3's ``EvalCallback`` in spirit): logs ``eval/*`` and keeps
     the best policy so far (lowest objective) in ``best/``. ``last`` holds the latest evaluation."""
 
-    def __init__(self, env, seeds: list[int], writer: Writer, saver: PolicySaver):
+    def __init__(self, env, seeds: list[int], writer: Writer, saver: PolicySaver, extra_envs=()):
         self.env, self.seeds, self.writer, self.saver = env, seeds, writer, saver
+        # with eval_choices: one env per choice, every seed on each (the run's env is then not evaluated)
+        self.envs = list(extra_envs) or [env]
         self.last: dict | None = None
 
     def __call__(self, module, step: int, device) -> dict:
-        self.last = evaluate_module(module, self.env, self.seeds, device)
+        if len(self.envs) == 1:
+            self.last = evaluate_module(module, self.envs[0], self.seeds, device)
+        else:
+            parts = [evaluate_module(module, e, self.seeds, device) for e in self.envs]
+            self.last = merge_summaries(parts)
         self.writer.scalar(f"eval/{self.last['objective_name']}", self.last["objective"], step)
         self.writer.scalar("eval/return", self.last["return"], step)
         if self.last["objective"] < best_objective(self.saver.out):
@@ -490,8 +507,9 @@ def run_ppo(
     writer = Writer(out / "tb", purge_step=model.num_timesteps if resume else None)
     bar = Progress(cfg.steps, model.num_timesteps, cfg.progress, cfg.algorithm)
     saver = PolicySaver(out, cfg, "logits", network, mode, command, args.to_dict())
+    extra = [make_env(cfg.env, {**cfg.env_kwargs, **c}, mode) for c in cfg.eval_choices]
     callback = PPOCallback(
-        cfg, network, writer, bar, Evaluator(eval_env, cfg.eval_seeds, writer, saver), saver
+        cfg, network, writer, bar, Evaluator(eval_env, cfg.eval_seeds, writer, saver, extra), saver
     )
     if cfg.bc and not resume:
         imitate(model, cfg, mode, args, network, writer, callback.evaluator, out)

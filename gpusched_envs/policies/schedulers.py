@@ -190,11 +190,25 @@ def _netsens_auto(**kwargs):
     return AutoDelaySchedulingPolicy(**kwargs)
 
 
+def _las(**kwargs):
+    from gpusched_envs.policies.gittins import LAS
+
+    return LAS(**kwargs)
+
+
+def _gittins(**kwargs):
+    from gpusched_envs.policies.gittins import Gittins
+
+    return Gittins(**kwargs)
+
+
 POLICIES = {
     "fifo": FIFO,
     "sjf": SJF,
     "srtf": SRTF,
     "tiresias": Tiresias,
+    "las": _las,
+    "gittins": _gittins,
     "gandiva": Gandiva,
     "netsens": _netsens,
     "netsens-auto": _netsens_auto,
@@ -202,10 +216,12 @@ POLICIES = {
 
 
 # which heuristics an agent is compared with, by the information it sees (issue 10): a non-clairvoyant agent
-# against the schedulers that do not read durations, a clairvoyant one against those too and SJF / SRTF
+# against the schedulers that do not read durations, a clairvoyant one against those too and SJF / SRTF.
+# ``las`` (many-queue Tiresias) is the strongest non-clairvoyant rule found on the held-in Philly windows
+# (scripts/nc_heuristic_study.py); ``gittins`` is a named heuristic too but weaker there, so not a comparison row
 CLAIRVOYANT_POLICIES = ("sjf", "srtf")
-NON_CLAIRVOYANT_POLICIES = ("fifo", "gandiva", "tiresias")
-PREEMPTIVE_POLICIES = ("srtf", "tiresias")
+NON_CLAIRVOYANT_POLICIES = ("fifo", "gandiva", "tiresias", "las")
+PREEMPTIVE_POLICIES = ("srtf", "tiresias", "las", "gittins")
 
 
 def is_clairvoyant(policy) -> bool:
@@ -218,8 +234,8 @@ def is_clairvoyant(policy) -> bool:
 
 
 def comparable_policies(information: str = "non-clairvoyant", preemption: bool = True) -> tuple[str, ...]:
-    """The heuristics of an agent's own class: non-clairvoyant FIFO, Gandiva, Tiresias; clairvoyant adds SJF and
-    SRTF. ``preemption=False`` leaves out the preemptive ones (SRTF, Tiresias)."""
+    """The heuristics of an agent's own class: non-clairvoyant FIFO, Gandiva, Tiresias, LAS; clairvoyant adds SJF
+    and SRTF. ``preemption=False`` leaves out the preemptive ones (SRTF, Tiresias, LAS)."""
     if information not in ("non-clairvoyant", "clairvoyant"):
         raise ValueError(f"information must be 'non-clairvoyant' or 'clairvoyant', got {information!r}")
     names = NON_CLAIRVOYANT_POLICIES + (CLAIRVOYANT_POLICIES if information == "clairvoyant" else ())
@@ -227,7 +243,8 @@ def comparable_policies(information: str = "non-clairvoyant", preemption: bool =
 
 
 def make_policy(name: str, placement: str | None = None, **kwargs) -> Policy:
-    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``netsens``, ``netsens-auto``)
+    """A heuristic by name (``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``las``, ``gittins``, ``gandiva``, ``netsens``,
+    ``netsens-auto``)
     with a placement rule (NetSens picks its own: consolidate, then closest after the delay)."""
     try:
         cls = POLICIES[name]

@@ -247,7 +247,13 @@ def contended_tiny(**kw):
 
 @pytest.mark.parametrize(
     ("name", "information"),
-    [("tiresias", "non-clairvoyant"), ("srtf", "clairvoyant"), ("fifo", "non-clairvoyant")],
+    [
+        ("tiresias", "non-clairvoyant"),
+        ("las", "non-clairvoyant"),
+        ("gittins", "non-clairvoyant"),
+        ("srtf", "clairvoyant"),
+        ("fifo", "non-clairvoyant"),
+    ],
 )
 def test_preemptive_heuristics_through_the_env_equal_simulator_run(name, information):
     """With preemption=True and windows holding every job, Tiresias (with its demotion timers) and SRTF acting
@@ -309,10 +315,11 @@ class FIFOLike:
 def test_comparable_policies():
     from gpusched_envs.policies import comparable_policies, is_clairvoyant
 
-    assert comparable_policies("non-clairvoyant") == ("fifo", "gandiva", "tiresias")
-    assert comparable_policies("clairvoyant") == ("fifo", "gandiva", "tiresias", "sjf", "srtf")
+    assert comparable_policies("non-clairvoyant") == ("fifo", "gandiva", "tiresias", "las")
+    assert comparable_policies("clairvoyant") == ("fifo", "gandiva", "tiresias", "las", "sjf", "srtf")
     assert comparable_policies("clairvoyant", preemption=False) == ("fifo", "gandiva", "sjf")
     assert is_clairvoyant("srtf") and not is_clairvoyant(make_policy("tiresias"))
+    assert not is_clairvoyant("las") and not is_clairvoyant(make_policy("gittins"))
     with pytest.raises(ValueError, match="information"):
         comparable_policies("oracle")
 

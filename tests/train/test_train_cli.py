@@ -271,3 +271,45 @@ def test_bc_options_belong_to_ddqn(tmp_path):
         app, ["ddqn", "--bc-steps", "-3", "--out", str(tmp_path / "y"), "--no-progress"]
     )
     assert result.exit_code == 2 and "--bc-steps must be >= 0" in result.output
+
+
+def test_merge_summaries_averages_the_eval_envs():
+    a = {
+        "seeds": [0],
+        "avg_jct": 10.0,
+        "avg_jct_per_seed": [10.0],
+        "objective_name": "avg_jct",
+        "objective": 10.0,
+    }
+    b = {
+        "seeds": [0],
+        "avg_jct": 30.0,
+        "avg_jct_per_seed": [30.0],
+        "objective_name": "avg_jct",
+        "objective": 30.0,
+    }
+    merged = runner.merge_summaries([a, b])
+    assert merged == {
+        "seeds": [0, 0],
+        "avg_jct": 20.0,
+        "avg_jct_per_seed": [10.0, 30.0],
+        "objective_name": "avg_jct",
+        "objective": 20.0,
+    }
+
+
+def test_ppo_eval_choices_select_on_several_workloads(tmp_path):
+    """``eval_choices``: the deterministic policy is evaluated on every seed of each listed env-kwargs override (here
+    two offered loads), and the checkpoint's evaluation holds one figure per (choice, seed)."""
+    out = tmp_path / "ppo_choices"
+    invoke(
+        "ppo", "--config", "smoke_ppo", "--steps", "64", "--out", str(out),
+        "--set", "eval_choices=[{load: 0.5}, {load: 2.0}]", "--set", "eval_seeds=[7]",
+    )  # fmt: skip
+    meta = json.loads((out / "checkpoint" / "meta.json").read_text())
+    ev = meta["evaluation"]
+    assert ev["seeds"] == [7, 7] and len(ev["avg_jct_per_seed"]) == 2
+    assert ev["avg_jct"] == pytest.approx(sum(ev["avg_jct_per_seed"]) / 2)
+    assert ev["avg_jct_per_seed"][0] != ev["avg_jct_per_seed"][1]  # two different workloads
+    with pytest.raises(ValueError, match="eval_choices"):
+        build_config("ppo", None, None, None, None, None, None, "smoke_ppo", ["eval_choices=[1, 2]"], False)

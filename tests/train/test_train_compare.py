@@ -13,7 +13,15 @@ from agents import checkpoint as ckpt
 from agents.common import make_env
 from agents.networks import build_network, config_for_env
 from train.cli import app
-from train.compare import compare, heuristics_for, information_of, scenario_kwargs, summarize_pairs
+from train.compare import (
+    compare,
+    heuristics_for,
+    information_of,
+    markdown_table,
+    scenario_kwargs,
+    summarize_by_scenario,
+    summarize_pairs,
+)
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9, "information": "non-clairvoyant", "preemption": True}
 
@@ -27,9 +35,30 @@ def test_summarize_pairs_exact_paired_differences():
     assert d["ci95"][0] <= -10.0 <= d["ci95"][1]
 
 
+def test_summarize_by_scenario_averages_seeds_before_resampling_windows():
+    rows = [
+        {"scenario": "a", "agent": 10.0, "las": 20.0},
+        {"scenario": "a", "agent": 30.0, "las": 40.0},  # window a: -10 on average, las 30
+        {"scenario": "b", "agent": 50.0, "las": 40.0},  # window b: +10, las 40
+        {"scenario": "c", "agent": 0.0, "las": 30.0},  # window c: -30, las 30
+    ]
+    d = summarize_by_scenario(rows, ("las",))["agent_minus_las"]
+    assert d["mean"] == pytest.approx(-10.0) and d["scenarios"] == 3 and d["agent_better_in"] == 2
+    assert d["relative"] == pytest.approx(-10.0 / (100.0 / 3))
+    assert d["ci95"][0] <= -10.0 <= d["ci95"][1]
+    result = {
+        "information": "non-clairvoyant",
+        "rows": rows,
+        "scenarios": [{"name": n} for n in "abc"],
+        "summary": summarize_pairs(rows, ("las",)),
+        "summary_by_scenario": {"agent_minus_las": d},
+    }
+    assert "| las | -10 [" in markdown_table(result) and "2/3 |" in markdown_table(result)
+
+
 def test_heuristics_follow_the_information_class():
-    assert set(heuristics_for("non-clairvoyant")) == {"fifo", "gandiva", "tiresias"}
-    assert set(heuristics_for("clairvoyant")) == {"fifo", "gandiva", "tiresias", "sjf", "srtf"}
+    assert set(heuristics_for("non-clairvoyant")) == {"fifo", "gandiva", "tiresias", "las"}
+    assert set(heuristics_for("clairvoyant")) == {"fifo", "gandiva", "tiresias", "las", "sjf", "srtf"}
     assert information_of({"information": "non-clairvoyant", "env_kwargs": {}}) == "non-clairvoyant"
     assert (
         information_of({"env_kwargs": {}}) == "clairvoyant"
@@ -92,14 +121,17 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
         "fifo",
         "gandiva",
         "tiresias",
+        "las",
         "tiresias@env",
+        "las@env",
     }
     # Tiresias through the agent's env (its window holds every job, no lease, no rounds) is Simulator.run's
     assert all(r["tiresias@env"] == pytest.approx(r["tiresias"], rel=1e-9) for r in result["rows"])
+    assert all(r["las@env"] == pytest.approx(r["las"], rel=1e-9) for r in result["rows"])
     assert "agent_minus_tiresias@env" in result["summary"]
     assert compare(
         gnn_checkpoint, [0], env_kwargs={"cluster": "topdrl", "num_jobs": 12}, in_env_references=False
-    )["rows"][0].keys() == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias"}
+    )["rows"][0].keys() == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias", "las"}
     assert all(r["agent"] > 0 and r["tiresias"] > 0 for r in result["rows"])
     # the heuristic figures are those of the same workload replayed by the simulator
     from agents.common import fresh_simulator
