@@ -3,7 +3,7 @@ shipped or user checkpoints, and user agents given as ``module:callable``.
 
 Agent specs (:func:`resolve_agent`):
 
-- ``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva`` (their default placement, :data:`HEURISTICS`), or
+- ``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``las`` (their default placement, :data:`HEURISTICS`), or
   ``POLICY+PLACEMENT`` (``sjf+consolidate``): a heuristic of :mod:`gpusched_envs.policies`;
 - a checkpoint folder (``model.pt`` + ``meta.json``) or its ``model.pt``: loaded with ``agents.load``, evaluated
   only on scenarios with its env id and observation layout; a MetaPlace checkpoint (``meta_rl`` in its meta, issue
@@ -42,6 +42,7 @@ HEURISTICS: dict[str, str] = {
     "srtf": "closest",
     "tiresias": "closest",
     "gandiva": "pack",  # Gandiva's own affinity/packing placement
+    "las": "closest",  # many-queue LAS (Tiresias without its single threshold; issue 10's strongest non-clairvoyant rule)
 }
 """Default heuristics of the leaderboard: policy → placement."""
 
