@@ -369,7 +369,8 @@ def run_ddqn(
     writer = Writer(out / "tb", purge_step=algo.global_step if resume else None)
     bar = Progress(cfg.steps, algo.global_step, cfg.progress, cfg.algorithm)
     saver = PolicySaver(out, cfg, "q", algo.net_config, mode, command, args.to_dict())
-    evaluator = Evaluator(make_env(cfg.env, cfg.env_kwargs, mode), cfg.eval_seeds, writer, saver)
+    extra = [make_env(cfg.env, {**cfg.env_kwargs, **c}, mode) for c in cfg.eval_choices]
+    evaluator = Evaluator(make_env(cfg.env, cfg.env_kwargs, mode), cfg.eval_seeds, writer, saver, extra)
     callback = DDQNCallback(algo, cfg, writer, bar, evaluator, saver)
     try:
         algo.learn(cfg.steps, callback)

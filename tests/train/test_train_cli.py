@@ -313,3 +313,15 @@ def test_ppo_eval_choices_select_on_several_workloads(tmp_path):
     assert ev["avg_jct_per_seed"][0] != ev["avg_jct_per_seed"][1]  # two different workloads
     with pytest.raises(ValueError, match="eval_choices"):
         build_config("ppo", None, None, None, None, None, None, "smoke_ppo", ["eval_choices=[1, 2]"], False)
+
+
+def test_ddqn_eval_choices_select_on_several_workloads(tmp_path):
+    """The DDQN trainer reads ``eval_choices`` as the PPO one does (it used to evaluate on the run's env only)."""
+    out = tmp_path / "ddqn_choices"
+    invoke(
+        "ddqn", "--config", "smoke_ddqn", "--steps", "64", "--out", str(out),
+        "--set", "eval_choices=[{load: 0.5}, {load: 2.0}]", "--set", "eval_seeds=[7]",
+    )  # fmt: skip
+    ev = json.loads((out / "checkpoint" / "meta.json").read_text())["evaluation"]
+    assert ev["seeds"] == [7, 7] and len(ev["avg_jct_per_seed"]) == 2
+    assert ev["avg_jct_per_seed"][0] != ev["avg_jct_per_seed"][1]
