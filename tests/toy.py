@@ -58,6 +58,17 @@ def toy_cluster():
     return build_cluster(TOY_CLUSTER, toy_catalog(), where="toy")
 
 
+def one_rack(catalog, *servers: tuple[int, str], name: str = "one-rack"):
+    """A one-rack cluster of the toy catalogue, one server per ``(gpus, gpu_type)`` in order (bus inside, nic out)."""
+    doc = {
+        "name": name,
+        "racks": [
+            {"servers": [{"gpus": g, "gpu_type": t, "intra_link": "bus", "nic": "nic"} for g, t in servers]}
+        ],
+    }
+    return build_cluster(doc, catalog)
+
+
 def make_workload(rows, model_names=("additive",), name="hand"):
     """rows: (submit, duration, gpus[, model index[, milli]])."""
     rows = [tuple(r) + (0, 1000)[len(r) - 3 :] for r in rows]

@@ -11,7 +11,7 @@ from gpusched_envs.sim import SimConfig, Simulator
 from gpusched_envs.sim.catalog import CatalogError, parse_catalog
 from gpusched_envs.sim.topology import build_cluster
 from gpusched_envs.sim.workload import Workload
-from tests.toy import TOY_CATALOG, make_workload
+from tests.toy import TOY_CATALOG, make_workload, one_rack
 
 
 def test_single_gpu_jobs_have_no_communication_overhead_even_when_slowed(toy_cluster):
@@ -73,18 +73,7 @@ def test_fragmentation_counts_only_the_head_jobs_pool(toy_catalog):
 
 
 def test_preemption_only_when_it_lets_the_job_start(toy_catalog):
-    doc = {
-        "name": "two-types",
-        "racks": [
-            {
-                "servers": [
-                    {"gpus": 4, "gpu_type": "fast", "intra_link": "bus", "nic": "nic"},
-                    {"gpus": 4, "gpu_type": "slow", "intra_link": "bus", "nic": "nic"},
-                ]
-            }
-        ],
-    }
-    cluster = build_cluster(doc, toy_catalog)
+    cluster = one_rack(toy_catalog, (4, "fast"), (4, "slow"), name="two-types")
     # job0 (100 s) lands on the fast server, job2 (10,000 s) on the slow one; job1 arrives at 10, fast GPUs only.
     # SRTF chooses job0 and job1; preempting job2 would free slow GPUs that job1 cannot use, so nobody is preempted
     # and job1 starts when job0 ends.

@@ -14,23 +14,12 @@ from gpusched_envs.sim import SimConfig, Simulator, load_cluster
 from gpusched_envs.sim.engine import typical_iteration_time
 from gpusched_envs.sim.topology import build_cluster
 from gpusched_envs.workloads import load_workload
-from tests.toy import make_workload
+from tests.toy import make_workload, one_rack
 
 
 def _two_sizes(toy_catalog):
     # server 0: 2 slow GPUs; server 1: 4 fast GPUs
-    doc = {
-        "name": "two-sizes",
-        "racks": [
-            {
-                "servers": [
-                    {"gpus": 2, "gpu_type": "slow", "intra_link": "bus", "nic": "nic"},
-                    {"gpus": 4, "gpu_type": "fast", "intra_link": "bus", "nic": "nic"},
-                ]
-            }
-        ],
-    }
-    return build_cluster(doc, toy_catalog)
+    return one_rack(toy_catalog, (2, "slow"), (4, "fast"), name="two-sizes")
 
 
 def test_small_jobs_are_traced_on_the_smallest_servers_that_hold_them(toy_catalog):

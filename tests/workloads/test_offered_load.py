@@ -16,26 +16,15 @@ from hypothesis import strategies as st
 
 from gpusched_envs.policies import make_policy
 from gpusched_envs.sim import SimConfig, Simulator, load_cluster
-from gpusched_envs.sim.topology import PRESETS, build_cluster
+from gpusched_envs.sim.topology import PRESETS
 from gpusched_envs.workloads import load_workload, scale_to_load
-from tests.toy import make_workload
+from tests.toy import make_workload, one_rack
 
 
 def _mixed(toy_catalog):
     # two 2-GPU servers, one of each type: a 1-GPU job's best-fit servers are both, so its typical iteration time
     # is the GPU-count-weighted mean (2·0.3 + 2·0.1) / 4 = 0.2 s, while the ideal one is the fast GPU's 0.1 s
-    doc = {
-        "name": "mixed",
-        "racks": [
-            {
-                "servers": [
-                    {"gpus": 2, "gpu_type": "slow", "intra_link": "bus", "nic": "nic"},
-                    {"gpus": 2, "gpu_type": "fast", "intra_link": "bus", "nic": "nic"},
-                ]
-            }
-        ],
-    }
-    return build_cluster(doc, toy_catalog)
+    return one_rack(toy_catalog, (2, "slow"), (2, "fast"), name="mixed")
 
 
 def _drain(sim):
