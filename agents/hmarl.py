@@ -107,7 +107,7 @@ class HMARLArgs:
 # ---------------------------------------------------------------------------------------------------------- networks
 def network_config(env, hidden: int, layers: int) -> NetworkConfig:
     """The GraphEncoder layout of a ``multi_scheduler_v0`` env (padded sizes; the weights do not depend on them)."""
-    return config_for_layout(env.encoder.layout, "gnn", env.num_choices + 1, "none", hidden, layers)
+    return config_for_layout(env.encoder.layout, "gnn", env.wait_action + 1, "none", hidden, layers)
 
 
 def obs_dims(env) -> dict[str, int]:
@@ -119,25 +119,34 @@ def obs_dims(env) -> dict[str, int]:
         "context": sp["context"].shape[0],
         "candidate": sp["candidate_features"].shape[1] + 1,  # + the interference model's prediction
         "heads": env.heads,
+        # the env's preemption slots and coordination features (absent from older checkpoints: 0)
+        "window": env.window,
+        "preempt": env.preempt,
+        "coordination": sp["coordination_features"].shape[1] if "coordination_features" in sp else 0,
     }
 
 
 class HMARLActor(nn.Module):
-    """Shared actor: hierarchical GNN embeddings → one logit per candidate placement (shared MLP) + the wait logit."""
+    """Shared actor: hierarchical GNN embeddings → one logit per candidate placement (shared MLP), one per
+    preemptible running slot (env ``preempt > 0``: from the running job's row embedding) + the wait logit. With the
+    env's ``coordination`` features, each placement and preemption also reads its job's row of them."""
 
     def __init__(self, cfg: NetworkConfig, dims: dict[str, int], wait_logit_init: float = -2.0):
         super().__init__()
         h = cfg.hidden
         self.cfg, self.dims = cfg, dims
+        coord = dims.get("coordination", 0)
         self.encoder = GraphEncoder(cfg, dims["node"], dims["edge"], dims["job"], dims["context"])
         self.candidate_in = mlp([dims["candidate"], h, h], last_activation=True)
-        self.candidate_head = mlp([3 * h, h, 1])
+        self.candidate_head = mlp([3 * h + coord, h, 1])
+        if dims.get("preempt", 0):
+            self.preempt_head = mlp([2 * h + coord, h, 1])
         self.wait_head = mlp([2 * h, h, 1])
         with torch.no_grad():
             self.wait_head[-1].bias.fill_(wait_logit_init)
 
     def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(B, H·C + 1)`` logits (unmasked) and the ``(B, 2h)`` embedding (cluster ⊕ head job)."""
+        """``(B, H·C + P + 1)`` logits (unmasked) and the ``(B, 2h)`` embedding (cluster ⊕ head job)."""
         cluster, jobs, _ = self.encoder(obs)
         heads = self.dims["heads"]
         emb = torch.cat([cluster, jobs[:, 0]], dim=-1)
@@ -146,8 +155,20 @@ class HMARLActor(nn.Module):
         per_head = c.shape[1] // heads
         job_of = jobs[:, :heads].repeat_interleave(per_head, dim=1)  # the job each action would place
         ctx = cluster.unsqueeze(1).expand(-1, c.shape[1], -1)
-        scores = self.candidate_head(torch.cat([c, job_of, ctx], dim=-1)).squeeze(-1)
-        return torch.cat([scores, self.wait_head(emb)], dim=-1), emb
+        parts = [c, job_of, ctx]
+        coord = obs.get("coordination_features")
+        if coord is not None:
+            parts.append(coord[:, :heads].repeat_interleave(per_head, dim=1))
+        out = [self.candidate_head(torch.cat(parts, dim=-1)).squeeze(-1)]
+        p = self.dims.get("preempt", 0)
+        if p:
+            w = self.dims["window"]
+            run = [jobs[:, w : w + p], cluster.unsqueeze(1).expand(-1, p, -1)]
+            if coord is not None:
+                run.append(coord[:, heads : heads + p])
+            out.append(self.preempt_head(torch.cat(run, dim=-1)).squeeze(-1))
+        out.append(self.wait_head(emb))
+        return torch.cat(out, dim=-1), emb
 
     def with_layout(self, cfg: NetworkConfig) -> HMARLActor:
         """The same weights on another env's layout (another cluster size or candidate count)."""

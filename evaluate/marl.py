@@ -52,7 +52,23 @@ HEURISTICS = ("fifo-closest", "fifo-consolidate", "fifo-closest+backfill", "fifo
 # clairvoyant (read the traced durations, as the shipped env config's agents do): the fair bar for HMARL
 CLAIRVOYANT_HEURISTICS = ("sjf-consolidate+backfill", "sjf-closest+backfill")
 CENTRAL_HEURISTICS = ("tiresias-consolidate", "tiresias-closest", "srtf-consolidate", "sjf-consolidate")
-CLAIRVOYANT = {*CLAIRVOYANT_HEURISTICS, "srtf-consolidate", "sjf-consolidate"}
+# per-agent preemptive heuristics (the env with preempt=PREEMPT_SLOTS running slots per agent): each agent preempts
+# only its own jobs; with +coop every agent applies one priority rule to the jobs of all and yields its own
+PREEMPTIVE_HEURISTICS = (
+    "srtf-consolidate+backfill+preempt",
+    "tiresias-consolidate+backfill+preempt",
+    "srtf-consolidate+backfill+preempt+coop",
+    "tiresias-consolidate+backfill+preempt+coop",
+)
+PREEMPT_SLOTS = 8
+CLAIRVOYANT = {
+    *CLAIRVOYANT_HEURISTICS,
+    "srtf-consolidate",
+    "sjf-consolidate",
+    *(h for h in PREEMPTIVE_HEURISTICS if h.startswith("srtf")),
+}
+ENV_SETTING_KEYS = ("heads", "window", "preempt", "queue_order", "coordination", "information")
+"""env kwargs a trained actor brings to its evaluation episodes (its action and observation setting)."""
 LEARNED = {
     "hmarl": "checkpoints/hmarl_dc4",
     "independent": "checkpoints/hmarl_independent_dc4",
@@ -62,13 +78,18 @@ LEARNED = {
 app = typer.Typer(help=__doc__.splitlines()[0], add_completion=False, no_args_is_help=False)
 
 
-def scenario_kwargs(name: str, heads: int = 3, jobs: int | None = None, load: float = 1.0) -> dict:
+def scenario_kwargs(name: str, heads: int = 8, jobs: int | None = None, load: float = 1.0) -> dict:
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     if not load > 0:
         raise ValueError(f"--load must be > 0, got {load}")
     sc = SCENARIOS[name]
-    kw = dict(cluster=sc["cluster"], workload=HELDOUT.format(jobs=jobs or sc["jobs"], load=load), heads=heads)
+    kw = dict(
+        cluster=sc["cluster"],
+        workload=HELDOUT.format(jobs=jobs or sc["jobs"], load=load),
+        heads=heads,
+        window=max(8, heads),
+    )
     if sc["num_agents"] is not None:
         kw["num_agents"] = sc["num_agents"]
     return kw
@@ -78,6 +99,17 @@ def heuristic(name: str):
     from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 
     return HeuristicMultiAgent.from_name(name)
+
+
+def heuristic_env_kwargs(name: str, kw: dict) -> dict:
+    """The scenario's env kwargs for a per-agent heuristic: a preemptive one gets ``PREEMPT_SLOTS`` running slots
+    and its own order as the env's queue order (so its heads are its first jobs in that order)."""
+    h = heuristic(name)
+    if not h.preempt:
+        return dict(kw)
+    order = {"srtf": "srtf", "tiresias": "las"}.get(h.order, "fifo")
+    info = "clairvoyant" if h.clairvoyant else "non-clairvoyant"
+    return {**kw, "preempt": PREEMPT_SLOTS, "queue_order": order, "information": info}
 
 
 def run(env, name: str, policy, seed: int, latency_every: int = 5) -> dict:
@@ -134,12 +166,13 @@ def evaluate_scenario(
     log=print,
     jobs: int | None = None,
     load: float = 1.0,
+    heads: int = 8,
 ) -> dict:
     from agents.common import bootstrap_ci
     from agents.hmarl import load as load_actor
     from agents.hmarl import make_env
 
-    kw = scenario_kwargs(name, jobs=jobs, load=load)
+    kw = scenario_kwargs(name, heads=heads, jobs=jobs, load=load)
     results: dict[str, dict] = {}
     for sched in schedulers:
         if sched in checkpoints:
@@ -149,8 +182,10 @@ def evaluate_scenario(
                 continue
             policy = load_actor(path)
             env_kw = dict(kw)
-            # the observation encoding the actor was trained on (older checkpoints: the clairvoyant one)
-            env_kw["information"] = policy.meta["env_kwargs"].get("information", "clairvoyant")
+            # the action and observation setting the actor was trained on (older checkpoints: clairvoyant)
+            trained = policy.meta["env_kwargs"]
+            env_kw.update({k: trained[k] for k in ENV_SETTING_KEYS if k in trained})
+            env_kw.setdefault("information", "clairvoyant")
             if policy.meta["env_kwargs"].get("num_agents") == 1:  # the centralised scheduler: one agent
                 env_kw.update(num_agents=1, routing="round_robin")
             env = make_env(env_kw)
@@ -159,7 +194,7 @@ def evaluate_scenario(
             env = make_env(kw)
             eps = [run_central(env, sched, s) for s in seeds]
         else:
-            env = make_env(kw)
+            env = make_env(heuristic_env_kwargs(sched, kw))
             eps = [run(env, sched, heuristic(sched), s) for s in seeds]
         jct = [e["avg_jct"] for e in eps]
         mean, lo, hi = bootstrap_ci(jct)
@@ -263,6 +298,13 @@ def marl(
     load: Annotated[
         float, typer.Option("--load", help="Offered load of the held-out windows on the cluster's GPUs.")
     ] = 1.0,
+    heads: Annotated[
+        int,
+        typer.Option(
+            "--heads",
+            help="Waiting jobs each per-agent heuristic may choose among (trained actors use their own setting).",
+        ),
+    ] = 8,
     out: Annotated[Path, typer.Option("--out", help="Output folder (marl.json, marl.md).")] = Path(
         "results/marl"
     ),
@@ -290,7 +332,13 @@ def marl(
                 raise ValueError(f"--checkpoint takes NAME=FOLDER, got {item!r}")
             ckpts[key] = path
         scheds = [s for s in schedulers.split(",") if s]
-        known = set(ckpts) | set(HEURISTICS) | set(CLAIRVOYANT_HEURISTICS) | set(CENTRAL_HEURISTICS)
+        known = (
+            set(ckpts)
+            | set(HEURISTICS)
+            | set(CLAIRVOYANT_HEURISTICS)
+            | set(CENTRAL_HEURISTICS)
+            | set(PREEMPTIVE_HEURISTICS)
+        )
         bad = [s for s in scheds if s not in known]
         if bad:
             raise ValueError(f"--schedulers: unknown {bad}; known: {', '.join(sorted(known))}")
@@ -301,7 +349,14 @@ def marl(
         for n in names:
             typer.echo(f"{n}:", err=True)
             report["scenarios"][n] = evaluate_scenario(
-                n, seed_list, scheds, ckpts, log=lambda m: typer.echo(m, err=True), jobs=jobs, load=load
+                n,
+                seed_list,
+                scheds,
+                ckpts,
+                log=lambda m: typer.echo(m, err=True),
+                jobs=jobs,
+                load=load,
+                heads=heads,
             )
             atomic_write_text(out / "marl.json", json.dumps(report, indent=2) + "\n")
             atomic_write_text(out / "marl.md", markdown(report) + "\n")

@@ -71,7 +71,7 @@ from gpusched_envs.envs.render import render_ansi, render_rgb
 from gpusched_envs.policies.placement import closest_in_rack, get_placement
 from gpusched_envs.sim import Simulator
 from gpusched_envs.sim import throughput as tp
-from gpusched_envs.sim.engine import DONE
+from gpusched_envs.sim.engine import DONE, RESTARTING, RUNNING
 from gpusched_envs.sim.sensitivity import job_sensitivities
 from gpusched_envs.sim.topology import Cluster, build_cluster
 from gpusched_envs.sim.workload import Workload
@@ -82,6 +82,12 @@ ROUTINGS = ("auto", "vc", "tenant", "round_robin")
 OBS_MODES = ("graph", "flat")
 RENDER_MODES = ("human", "ansi", "rgb_array")
 CONTEXT = 3
+RUNNING_STATES = (RUNNING, RESTARTING)
+QUEUE_ORDERS = ("fifo", "srtf", "las")
+# per head job, then per running slot, with ``coordination=True``: GPU demand (÷ cluster GPUs) of every agent's jobs
+# before this one in queue_order (waiting heads and running jobs), of those of them waiting and unplaceable now, the
+# job's own GPUs ÷ cluster GPUs, and 1 on a filled row
+COORDINATION_FEATURES = ("demand_before", "blocked_before", "gpus", "filled")
 
 
 class EpisodeEndedError(base.EpisodeEndedError, InvalidActionError):
@@ -226,9 +232,18 @@ class MultiSchedulerEnv(ParallelEnv):
         render_mode: str | None = None,
         information: str = "non-clairvoyant",
         max_steps: int | None = None,
+        preempt: int = 0,
+        queue_order: str = "fifo",
+        coordination: bool = False,
     ):
         check_choice("routing", routing, ROUTINGS)
         check_choice("information", information, INFORMATION)
+        check_choice("queue_order", queue_order, QUEUE_ORDERS)
+        if queue_order == "srtf" and information != "clairvoyant":
+            raise ValueError(
+                "queue_order='srtf' reads the traced durations: it needs information='clairvoyant'"
+            )
+        self.queue_order = queue_order
         self.information = information
         check_choice("obs_mode", obs_mode, OBS_MODES)
         check_choice("invalid_action", invalid_action, ("penalize", "raise"))
@@ -239,6 +254,10 @@ class MultiSchedulerEnv(ParallelEnv):
             raise ValueError(f"window must be >= 1, got {window}")
         if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or not 1 <= heads <= window:
             raise ValueError(f"heads must be an integer in 1..window ({window}), got {heads!r}")
+        if isinstance(preempt, bool) or not isinstance(preempt, (int, np.integer)) or not 0 <= preempt <= 64:
+            raise ValueError(
+                f"preempt must be an integer in 0..64 (running jobs an agent may preempt), got {preempt!r}"
+            )
         if max_steps is not None and max_cycles is not None and max_steps != max_cycles:
             raise ValueError(
                 f"max_cycles={max_cycles} and its alias max_steps={max_steps} disagree: give one"
@@ -259,6 +278,8 @@ class MultiSchedulerEnv(ParallelEnv):
         self.num_jobs, self.load = int(num_jobs), float(load)
         self.window, self.obs_mode, self.agent_share = int(window), obs_mode, float(agent_share)
         self.heads = int(heads)
+        self.preempt = int(preempt)
+        self.coordination = bool(coordination)
         self.interference, self.speed_model = bool(interference), speed_model
         self.max_cycles = None if max_cycles is None else int(max_cycles)
         self.time_scale = float(time_scale)
@@ -290,10 +311,15 @@ class MultiSchedulerEnv(ParallelEnv):
         self.candidate_names = BASE_CANDIDATES + tuple(f"rack-{r}" for r in range(self.cluster.num_racks))
         self.num_candidates = len(self.candidate_names)  # C, per head job
         self.num_choices = self.heads * self.num_candidates  # (head h, candidate c) is action h·C + c
-        self.wait_action = self.num_choices
+        self.first_preempt_action = self.num_choices  # then one action per running slot (preempt > 0)
+        self.wait_action = self.num_choices + self.preempt
         self._placers = [get_placement(n) for n in BASE_CANDIDATES]
-        layout = Layout.for_clusters([self.cluster], self.window, CONTEXT, self.num_choices + 1)
-        self.encoder = ClusterEncoder(layout, obs_mode, self.time_scale, information)
+        layout = Layout.for_clusters(
+            [self.cluster], self.window + self.preempt, CONTEXT, self.wait_action + 1
+        )
+        self.encoder = ClusterEncoder(
+            layout, obs_mode, self.time_scale, information, running_rows=self.preempt
+        )
         self.encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
         self.state_encoder = ClusterEncoder(
             Layout.for_clusters([self.cluster], num_agents, CONTEXT, 1), "flat", self.time_scale, information
@@ -303,13 +329,23 @@ class MultiSchedulerEnv(ParallelEnv):
         obs_space.spaces["candidate_features"] = spaces.Box(
             -np.inf, np.inf, shape=(self.num_choices, len(CANDIDATE_FEATURES)), dtype=np.float32
         )
+        if self.coordination:
+            obs_space.spaces["coordination_features"] = spaces.Box(
+                -np.inf,
+                np.inf,
+                shape=(self.heads + self.preempt, len(COORDINATION_FEATURES)),
+                dtype=np.float32,
+            )
         self._observation_space = obs_space
-        self._action_space = spaces.Discrete(self.num_choices + 1)
+        self._action_space = spaces.Discrete(self.wait_action + 1)
         self.state_space = spaces.Box(
             -np.inf, np.inf, shape=self.state_encoder.buffers["obs"].shape, dtype=np.float32
         )
         self._candidate_buf = np.zeros(
             (num_agents, self.num_choices, len(CANDIDATE_FEATURES)), dtype=np.float32
+        )
+        self._coordination_buf = np.zeros(
+            (num_agents, self.heads + self.preempt, len(COORDINATION_FEATURES)), dtype=np.float32
         )
         self.sim: Simulator | None = None
         self._rng = np.random.default_rng()
@@ -356,6 +392,9 @@ class MultiSchedulerEnv(ParallelEnv):
         self.steps = 0
         self._head_jobs = np.full((k, self.heads), -1, dtype=np.int64)  # the jobs each agent may place now
         self._heads = self._head_jobs[:, 0]  # (K,) view: the oldest waiting job of each agent
+        self._running_slots = np.full(
+            (k, self.preempt), -1, dtype=np.int64
+        )  # own running jobs it may preempt
         self._candidates: list[list[np.ndarray | None]] = [[] for _ in range(k)]
         self._same_as = np.full((k, self.num_choices), -1, dtype=np.int64)
         self._advance(force=True)
@@ -401,7 +440,7 @@ class MultiSchedulerEnv(ParallelEnv):
         for i in self._rng.permutation(k):
             agent = self.possible_agents[i]
             a = int(parsed[i])
-            if not 0 <= a <= self.num_choices or not self._masks[i, a]:
+            if not 0 <= a <= self.wait_action or not self._masks[i, a]:
                 if self.invalid_action == "raise":
                     raise InvalidActionError(
                         f"actions[{agent!r}]: invalid action {a} "
@@ -411,6 +450,12 @@ class MultiSchedulerEnv(ParallelEnv):
                 infos[agent]["invalid_action"] = True
                 continue
             if a == self.wait_action:
+                continue
+            if a >= self.first_preempt_action:
+                victim = int(self._running_slots[i, a - self.first_preempt_action])
+                if sim.status[victim] in RUNNING_STATES:  # (the slot was validated on this step's state)
+                    sim.preempt(victim)
+                    placed = True
                 continue
             job, gpus = int(self._head_jobs[i, a // self.num_candidates]), self._candidates[i][a]
             if sim.free_mask(job)[gpus].all():
@@ -502,10 +547,10 @@ class MultiSchedulerEnv(ParallelEnv):
             for i in range(k):
                 mine = queued[owners == i]
                 if len(mine):
-                    first = np.sort(mine)[: self.heads]  # oldest waiting jobs of the agent
+                    first = self._ordered(mine)[: self.heads]  # the agent's first waiting jobs in queue_order
                     self._head_jobs[i, : len(first)] = first
         nc = self.num_candidates
-        masks = np.zeros((k, self.num_choices + 1), dtype=bool)
+        masks = np.zeros((k, self.wait_action + 1), dtype=bool)
         feats = self._candidate_buf
         feats[...] = 0.0
         stuck = not sim.running and sim.next_arrival >= sim.num_jobs
@@ -537,7 +582,78 @@ class MultiSchedulerEnv(ParallelEnv):
             self._candidates[i] = cands
             can_place = masks[i, : self.num_choices].any()
             masks[i, self.wait_action] = not (stuck and can_place)
+        if self.preempt:
+            self._preempt_slots(masks)
         self._masks = masks
+        if self.coordination:
+            self._coordination_features()
+
+    def _order_keys(self, jobs: np.ndarray) -> np.ndarray:
+        """The ``queue_order`` key of waiting or running jobs (smaller first): submit time, remaining time at ideal
+        speed (in-flight progress included) or attained GPU-seconds (current allocation included)."""
+        sim = self.sim
+        if self.queue_order == "fifo":
+            return sim.workload.submit_time[jobs].astype(np.float64)
+        running = np.isin(sim.status[jobs], RUNNING_STATES)
+        if self.queue_order == "srtf":
+            done = sim.done_work[jobs] + np.where(
+                sim.status[jobs] == RUNNING, sim.rate[jobs] * (sim.now - sim.last_update[jobs]), 0.0
+            )
+            return np.maximum(sim.job_work[jobs] - done, 0.0) * sim.job_ideal_iter[jobs]
+        return sim.attained[jobs] + np.where(
+            running, sim.job_gpus_n[jobs] * (sim.now - sim.run_start[jobs]), 0.0
+        )
+
+    def _coordination_features(self) -> None:
+        """:data:`COORDINATION_FEATURES` of every agent's head jobs and running slots (what the agents publish to
+        each other: where each of their jobs stands in one queue order over all agents)."""
+        sim, nc, k = self.sim, self.num_candidates, len(self.possible_agents)
+        buf = self._coordination_buf
+        buf[...] = 0.0
+        heads = self._head_jobs
+        waiting = heads[heads >= 0]
+        running = (
+            np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
+            if sim.running
+            else np.zeros(0, np.int64)
+        )
+        jobs = np.concatenate([waiting, running])
+        if not len(jobs):
+            return
+        placeable = self._masks[:, : self.num_choices].reshape(k, self.heads, nc).any(-1)[heads >= 0]
+        blocked = np.concatenate([~placeable, np.zeros(len(running), bool)])
+        need = sim.job_gpus_n[jobs].astype(np.float64) / self.cluster.num_gpus
+        order = np.lexsort((jobs, self._order_keys(jobs)))
+        before = np.empty(len(jobs))
+        before[order] = np.cumsum(need[order]) - need[order]
+        blocked_before = np.empty(len(jobs))
+        bn = need * blocked
+        blocked_before[order] = np.cumsum(bn[order]) - bn[order]
+        row = {int(j): (before[n], blocked_before[n], need[n]) for n, j in enumerate(jobs)}
+        for i in range(k):
+            for r, j in enumerate([*heads[i], *self._running_slots[i]]):
+                if j >= 0:
+                    buf[i, r, :3] = row[int(j)]
+                    buf[i, r, 3] = 1.0
+
+    def _preempt_slots(self, masks: np.ndarray) -> None:
+        """Each agent's running slots: its own running jobs, most attained service first (what a non-clairvoyant
+        scheduler observes); slot p is preemptible when it holds a job that did not start at this instant (which
+        bounds the actions at one instant) while some job (of any agent: an agent may yield GPUs to another's job)
+        waits."""
+        sim = self.sim
+        self._running_slots[...] = -1
+        if not sim.running or not sim.queue:
+            return
+        running = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
+        attained = sim.attained[running] + sim.job_gpus_n[running] * (sim.now - sim.run_start[running])
+        order = np.lexsort((running, -attained))
+        running, owners = running[order], self.owner[running[order]]
+        first = self.first_preempt_action
+        for i in range(len(self.possible_agents)):
+            mine = running[owners == i][: self.preempt]
+            self._running_slots[i, : len(mine)] = mine
+            masks[i, first : first + len(mine)] = sim.run_start[mine] < sim.now
 
     def _candidate_features(self, job: int, gpus: np.ndarray, out: np.ndarray) -> None:
         sim, c = self.sim, self.cluster
@@ -558,7 +674,7 @@ class MultiSchedulerEnv(ParallelEnv):
         sim = self.sim
         if not force:
             self._compute_candidates()
-            if self._masks[:, : self.num_choices].any():
+            if self._masks[:, : self.wait_action].any():
                 return
         while True:
             more = sim.next_decision()
@@ -569,7 +685,7 @@ class MultiSchedulerEnv(ParallelEnv):
                 self._compute_candidates()
                 return
             self._compute_candidates()
-            if self._masks[:, : self.num_choices].any():
+            if self._masks[:, : self.wait_action].any():
                 return
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
@@ -584,21 +700,42 @@ class MultiSchedulerEnv(ParallelEnv):
         owners = self.owner[queued]
         out = {}
         for i, agent in enumerate(self.possible_agents):
-            mine = np.sort(queued[owners == i])
+            mine = self._ordered(queued[owners == i])
             window = mine[: self.window]
             fits = np.zeros(len(window), dtype=bool)
             for h in range(min(self.heads, len(window))):  # the window starts with the agent's head jobs
                 fits[h] = self._masks[i, h * self.num_candidates : (h + 1) * self.num_candidates].any()
             enc.cluster[3] = np.log1p(max(0, len(mine) - len(window)))
-            enc.encode_jobs(sim, window, fits, self.log_sensitivity)
+            if self.preempt:
+                slots = self._running_slots[i]
+                slots = slots[slots >= 0]
+                first = self.first_preempt_action
+                preemptible = self._masks[i, first : first + len(slots)]
+                enc.encode_jobs(sim, window, fits, self.log_sensitivity, slots, preemptible)
+            else:
+                enc.encode_jobs(sim, window, fits, self.log_sensitivity)
             enc.context[0] = self._own_finished(i, self.information == "clairvoyant")
             enc.context[1] = np.log1p(len(mine))
             enc.context[2] = i / k
             enc.action_mask[:] = self._masks[i]
             obs = enc.observation()
             obs["candidate_features"] = self._candidate_buf[i].copy()
+            if self.coordination:
+                obs["coordination_features"] = self._coordination_buf[i].copy()
             out[agent] = obs
         return out
+
+    def _ordered(self, jobs: np.ndarray) -> np.ndarray:
+        """Waiting jobs in ``queue_order``: oldest first (``fifo``), least remaining time at ideal speed first
+        (``srtf``, clairvoyant) or least attained GPU-seconds first (``las``); ties: oldest."""
+        if self.queue_order == "fifo" or len(jobs) < 2:
+            return np.sort(jobs)
+        sim = self.sim
+        if self.queue_order == "srtf":
+            key = (sim.job_work[jobs] - sim.done_work[jobs]) * sim.job_ideal_iter[jobs]
+        else:
+            key = sim.attained[jobs]
+        return jobs[np.lexsort((jobs, key))]
 
     def _own_finished(self, i: int, share: bool = True) -> float:
         total = self.own_count[i]
@@ -637,8 +774,13 @@ class MultiSchedulerEnv(ParallelEnv):
         same = int(self._same_as[self.agent_index[agent], head * self.num_candidates + c])
         return same if same >= 0 else self.wait_action
 
+    def running_slots(self, agent: str) -> np.ndarray:
+        """(preempt,) the agent's running jobs that actions ``first_preempt_action + p`` preempt (-1 pads), most
+        attained service first."""
+        return self._running_slots[self.agent_index[agent]].copy()
+
     def action_masks(self, agent: str) -> np.ndarray:
-        """(C + 1,) bool valid actions of one agent now."""
+        """(H·C + P + 1,) bool valid actions of one agent now."""
         return self._masks[self.agent_index[agent]].copy()
 
     def _agent_metrics(self, i: int) -> dict:
@@ -652,63 +794,190 @@ class MultiSchedulerEnv(ParallelEnv):
         }
 
 
-HEURISTIC_ORDERS = ("fifo", "sjf")
+HEURISTIC_ORDERS = ("fifo", "sjf", "srtf", "tiresias")
+CLAIRVOYANT_ORDERS = ("sjf", "srtf")
 
 
 class HeuristicMultiAgent:
     """Every agent places its head job with one named candidate (default ``closest``) whenever it is valid, else
-    waits: per-agent FIFO with that placement; with ``backfill`` (and ``heads > 1``) the oldest of its later
-    head jobs that the candidate can place goes instead (per-agent FIFO with backfilling). On a cluster whose pools
-    are the agents' VCs this reproduces ``Simulator.run(make_policy("fifo", placement))`` exactly.
+    waits: per-agent FIFO with that placement; with ``backfill`` (and ``heads > 1``) the first of its later
+    head jobs (in the order) that the candidate can place goes instead. On a cluster whose pools are the agents'
+    VCs, ``fifo`` reproduces ``Simulator.run(make_policy("fifo", placement))`` exactly.
 
-    ``order="sjf"`` (clairvoyant: reads the traced durations) tries the agent's ``heads`` oldest jobs shortest first
-    (ties: oldest) instead, so with ``backfill`` the shortest of them that fits goes, without it only the shortest
-    may go. Every action is one of the agent's own actions (``candidate_action``): an actor can imitate it.
+    Orders (smaller first, ties: oldest): ``fifo`` (submit time); ``sjf`` (traced duration; clairvoyant);
+    ``srtf`` (remaining time at ideal speed; clairvoyant); ``tiresias`` (2D-LAS queue level of the attained
+    GPU-seconds, then submit time, with the thresholds of the single-agent Tiresias). With ``preempt`` (and an env
+    built with ``preempt > 0``) an agent whose first job in the order cannot be placed preempts its own running job
+    of lowest priority below that job's (one per step; only when the freed GPUs and the free ones could hold it),
+    then places it at the next step: per-agent SRTF / Tiresias. An agent never preempts another agent's jobs, and
+    reconsiders at the simulator's events (arrivals, completions), not at Tiresias' threshold crossings. Every
+    action is one of the agent's own actions (``candidate_action``): an actor can imitate it.
 
-    Names (:meth:`from_name`): ``ORDER-PLACEMENT[+backfill]``, e.g. ``fifo-consolidate+backfill``."""
+    Names (:meth:`from_name`): ``ORDER-PLACEMENT[+backfill][+preempt]``, e.g. ``srtf-consolidate+backfill+preempt``."""
 
-    def __init__(self, placement: str = "closest", backfill: bool = False, order: str = "fifo"):
+    def __init__(
+        self,
+        placement: str = "closest",
+        backfill: bool = False,
+        order: str = "fifo",
+        preempt: bool = False,
+        coop: bool = False,
+    ):
         if placement not in BASE_CANDIDATES:
             raise ValueError(f"placement must be one of {', '.join(BASE_CANDIDATES)}, got {placement!r}")
         check_choice("order", order, HEURISTIC_ORDERS)
         self.placement, self.backfill, self.order = placement, bool(backfill), order
+        self.preempt, self.coop = bool(preempt), bool(coop)
+        if self.coop and not self.preempt:
+            raise ValueError(
+                "coop (agents yield their running jobs to any agent's waiting ones) needs preempt"
+            )
+        self.clairvoyant = order in CLAIRVOYANT_ORDERS
+        self._tiresias = None
+        if order == "tiresias":
+            from gpusched_envs.policies.schedulers import Tiresias
+
+            self._tiresias = Tiresias()
 
     @classmethod
     def from_name(cls, name: str) -> HeuristicMultiAgent:
-        """``fifo-closest``, ``sjf-consolidate+backfill``, ... (ORDER-PLACEMENT[+backfill])."""
-        base, plus, extra = str(name).partition("+")
+        """``fifo-closest``, ``sjf-consolidate+backfill``, ``srtf-consolidate+backfill+preempt``, ...
+        (ORDER-PLACEMENT[+backfill][+preempt])."""
+        base, *extras = str(name).split("+")
         order, _, placement = base.partition("-")
         if (
             order not in HEURISTIC_ORDERS
             or placement not in BASE_CANDIDATES
-            or (plus and extra != "backfill")
+            or len(set(extras)) != len(extras)
+            or not set(extras) <= {"backfill", "preempt", "coop"}
+            or ("coop" in extras and "preempt" not in extras)
         ):
             raise ValueError(
-                f"unknown per-agent heuristic {name!r}: expected ORDER-PLACEMENT[+backfill] with ORDER one of "
-                f"{', '.join(HEURISTIC_ORDERS)} and PLACEMENT one of {', '.join(BASE_CANDIDATES)}"
+                f"unknown per-agent heuristic {name!r}: expected ORDER-PLACEMENT[+backfill][+preempt] with ORDER one "
+                f"of {', '.join(HEURISTIC_ORDERS)} and PLACEMENT one of {', '.join(BASE_CANDIDATES)}"
             )
-        return cls(placement, backfill=bool(plus), order=order)
+        return cls(
+            placement,
+            backfill="backfill" in extras,
+            order=order,
+            preempt="preempt" in extras,
+            coop="coop" in extras,
+        )
 
     @property
     def name(self) -> str:
-        return f"{self.order}-{self.placement}" + ("+backfill" if self.backfill else "")
+        return (
+            f"{self.order}-{self.placement}"
+            + ("+backfill" if self.backfill else "")
+            + ("+preempt" if self.preempt else "")
+            + ("+coop" if self.coop else "")
+        )
+
+    def key(self, sim, job: int) -> tuple:
+        """The job's priority in this order (smaller first)."""
+        if self.order == "sjf":
+            return (float(sim.workload.duration[job]), job)
+        if self.order == "srtf":
+            return (float(sim.remaining_ideal_time(job)), job)
+        if self.order == "tiresias":
+            return self._tiresias.priority(sim, job)
+        return (float(sim.workload.submit_time[job]), job)
 
     def _heads_in_order(self, env: MultiSchedulerEnv, agent: str) -> list[int]:
         jobs = env.head_jobs(agent)
         heads = [h for h in range(len(jobs)) if jobs[h] >= 0]
-        if self.order == "sjf":
-            duration = env.sim.workload.duration
-            heads.sort(key=lambda h: (float(duration[jobs[h]]), int(jobs[h])))
-        return heads if self.backfill else heads[:1]
+        if self.order != "fifo":
+            heads.sort(key=lambda h: self.key(env.sim, int(jobs[h])))
+        return heads
+
+    def _victim(self, env: MultiSchedulerEnv, agent: str, job: int, mask: np.ndarray) -> int | None:
+        """The preempt action freeing GPUs for ``job``: the agent's lowest-priority preemptible running job below
+        ``job``'s priority, when the GPUs of all such jobs and the free ones could hold it; else None."""
+        sim, first = env.sim, env.first_preempt_action
+        mine = self.key(sim, job)
+        worse = [
+            (self.key(sim, int(v)), p)
+            for p, v in enumerate(env.running_slots(agent))
+            if v >= 0 and mask[first + p] and self.key(sim, int(v)) > mine
+        ]
+        if not worse:
+            return None
+        gpus = sum(int(sim.job_gpus_n[env.running_slots(agent)[p]]) for _, p in worse)
+        if gpus + sim.free_gpus() < sim.job_gpus_n[job]:
+            return None
+        return first + max(worse)[1]
+
+    def _coop(self, env: MultiSchedulerEnv, observations: dict) -> dict[str, int]:
+        """``coop``: the agents apply one priority rule to the jobs of all (the single-scheduler ``PreemptivePolicy``
+        decided in a decentralised way): the highest-priority jobs, waiting or running, whose GPUs fit the cluster
+        are chosen; each agent places its own highest-priority chosen waiting job that it can place; for the
+        highest-priority chosen job that cannot be placed, the lowest-priority running job outside the chosen set
+        is preempted by its owner (one preemption per step). Other waiting jobs do not start."""
+        sim, first = env.sim, env.first_preempt_action
+        waiting = [
+            (self.key(sim, int(j)), a, h, int(j))
+            for a in observations
+            for h, j in enumerate(env.head_jobs(a))
+            if j >= 0
+        ]
+        running = [
+            (self.key(sim, int(v)), a, first + p, int(v))
+            for a in observations
+            for p, v in enumerate(env.running_slots(a))
+            if v >= 0
+        ]
+        others = [int(j) for j in sim.running if int(j) not in {r[3] for r in running}]  # beyond the slots
+        budget = env.cluster.num_gpus - sum(int(sim.job_gpus_n[j]) for j in others)
+        chosen: set[int] = set()
+        for _key, _, _, job in sorted(waiting + running):
+            need = int(sim.job_gpus_n[job])
+            if need <= budget:
+                budget -= need
+                chosen.add(job)
+        actions: dict[str, int] = {}
+        preempted = False
+        for _key, agent, h, job in sorted(waiting):
+            if job not in chosen or agent in actions:
+                continue
+            a = env.candidate_action(agent, self.placement, head=h)
+            if a != env.wait_action:
+                actions[agent] = a
+            elif not preempted:
+                victims = [
+                    r
+                    for r in running
+                    if r[3] not in chosen and observations[r[1]]["action_mask"][r[2]] and r[1] not in actions
+                ]
+                if victims:
+                    _, owner, action, _ = max(victims)
+                    actions[owner] = action
+                preempted = True
+        return actions
 
     def __call__(self, env: MultiSchedulerEnv, observations: dict) -> dict[str, int]:
         actions = {}
+        preempt = self.preempt and env.preempt > 0
+        if preempt and self.coop:
+            actions = self._coop(env, observations)
+            for agent, obs in observations.items():  # waiting is masked only when nothing else can happen
+                a = actions.get(agent, env.wait_action)
+                actions[agent] = a if obs["action_mask"][a] else int(np.flatnonzero(obs["action_mask"])[0])
+            return actions
         for agent, obs in observations.items():
+            if agent in actions:
+                continue
             a = env.wait_action
-            for h in self._heads_in_order(env, agent):  # the first job (in order) the candidate can place
+            order = self._heads_in_order(env, agent)
+            jobs = env.head_jobs(agent)
+            for n, h in enumerate(order if self.backfill else order[:1]):
                 a = env.candidate_action(agent, self.placement, head=h)
                 if a != env.wait_action:
                     break
+                if n == 0 and preempt:  # the first job does not fit: free GPUs for it if that can help
+                    victim = self._victim(env, agent, int(jobs[h]), obs["action_mask"])
+                    if victim is not None:
+                        a = victim
+                        break
             # waiting is masked only when nothing else can happen: then place the head anywhere (no deadlock)
             if not obs["action_mask"][a]:
                 a = int(np.flatnonzero(obs["action_mask"])[0])

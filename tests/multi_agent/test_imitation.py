@@ -45,7 +45,17 @@ def test_heuristic_names_round_trip_and_bad_names_fail():
         "sjf-consolidate+backfill",
     )
     assert HeuristicMultiAgent.from_name("fifo-closest").backfill is False
-    for bad in ("lifo-closest", "sjf-teleport", "fifo-closest+preempt", "sjf"):
+    h = HeuristicMultiAgent.from_name("srtf-consolidate+backfill+preempt")
+    assert (h.order, h.backfill, h.preempt, h.clairvoyant) == ("srtf", True, True, True)
+    assert HeuristicMultiAgent.from_name(h.name).name == h.name == "srtf-consolidate+backfill+preempt"
+    assert HeuristicMultiAgent.from_name("tiresias-closest+preempt").clairvoyant is False
+    for bad in (
+        "lifo-closest",
+        "sjf-teleport",
+        "fifo-closest+migrate",
+        "sjf",
+        "fifo-closest+backfill+backfill",
+    ):
         with pytest.raises(ValueError, match="ORDER-PLACEMENT"):
             HeuristicMultiAgent.from_name(bad)
 

@@ -1,0 +1,207 @@
+"""multi_scheduler_v0 with preemption slots, queue orders and coordination features, and the per-agent preemptive
+heuristics (issue 16): exact hand cases, the one-agent equality with the single SRTF scheduler, PettingZoo's API
+tests on the preemptive env at 2 and 8 agents, and the HMARL actor's preempt logits."""
+
+from __future__ import annotations
+
+import functools
+import types
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, state_test
+
+from gpusched_envs.envs.base import InvalidActionError
+from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent.multi_scheduler import COORDINATION_FEATURES, HeuristicMultiAgent
+from gpusched_envs.policies import make_policy
+from gpusched_envs.sim import Simulator
+from gpusched_envs.sim.engine import QUEUED
+from tests.toy import make_workload
+
+PREEMPTIVE = dict(preempt=2, coordination=True, heads=2, window=4, queue_order="las")
+
+
+def play(env, seed, policy):
+    obs, _ = env.reset(seed=seed)
+    infos = {}
+    while env.agents:
+        obs, _, _, _, infos = env.step(policy(env, obs))
+    return infos[env.possible_agents[0]]["metrics"]
+
+
+def test_action_layout_and_argument_errors():
+    env = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=8, heads=2, preempt=3)
+    c = env.num_candidates
+    assert env.first_preempt_action == 2 * c and env.wait_action == 2 * c + 3
+    assert env.action_space("scheduler_0").n == 2 * c + 3 + 1
+    obs, _ = env.reset(seed=0)
+    assert obs["scheduler_0"]["action_mask"].shape == (2 * c + 4,)
+    assert "coordination_features" not in obs["scheduler_0"]  # only with coordination=True
+    with pytest.raises(ValueError, match="preempt"):
+        multi_scheduler_v0.parallel_env(cluster="tiny", preempt=-1)
+    with pytest.raises(ValueError, match="queue_order"):
+        multi_scheduler_v0.parallel_env(cluster="tiny", queue_order="lifo")
+    with pytest.raises(ValueError, match="clairvoyant"):
+        multi_scheduler_v0.parallel_env(cluster="tiny", queue_order="srtf")  # reads the traced durations
+    with pytest.raises(ValueError, match="coop"):
+        HeuristicMultiAgent.from_name("srtf-consolidate+coop")  # yielding needs preemption
+
+
+def two_agent_env(rows, **kw):
+    """tiny (16 GPUs), jobs dealt round-robin: even jobs are scheduler_0's, odd ones scheduler_1's."""
+    workload = make_workload(rows, model_names=("resnet50",))
+    args = dict(num_agents=2, cluster="tiny", workload=workload, heads=2, window=4, preempt=2)
+    args.update(routing="round_robin", information="clairvoyant", invalid_action="raise", **kw)
+    return multi_scheduler_v0.parallel_env(**args)
+
+
+def test_an_agent_preempts_its_own_running_job_and_the_slot_rules():
+    # job 0 (scheduler_0) holds the whole cluster from t = 0; job 1 (scheduler_1) and job 2 (scheduler_0) arrive later
+    env = two_agent_env([(0, 5000, 16), (100, 300, 8), (200, 300, 8)])
+    obs, _ = env.reset(seed=0)
+    first = env.first_preempt_action
+    # t = 0: job 0 waits; nobody runs yet, so no running slot is offered
+    assert not obs["scheduler_0"]["action_mask"][first : first + 2].any()
+    obs, *_ = env.step(
+        {"scheduler_0": env.candidate_action("scheduler_0", "consolidate"), "scheduler_1": env.wait_action}
+    )
+    # same instant: job 0 started now and is not preemptible at it; nothing waits, so the clock runs to t = 100
+    assert env.sim.now == 100.0
+    assert env.running_slots("scheduler_0").tolist() == [0, -1] and env.running_slots(
+        "scheduler_1"
+    ).tolist() == [-1, -1]
+    # job 1 (scheduler_1's) waits: scheduler_0 may yield its running job 0 to it; scheduler_1 has nothing to preempt
+    assert obs["scheduler_0"]["action_mask"][first] and not obs["scheduler_1"]["action_mask"][first]
+    with pytest.raises(InvalidActionError, match="invalid action"):
+        env.step({"scheduler_1": first})  # no running job of its own in slot 0
+    obs, *_ = env.step({"scheduler_0": first, "scheduler_1": env.wait_action})
+    assert env.sim.status[0] == QUEUED and env.sim.preemptions[0] == 1 and env.sim.now == 100.0
+    # the freed GPUs: job 1 starts at the same instant
+    obs, *_ = env.step(
+        {"scheduler_1": env.candidate_action("scheduler_1", "consolidate"), "scheduler_0": env.wait_action}
+    )
+    assert 1 in env.sim.running
+
+
+def test_coordination_features_on_a_hand_case():
+    """One SRTF order over every agent's jobs: what comes before each head job and running slot, in GPUs ÷ 16."""
+    env = two_agent_env(
+        [(0, 5000, 8), (0, 400, 4), (10, 300, 16), (10, 200, 4)], coordination=True, queue_order="srtf"
+    )
+    obs, _ = env.reset(seed=0)
+    h = HeuristicMultiAgent.from_name("srtf-consolidate+backfill")
+    while env.sim.now < 10.0:  # t = 0: both agents place their job (8 + 4 GPUs)
+        obs, *_ = env.step(h(env, obs))
+    assert sorted(env.sim.running) == [0, 1]
+    f0, f1 = obs["scheduler_0"]["coordination_features"], obs["scheduler_1"]["coordination_features"]
+    assert f0.shape == (2 + 2, len(COORDINATION_FEATURES))
+    # remaining at ideal speed at t = 10: job 3 200 s (4 GPUs, waiting, fits the 4 free GPUs), job 2 300 s (16 GPUs,
+    # waiting, blocked), job 1 390 s (4, running), job 0 4,990 s (8, running): the SRTF order is 3, 2, 1, 0
+    assert [round(env.sim.remaining_ideal_time(j)) for j in range(4)] == [4990, 390, 300, 200]
+    # rows: (GPUs before it, blocked waiting GPUs before it, own GPUs, filled), all ÷ 16 GPUs
+    np.testing.assert_allclose(f0, [[4 / 16, 0, 1, 1], [0, 0, 0, 0], [24 / 16, 1, 0.5, 1], [0, 0, 0, 0]])
+    np.testing.assert_allclose(f1, [[0, 0, 0.25, 1], [0, 0, 0, 0], [20 / 16, 1, 0.25, 1], [0, 0, 0, 0]])
+
+
+def test_one_agent_cooperative_srtf_is_the_srtf_scheduler():
+    """One agent whose heads and running slots cover every job: the cooperative per-agent SRTF (one preemption per
+    step, placements one per step) makes exactly the single preemptive SRTF scheduler's schedule."""
+    rows = [(0, 3000, 8), (0, 2000, 8), (50, 100, 8), (60, 400, 4), (70, 200, 16), (80, 50, 2), (500, 900, 8)]
+    workload = make_workload(rows, model_names=("resnet50",))
+    env = multi_scheduler_v0.parallel_env(
+        num_agents=1,
+        cluster="tiny",
+        workload=workload,
+        heads=7,
+        window=7,
+        preempt=7,
+        queue_order="srtf",
+        routing="round_robin",
+        information="clairvoyant",
+    )
+    multi = play(env, 0, HeuristicMultiAgent.from_name("srtf-consolidate+backfill+preempt+coop"))
+    fresh = Simulator(env.cluster, workload, env.sim.config)
+    single = fresh.run(make_policy("srtf", "consolidate"))
+    assert multi == single
+    assert env.sim.preemptions.sum() == fresh.preemptions.sum() > 0  # the case does preempt
+
+
+def test_cooperation_lets_a_short_job_of_another_agent_through():
+    """scheduler_0's long job holds the cluster; scheduler_1's short job arrives. Per-agent SRTF (own jobs only)
+    cannot help it; cooperative SRTF has scheduler_0 yield, and the average JCT drops."""
+    rows = [(0, 5000, 16), (100, 100, 16)]
+    own = play(two_agent_env(rows), 0, HeuristicMultiAgent.from_name("srtf-consolidate+backfill+preempt"))
+    env = two_agent_env(rows)
+    coop = play(env, 0, HeuristicMultiAgent.from_name("srtf-consolidate+backfill+preempt+coop"))
+    assert env.sim.preemptions.tolist() == [1, 0]
+    assert own["avg_jct"] == pytest.approx(((5000 + 4900 + 100) / 2), rel=0.02)  # job 1 waits for job 0
+    assert coop["avg_jct"] < 0.6 * own["avg_jct"]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), k=st.sampled_from([2, 3]))
+def test_random_valid_actions_preempt_only_the_actor_s_own_jobs(seed, k):
+    """Whatever valid actions the agents take, a preempt action stops exactly the acting agent's slot job."""
+    env = multi_scheduler_v0.parallel_env(
+        num_agents=k, cluster="tiny", num_jobs=20, max_cycles=150, **PREEMPTIVE
+    )
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    first = env.first_preempt_action
+    while env.agents:
+        actions = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
+        expected = {
+            int(env.running_slots(a)[x - first]): env.agent_index[a]
+            for a, x in actions.items()
+            if first <= x < env.wait_action
+        }
+        before = env.sim.preemptions.copy()
+        obs, *_ = env.step(actions)
+        stopped = np.flatnonzero(env.sim.preemptions > before)
+        assert set(stopped.tolist()) == set(expected)
+        assert all(env.owner[j] == expected[j] for j in stopped)
+
+
+def module_for(k: int):
+    kw = dict(num_agents=k, cluster="tiny", num_jobs=24, **PREEMPTIVE)
+    return types.SimpleNamespace(
+        env=functools.partial(multi_scheduler_v0.env, **kw),
+        parallel_env=functools.partial(multi_scheduler_v0.parallel_env, **kw),
+    )
+
+
+@pytest.mark.parametrize("k", [2, 8])
+@pytest.mark.filterwarnings("ignore:Observation is not a NumPy array")
+@pytest.mark.filterwarnings("ignore:Observation space for each agent probably should be")
+def test_pettingzoo_api_tests_on_the_preemptive_env(k):
+    m = module_for(k)
+    parallel_api_test(m.parallel_env(), num_cycles=50)
+    parallel_seed_test(m.parallel_env, num_cycles=30)
+    api_test(m.env(), num_cycles=30)
+    state_test(m.env(), m.parallel_env(), 20)
+
+
+def test_the_actor_scores_preempt_slots_and_reads_coordination():
+    import torch
+
+    from agents.hmarl import HMARLActor, network_config, obs_dims, stack_agents, to_tensors
+
+    env = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=24, **PREEMPTIVE)
+    obs, _ = env.reset(seed=1)
+    dims = obs_dims(env)
+    assert (dims["preempt"], dims["window"], dims["coordination"]) == (2, 4, len(COORDINATION_FEATURES))
+    torch.manual_seed(0)
+    actor = HMARLActor(network_config(env, 16, 1), dims)
+    batch = to_tensors(stack_agents(obs, env.possible_agents, np.zeros((2, env.num_choices))), "cpu")
+    logits, _ = actor(batch)
+    assert logits.shape == (2, env.wait_action + 1)
+    # the preempt logits come from the running rows: changing a running row's coordination features moves them only
+    batch2 = {k: v.clone() for k, v in batch.items()}
+    batch2["coordination_features"][:, env.heads :] += 1.0
+    logits2, _ = actor(batch2)
+    first = env.first_preempt_action
+    assert torch.equal(logits[:, :first], logits2[:, :first])
+    assert not torch.equal(logits[:, first : env.wait_action], logits2[:, first : env.wait_action])
