@@ -61,13 +61,14 @@ PREEMPTIVE_HEURISTICS = (
     "tiresias-consolidate+backfill+preempt+coop",
 )
 PREEMPT_SLOTS = 8
+PREEMPT_MIN_RUN = 300.0  # seconds a job runs before it may be preempted (as train/configs/hmarl_coop.yaml)
 CLAIRVOYANT = {
     *CLAIRVOYANT_HEURISTICS,
     "srtf-consolidate",
     "sjf-consolidate",
     *(h for h in PREEMPTIVE_HEURISTICS if h.startswith("srtf")),
 }
-ENV_SETTING_KEYS = ("heads", "window", "preempt", "queue_order", "coordination", "information")
+ENV_SETTING_KEYS = ("heads", "window", "preempt", "min_run", "queue_order", "coordination", "information")
 """env kwargs a trained actor brings to its evaluation episodes (its action and observation setting)."""
 LEARNED = {
     "hmarl": "checkpoints/hmarl_dc4",
@@ -109,7 +110,13 @@ def heuristic_env_kwargs(name: str, kw: dict) -> dict:
         return dict(kw)
     order = {"srtf": "srtf", "tiresias": "las"}.get(h.order, "fifo")
     info = "clairvoyant" if h.clairvoyant else "non-clairvoyant"
-    return {**kw, "preempt": PREEMPT_SLOTS, "queue_order": order, "information": info}
+    return {
+        **kw,
+        "preempt": PREEMPT_SLOTS,
+        "min_run": PREEMPT_MIN_RUN,
+        "queue_order": order,
+        "information": info,
+    }
 
 
 def run(env, name: str, policy, seed: int, latency_every: int = 5) -> dict:
@@ -374,7 +381,11 @@ def marl(
 MARL_ENV_ID = (
     "gpusched_envs.multi_agent.multi_scheduler_v0"  # = agents.hmarl.ENV_ID (the checkpoints' env_id)
 )
-LEADERBOARD_AGENTS = ("marl-fifo-consolidate+backfill", "marl-sjf-consolidate+backfill")
+LEADERBOARD_AGENTS = (
+    "marl-fifo-consolidate+backfill",
+    "marl-sjf-consolidate+backfill",
+    "marl-srtf-consolidate+backfill+preempt+coop",
+)
 """Leaderboard specs of the per-agent heuristics (``marl-`` + a HeuristicMultiAgent name); multi-agent scenarios
 only."""
 
@@ -431,7 +442,8 @@ def marl_eval_agent(spec: str):
                 return applies(scenario)
 
             def run_episode(self, scenario, seed: int) -> dict:
-                return _episode_metrics(scenario.make_env(), heur, seed)
+                env_kw = heuristic_env_kwargs(heur.name, scenario.env_kwargs)
+                return _episode_metrics(make_marl_env(env_kw), heur, seed)
 
         return MarlHeuristicEvalAgent(spec, spec)
 
@@ -465,7 +477,10 @@ def marl_eval_agent(spec: str):
                 self._policy = load(folder)
             env_kw = {**scenario.env_kwargs, "obs_mode": "graph"}
             trained = self._policy.meta.get("env_kwargs") or {}
-            env_kw["information"] = trained.get("information", "clairvoyant")
+            env_kw.update(
+                {k: trained[k] for k in ENV_SETTING_KEYS if k in trained}
+            )  # the actor's own setting
+            env_kw.setdefault("information", "clairvoyant")
             if trained.get("num_agents") == 1:  # the centralised scheduler: one agent on the merged queue
                 env_kw.update(num_agents=1, routing="round_robin")
             return _episode_metrics(make_marl_env(env_kw), self._policy, seed)

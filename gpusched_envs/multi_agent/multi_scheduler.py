@@ -8,9 +8,16 @@ again at the next step (``infos[agent]["conflict"]``). After a step in which som
 while any agent can still place its head; otherwise the simulator runs to the next instant at which one can.
 
 ## Action Space (per agent)
-``Discrete(H · C + 1)`` with ``H = heads`` (default 1): action ``h · C + c`` places the agent's h-th oldest waiting
-job (h = 0: its head job) with the c-th candidate placement, ``H · C`` waits. ``heads > 1`` lets an agent start a
-later job of its queue when its head does not fit (backfilling learnt instead of fixed FIFO).
+``Discrete(H · C + P + 1)`` with ``H = heads`` (default 1) and ``P = preempt`` (default 0): action ``h · C + c``
+places the agent's h-th waiting job in ``queue_order`` (default ``fifo``: oldest first; h = 0: its head job) with
+the c-th candidate placement; ``H · C + p`` (``first_preempt_action + p``) preempts the agent's own running job in
+slot p (its running jobs, most attained service first; :meth:`running_slots`); ``H · C + P`` waits. ``heads > 1``
+lets an agent start a later job of its queue when its head does not fit (backfilling learnt instead of fixed FIFO).
+``queue_order="srtf"`` (clairvoyant) or ``"las"`` shows and offers the agent's shortest-remaining / least-attained
+waiting jobs instead of its oldest. Preemption: a slot is valid while some job of any agent waits (an agent may yield
+its GPUs to another's job) and its job has run ``min_run`` seconds (> 0) since it (re)started; a job preempted at
+one instant is offered for placement again at a later one (unless waiting would deadlock); a preempted job keeps
+its progress and pays the simulator's restart delay. An agent never stops another agent's job.
 Candidates: :data:`BASE_CANDIDATES` (``closest``, ``consolidate``, ``first-fit``, ``pack``, ``spread``), then one
 per rack (``rack-r``: the closest placement inside rack r). A candidate is valid when it exists now and differs
 from every earlier candidate of the same job; waiting is valid unless nothing runs and nothing is still to arrive
@@ -21,6 +28,11 @@ The padded Dict of :mod:`gpusched_envs.envs.encoding` (``obs_mode`` ``"graph"`` 
 queue as the job window, plus ``candidate_features (H · C, 5)`` = (valid, servers spanned ÷ max server count, racks
 spanned ÷ racks, log of the predicted iteration time ÷ ideal, log1p of jobs already on the candidate's servers),
 ``context (3,)`` = (share of own jobs finished, log1p own queue length, agent index ÷ K) and ``action_mask``.
+With ``preempt = P`` the job block gains P rows for the running slots (the single-agent JobSelect's preemption
+columns). With ``coordination=True``, ``coordination_features (H + P, 5)``: for each head job and running slot,
+:data:`COORDINATION_FEATURES` — where the job stands in one ``queue_order`` over every agent's head jobs and
+running jobs (GPU demand before it, of blocked waiting jobs before it, of running jobs after it; its GPUs; filled),
+what the schedulers of one data centre publish to each other.
 ``information`` (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as the single-agent envs
 (table in :mod:`gpusched_envs.envs.encoding`); non-clairvoyant, ``context[0]`` is log1p of own jobs finished (the
 share would reveal how many are still to arrive), and :meth:`state`'s too.
@@ -42,7 +54,8 @@ All agents terminate when every job has finished (``infos[agent]["metrics"]`` th
 ``routing`` (``"auto"`` | ``"vc"`` | ``"tenant"`` | ``"round_robin"``), ``window`` (own jobs shown), ``heads`` (jobs an
 agent may choose among, oldest first), ``obs_mode``,
 ``agent_share``, ``interference`` (True: co-located jobs of different agents slow each other), ``speed_model``,
-``max_cycles``, ``time_scale``, ``invalid_action``, ``invalid_penalty``, ``workload_seed``, ``information``.
+``max_cycles``, ``time_scale``, ``invalid_action``, ``invalid_penalty``, ``workload_seed``, ``information``,
+``preempt`` (running slots per agent), ``queue_order`` (``fifo`` | ``srtf`` | ``las``), ``coordination``, ``min_run``.
 
 ## Version History
 - v0: initial version.
@@ -85,9 +98,9 @@ CONTEXT = 3
 RUNNING_STATES = (RUNNING, RESTARTING)
 QUEUE_ORDERS = ("fifo", "srtf", "las")
 # per head job, then per running slot, with ``coordination=True``: GPU demand (÷ cluster GPUs) of every agent's jobs
-# before this one in queue_order (waiting heads and running jobs), of those of them waiting and unplaceable now, the
-# job's own GPUs ÷ cluster GPUs, and 1 on a filled row
-COORDINATION_FEATURES = ("demand_before", "blocked_before", "gpus", "filled")
+# before this one in queue_order (waiting heads and running jobs), of those of them waiting and unplaceable now, of
+# the running jobs after it, the job's own GPUs ÷ cluster GPUs, and 1 on a filled row
+COORDINATION_FEATURES = ("demand_before", "blocked_before", "running_after", "gpus", "filled")
 
 
 class EpisodeEndedError(base.EpisodeEndedError, InvalidActionError):
@@ -235,6 +248,7 @@ class MultiSchedulerEnv(ParallelEnv):
         preempt: int = 0,
         queue_order: str = "fifo",
         coordination: bool = False,
+        min_run: float = 0.0,
     ):
         check_choice("routing", routing, ROUTINGS)
         check_choice("information", information, INFORMATION)
@@ -280,6 +294,9 @@ class MultiSchedulerEnv(ParallelEnv):
         self.heads = int(heads)
         self.preempt = int(preempt)
         self.coordination = bool(coordination)
+        if not np.isfinite(min_run) or min_run < 0:
+            raise ValueError(f"min_run must be a finite number of seconds >= 0, got {min_run!r}")
+        self.min_run = float(min_run)
         self.interference, self.speed_model = bool(interference), speed_model
         self.max_cycles = None if max_cycles is None else int(max_cycles)
         self.time_scale = float(time_scale)
@@ -392,6 +409,7 @@ class MultiSchedulerEnv(ParallelEnv):
         self.steps = 0
         self._head_jobs = np.full((k, self.heads), -1, dtype=np.int64)  # the jobs each agent may place now
         self._heads = self._head_jobs[:, 0]  # (K,) view: the oldest waiting job of each agent
+        self._preempted_now: set[int] = set()  # jobs preempted at the current instant
         self._running_slots = np.full(
             (k, self.preempt), -1, dtype=np.int64
         )  # own running jobs it may preempt
@@ -455,6 +473,7 @@ class MultiSchedulerEnv(ParallelEnv):
                 victim = int(self._running_slots[i, a - self.first_preempt_action])
                 if sim.status[victim] in RUNNING_STATES:  # (the slot was validated on this step's state)
                     sim.preempt(victim)
+                    self._preempted_now.add(victim)
                     placed = True
                 continue
             job, gpus = int(self._head_jobs[i, a // self.num_candidates]), self._candidates[i][a]
@@ -561,6 +580,8 @@ class MultiSchedulerEnv(ParallelEnv):
                 job = int(self._head_jobs[i, h])
                 if job < 0:
                     break
+                if job in self._preempted_now and not stuck:
+                    continue  # preempted at this instant: it restarts at a later one (unless waiting would deadlock)
                 seen: dict[bytes, int] = {}
                 for c in range(nc):
                     if c < len(BASE_CANDIDATES):
@@ -629,18 +650,22 @@ class MultiSchedulerEnv(ParallelEnv):
         blocked_before = np.empty(len(jobs))
         bn = need * blocked
         blocked_before[order] = np.cumsum(bn[order]) - bn[order]
-        row = {int(j): (before[n], blocked_before[n], need[n]) for n, j in enumerate(jobs)}
+        rn = need * np.concatenate([np.zeros(len(waiting), bool), np.ones(len(running), bool)])
+        running_after = np.empty(len(jobs))
+        running_after[order] = rn.sum() - np.cumsum(rn[order])
+        row = {int(j): (before[n], blocked_before[n], running_after[n], need[n]) for n, j in enumerate(jobs)}
         for i in range(k):
             for r, j in enumerate([*heads[i], *self._running_slots[i]]):
                 if j >= 0:
-                    buf[i, r, :3] = row[int(j)]
-                    buf[i, r, 3] = 1.0
+                    buf[i, r, :4] = row[int(j)]
+                    buf[i, r, 4] = 1.0
 
     def _preempt_slots(self, masks: np.ndarray) -> None:
         """Each agent's running slots: its own running jobs, most attained service first (what a non-clairvoyant
         scheduler observes); slot p is preemptible when it holds a job that did not start at this instant (which
-        bounds the actions at one instant) while some job (of any agent: an agent may yield GPUs to another's job)
-        waits."""
+        bounds the actions at one instant) and has run at least ``min_run`` seconds since it (re)started, while some
+        job (of any agent: an agent may yield GPUs to another's job) waits. A job preempted at this instant is not
+        offered for placement again before the clock moves (unless waiting would deadlock)."""
         sim = self.sim
         self._running_slots[...] = -1
         if not sim.running or not sim.queue:
@@ -653,7 +678,8 @@ class MultiSchedulerEnv(ParallelEnv):
         for i in range(len(self.possible_agents)):
             mine = running[owners == i][: self.preempt]
             self._running_slots[i, : len(mine)] = mine
-            masks[i, first : first + len(mine)] = sim.run_start[mine] < sim.now
+            ran = sim.now - sim.run_start[mine]
+            masks[i, first : first + len(mine)] = (ran > 0) & (ran >= self.min_run)
 
     def _candidate_features(self, job: int, gpus: np.ndarray, out: np.ndarray) -> None:
         sim, c = self.sim, self.cluster
@@ -678,6 +704,7 @@ class MultiSchedulerEnv(ParallelEnv):
                 return
         while True:
             more = sim.next_decision()
+            self._preempted_now.clear()
             self.totals.sync()
             for t in self.own_totals:
                 t.sync()

@@ -101,9 +101,10 @@ def test_coordination_features_on_a_hand_case():
     # remaining at ideal speed at t = 10: job 3 200 s (4 GPUs, waiting, fits the 4 free GPUs), job 2 300 s (16 GPUs,
     # waiting, blocked), job 1 390 s (4, running), job 0 4,990 s (8, running): the SRTF order is 3, 2, 1, 0
     assert [round(env.sim.remaining_ideal_time(j)) for j in range(4)] == [4990, 390, 300, 200]
-    # rows: (GPUs before it, blocked waiting GPUs before it, own GPUs, filled), all ÷ 16 GPUs
-    np.testing.assert_allclose(f0, [[4 / 16, 0, 1, 1], [0, 0, 0, 0], [24 / 16, 1, 0.5, 1], [0, 0, 0, 0]])
-    np.testing.assert_allclose(f1, [[0, 0, 0.25, 1], [0, 0, 0, 0], [20 / 16, 1, 0.25, 1], [0, 0, 0, 0]])
+    # rows: (GPUs before it, blocked waiting GPUs before it, running GPUs after it, own GPUs, filled), GPUs ÷ 16
+    empty = [0, 0, 0, 0, 0]
+    np.testing.assert_allclose(f0, [[4 / 16, 0, 12 / 16, 1, 1], empty, [24 / 16, 1, 0, 0.5, 1], empty])
+    np.testing.assert_allclose(f1, [[0, 0, 12 / 16, 0.25, 1], empty, [20 / 16, 1, 0.5, 0.25, 1], empty])
 
 
 def test_one_agent_cooperative_srtf_is_the_srtf_scheduler():
@@ -205,3 +206,33 @@ def test_the_actor_scores_preempt_slots_and_reads_coordination():
     first = env.first_preempt_action
     assert torch.equal(logits[:, :first], logits2[:, :first])
     assert not torch.equal(logits[:, first : env.wait_action], logits2[:, first : env.wait_action])
+
+
+def test_min_run_and_no_restart_at_the_instant_of_preemption():
+    # job 0 (scheduler_0) runs from t = 0; job 1 (scheduler_1) arrives at t = 100 and job 3 at t = 400
+    rows = [(0, 5000, 16), (100, 300, 8), (200, 300, 8), (400, 100, 8), (9000, 100, 1)]
+    env = two_agent_env(rows, min_run=300.0)
+    obs, _ = env.reset(seed=0)
+    first = env.first_preempt_action
+    obs, *_ = env.step({"scheduler_0": env.candidate_action("scheduler_0", "consolidate")})
+    # t = 100 and 200 (jobs 1 and 2 arrive): job 0 has run less than min_run, nobody can act, the clock runs on;
+    # min_run passes at t = 300 without an event: the next decision is job 3's arrival
+    assert env.sim.now == 400.0 and env.running_slots("scheduler_0")[0] == 0
+    assert obs["scheduler_0"]["action_mask"][first]
+    env_no_min = two_agent_env(rows)
+    env_no_min.reset(seed=0)
+    env_no_min.step({"scheduler_0": env_no_min.candidate_action("scheduler_0", "consolidate")})
+    assert (
+        env_no_min.sim.now == 100.0
+    )  # without min_run, job 1's arrival is a decision (job 0 is preemptible)
+    obs, *_ = env.step({"scheduler_0": first})
+    assert env.sim.status[0] == QUEUED and env.sim.now == 400.0
+    # job 0 waits again but may not restart at this instant (job 2 of scheduler_0 may)
+    assert 0 in env.head_jobs("scheduler_0")
+    placeable = {
+        int(env.head_jobs("scheduler_0")[a // env.num_candidates])
+        for a in np.flatnonzero(obs["scheduler_0"]["action_mask"][: env.num_choices])
+    }
+    assert placeable == {2}
+    with pytest.raises(ValueError, match="min_run"):
+        two_agent_env(rows, min_run=-1.0)
