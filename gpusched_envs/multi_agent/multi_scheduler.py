@@ -97,10 +97,12 @@ RENDER_MODES = ("human", "ansi", "rgb_array")
 CONTEXT = 3
 RUNNING_STATES = (RUNNING, RESTARTING)
 QUEUE_ORDERS = ("fifo", "srtf", "las")
-# per head job, then per running slot, with ``coordination=True``: GPU demand (÷ cluster GPUs) of every agent's jobs
-# before this one in queue_order (waiting heads and running jobs), of those of them waiting and unplaceable now, of
-# the running jobs after it, the job's own GPUs ÷ cluster GPUs, and 1 on a filled row
-COORDINATION_FEATURES = ("demand_before", "blocked_before", "running_after", "gpus", "filled")
+# per head job, then per running slot, with ``coordination=True``, over every agent's head jobs and running jobs in one
+# queue_order, filled greedily into the cluster's GPUs (a job is "claimed" when its GPUs fit beside those of the
+# claimed jobs before it: the set a preemptive priority scheduler runs): GPUs (÷ cluster GPUs) claimed before the job,
+# 1 if the job is claimed, GPUs of claimed waiting jobs before it that cannot be placed now, GPUs of running jobs
+# after it, the job's own GPUs, and 1 on a filled row
+COORDINATION_FEATURES = ("claimed_before", "claimed", "blocked_before", "running_after", "gpus", "filled")
 
 
 class EpisodeEndedError(base.EpisodeEndedError, InvalidActionError):
@@ -645,20 +647,33 @@ class MultiSchedulerEnv(ParallelEnv):
         blocked = np.concatenate([~placeable, np.zeros(len(running), bool)])
         need = sim.job_gpus_n[jobs].astype(np.float64) / self.cluster.num_gpus
         order = np.lexsort((jobs, self._order_keys(jobs)))
-        before = np.empty(len(jobs))
-        before[order] = np.cumsum(need[order]) - need[order]
-        blocked_before = np.empty(len(jobs))
-        bn = need * blocked
-        blocked_before[order] = np.cumsum(bn[order]) - bn[order]
-        rn = need * np.concatenate([np.zeros(len(waiting), bool), np.ones(len(running), bool)])
+        claimed = np.zeros(len(jobs), bool)
+        budget = 1.0 + 1e-9
+        for n in order:  # greedy fill in priority order
+            if need[n] <= budget:
+                budget -= need[n]
+                claimed[n] = True
+        is_running = np.concatenate([np.zeros(len(waiting), bool), np.ones(len(running), bool)])
+
+        def before(x):  # sum of x over the jobs before each one in the order
+            out = np.empty(len(jobs))
+            out[order] = np.cumsum(x[order]) - x[order]
+            return out
+
+        claimed_before = before(need * claimed)
+        blocked_before = before(need * (claimed & blocked))
+        rn = need * is_running
         running_after = np.empty(len(jobs))
         running_after[order] = rn.sum() - np.cumsum(rn[order])
-        row = {int(j): (before[n], blocked_before[n], running_after[n], need[n]) for n, j in enumerate(jobs)}
+        row = {
+            int(j): (claimed_before[n], float(claimed[n]), blocked_before[n], running_after[n], need[n])
+            for n, j in enumerate(jobs)
+        }
         for i in range(k):
             for r, j in enumerate([*heads[i], *self._running_slots[i]]):
                 if j >= 0:
-                    buf[i, r, :4] = row[int(j)]
-                    buf[i, r, 4] = 1.0
+                    buf[i, r, :5] = row[int(j)]
+                    buf[i, r, 5] = 1.0
 
     def _preempt_slots(self, masks: np.ndarray) -> None:
         """Each agent's running slots: its own running jobs, most attained service first (what a non-clairvoyant
@@ -947,16 +962,13 @@ class HeuristicMultiAgent:
             for h, j in enumerate(env.head_jobs(a))
             if j >= 0
         ]
-        running = [
-            (self.key(sim, int(v)), a, first + p, int(v))
-            for a in observations
-            for p, v in enumerate(env.running_slots(a))
-            if v >= 0
-        ]
-        others = [int(j) for j in sim.running if int(j) not in {r[3] for r in running}]  # beyond the slots
-        budget = env.cluster.num_gpus - sum(int(sim.job_gpus_n[j]) for j in others)
+        slot = {
+            int(v): (a, first + p) for a in observations for p, v in enumerate(env.running_slots(a)) if v >= 0
+        }
+        running = [(self.key(sim, int(v)), *slot.get(int(v), (None, -1)), int(v)) for v in sim.running]
+        budget = env.cluster.num_gpus
         chosen: set[int] = set()
-        for _key, _, _, job in sorted(waiting + running):
+        for _key, _, _, job in sorted(waiting + running, key=lambda r: (r[0], r[3])):
             need = int(sim.job_gpus_n[job])
             if need <= budget:
                 budget -= need
@@ -973,10 +985,13 @@ class HeuristicMultiAgent:
                 victims = [
                     r
                     for r in running
-                    if r[3] not in chosen and observations[r[1]]["action_mask"][r[2]] and r[1] not in actions
+                    if r[3] not in chosen
+                    and r[1] is not None  # in one of its owner's running slots
+                    and observations[r[1]]["action_mask"][r[2]]
+                    and r[1] not in actions
                 ]
                 if victims:
-                    _, owner, action, _ = max(victims)
+                    _, owner, action, _ = max(victims, key=lambda r: (r[0], r[3]))
                     actions[owner] = action
                 preempted = True
         return actions

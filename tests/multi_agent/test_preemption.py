@@ -99,12 +99,14 @@ def test_coordination_features_on_a_hand_case():
     f0, f1 = obs["scheduler_0"]["coordination_features"], obs["scheduler_1"]["coordination_features"]
     assert f0.shape == (2 + 2, len(COORDINATION_FEATURES))
     # remaining at ideal speed at t = 10: job 3 200 s (4 GPUs, waiting, fits the 4 free GPUs), job 2 300 s (16 GPUs,
-    # waiting, blocked), job 1 390 s (4, running), job 0 4,990 s (8, running): the SRTF order is 3, 2, 1, 0
+    # waiting, blocked), job 1 390 s (4, running), job 0 4,990 s (8, running): the SRTF order is 3, 2, 1, 0, and the
+    # greedy fill into 16 GPUs claims 3 (4), skips 2 (16 > 12 left), claims 1 (4) and 0 (8)
     assert [round(env.sim.remaining_ideal_time(j)) for j in range(4)] == [4990, 390, 300, 200]
-    # rows: (GPUs before it, blocked waiting GPUs before it, running GPUs after it, own GPUs, filled), GPUs ÷ 16
-    empty = [0, 0, 0, 0, 0]
-    np.testing.assert_allclose(f0, [[4 / 16, 0, 12 / 16, 1, 1], empty, [24 / 16, 1, 0, 0.5, 1], empty])
-    np.testing.assert_allclose(f1, [[0, 0, 12 / 16, 0.25, 1], empty, [20 / 16, 1, 0.5, 0.25, 1], empty])
+    # rows: (GPUs claimed before it, claimed, claimed blocked waiting GPUs before it, running GPUs after it,
+    # own GPUs, filled), GPUs ÷ 16
+    empty = [0] * 6
+    np.testing.assert_allclose(f0, [[4 / 16, 0, 0, 12 / 16, 1, 1], empty, [8 / 16, 1, 0, 0, 0.5, 1], empty])
+    np.testing.assert_allclose(f1, [[0, 1, 0, 12 / 16, 0.25, 1], empty, [4 / 16, 1, 0, 0.5, 0.25, 1], empty])
 
 
 def test_one_agent_cooperative_srtf_is_the_srtf_scheduler():
