@@ -61,7 +61,7 @@ PREEMPTIVE_HEURISTICS = (
     "tiresias-consolidate+backfill+preempt+coop",
 )
 PREEMPT_SLOTS = 8
-PREEMPT_MIN_RUN = 300.0  # seconds a job runs before it may be preempted (as train/configs/hmarl_coop.yaml)
+PREEMPT_MIN_RUN = 300.0  # seconds a job runs before it may be preempted (as train/configs/hmarl.yaml)
 CLAIRVOYANT = {
     *CLAIRVOYANT_HEURISTICS,
     "srtf-consolidate",
@@ -74,6 +74,8 @@ LEARNED = {
     "hmarl": "checkpoints/hmarl_dc4",
     "independent": "checkpoints/hmarl_independent_dc4",
     "centralised": "checkpoints/hmarl_centralised_dc4",
+    # the first recipe (no preemption, 3 oldest jobs, no coordination features), kept for comparison
+    "hmarl-nopreempt": "checkpoints/hmarl_dc4_nopreempt",
 }
 
 app = typer.Typer(help=__doc__.splitlines()[0], add_completion=False, no_args_is_help=False)

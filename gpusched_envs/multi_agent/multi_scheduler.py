@@ -29,10 +29,11 @@ queue as the job window, plus ``candidate_features (H · C, 5)`` = (valid, serve
 spanned ÷ racks, log of the predicted iteration time ÷ ideal, log1p of jobs already on the candidate's servers),
 ``context (3,)`` = (share of own jobs finished, log1p own queue length, agent index ÷ K) and ``action_mask``.
 With ``preempt = P`` the job block gains P rows for the running slots (the single-agent JobSelect's preemption
-columns). With ``coordination=True``, ``coordination_features (H + P, 5)``: for each head job and running slot,
+columns). With ``coordination=True``, ``coordination_features (H + P, 6)``: for each head job and running slot,
 :data:`COORDINATION_FEATURES` — where the job stands in one ``queue_order`` over every agent's head jobs and
-running jobs (GPU demand before it, of blocked waiting jobs before it, of running jobs after it; its GPUs; filled),
-what the schedulers of one data centre publish to each other.
+running jobs, filled greedily into the cluster's GPUs as a preemptive priority scheduler would (GPUs claimed before
+it, whether it is claimed, claimed waiting GPUs before it that cannot be placed now, running GPUs after it; its GPUs;
+filled): what the schedulers of one data centre publish to each other.
 ``information`` (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as the single-agent envs
 (table in :mod:`gpusched_envs.envs.encoding`); non-clairvoyant, ``context[0]`` is log1p of own jobs finished (the
 share would reveal how many are still to arrive), and :meth:`state`'s too.

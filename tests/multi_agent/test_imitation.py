@@ -132,7 +132,8 @@ def test_imitation_overrides():
     from agents.hmarl import apply_overrides, load_config
 
     cfg = load_config("hmarl")
-    assert cfg.imitation["expert"] == "sjf-consolidate+backfill"
+    assert cfg.imitation["expert"] == "srtf-consolidate+backfill+preempt+coop"
+    assert load_config("hmarl_nopreempt").imitation["expert"] == "sjf-consolidate+backfill"
     apply_overrides(cfg, ["imitation.rounds=2", "imitation.expert=fifo-closest+backfill"])
     assert ImitationArgs.from_dict(cfg.imitation).rounds == 2 and cfg.imitation["epochs"] == 6
     apply_overrides(cfg, ["imitation=null"])
