@@ -78,6 +78,15 @@ def make_workload(rows, model_names=("additive",), name="hand"):
     )
 
 
+def play_marl(env, seed, policy):
+    """One episode of a multi_scheduler_v0 parallel env with ``policy(env, observations)``; its global metrics."""
+    obs, _ = env.reset(seed=seed)
+    infos = {}
+    while env.agents:
+        obs, _, _, _, infos = env.step(policy(env, obs))
+    return infos[env.possible_agents[0]]["metrics"]
+
+
 def tiny_dag():
     """The 4-task DAG of the DAG evaluator's hand-computed cases: 0 -> 1 (100 B), 0 -> 2 (200 B), 1 -> 3 (50 B),
     2 -> 3 (0 B); work 2, 3, 4, 1 reference seconds."""

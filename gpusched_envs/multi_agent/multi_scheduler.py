@@ -773,12 +773,7 @@ class MultiSchedulerEnv(ParallelEnv):
         (``srtf``, clairvoyant) or least attained GPU-seconds first (``las``); ties: oldest."""
         if self.queue_order == "fifo" or len(jobs) < 2:
             return np.sort(jobs)
-        sim = self.sim
-        if self.queue_order == "srtf":
-            key = (sim.job_work[jobs] - sim.done_work[jobs]) * sim.job_ideal_iter[jobs]
-        else:
-            key = sim.attained[jobs]
-        return jobs[np.lexsort((jobs, key))]
+        return jobs[np.lexsort((jobs, self._order_keys(jobs)))]
 
     def _own_finished(self, i: int, share: bool = True) -> float:
         total = self.own_count[i]
@@ -853,10 +848,13 @@ class HeuristicMultiAgent:
     built with ``preempt > 0``) an agent whose first job in the order cannot be placed preempts its own running job
     of lowest priority below that job's (one per step; only when the freed GPUs and the free ones could hold it),
     then places it at the next step: per-agent SRTF / Tiresias. An agent never preempts another agent's jobs, and
-    reconsiders at the simulator's events (arrivals, completions), not at Tiresias' threshold crossings. Every
-    action is one of the agent's own actions (``candidate_action``): an actor can imitate it.
+    reconsiders at the simulator's events (arrivals, completions), not at Tiresias' threshold crossings. With
+    ``coop`` (needs ``preempt``) the agents apply one priority rule to the jobs of all and yield their own running
+    jobs to any agent's (:meth:`_coop`). Every action is one of the agent's own actions (``candidate_action``): an
+    actor can imitate it.
 
-    Names (:meth:`from_name`): ``ORDER-PLACEMENT[+backfill][+preempt]``, e.g. ``srtf-consolidate+backfill+preempt``."""
+    Names (:meth:`from_name`): ``ORDER-PLACEMENT[+backfill][+preempt][+coop]``, e.g.
+    ``srtf-consolidate+backfill+preempt+coop``."""
 
     def __init__(
         self,
@@ -885,7 +883,7 @@ class HeuristicMultiAgent:
     @classmethod
     def from_name(cls, name: str) -> HeuristicMultiAgent:
         """``fifo-closest``, ``sjf-consolidate+backfill``, ``srtf-consolidate+backfill+preempt``, ...
-        (ORDER-PLACEMENT[+backfill][+preempt])."""
+        (ORDER-PLACEMENT[+backfill][+preempt][+coop])."""
         base, *extras = str(name).split("+")
         order, _, placement = base.partition("-")
         if (
@@ -896,8 +894,9 @@ class HeuristicMultiAgent:
             or ("coop" in extras and "preempt" not in extras)
         ):
             raise ValueError(
-                f"unknown per-agent heuristic {name!r}: expected ORDER-PLACEMENT[+backfill][+preempt] with ORDER one "
-                f"of {', '.join(HEURISTIC_ORDERS)} and PLACEMENT one of {', '.join(BASE_CANDIDATES)}"
+                f"unknown per-agent heuristic {name!r}: expected ORDER-PLACEMENT[+backfill][+preempt][+coop] (+coop "
+                f"needs +preempt) with ORDER one of {', '.join(HEURISTIC_ORDERS)} and PLACEMENT one of "
+                f"{', '.join(BASE_CANDIDATES)}"
             )
         return cls(
             placement,
@@ -938,14 +937,12 @@ class HeuristicMultiAgent:
         ``job``'s priority, when the GPUs of all such jobs and the free ones could hold it; else None."""
         sim, first = env.sim, env.first_preempt_action
         mine = self.key(sim, job)
-        worse = [
-            (self.key(sim, int(v)), p)
-            for p, v in enumerate(env.running_slots(agent))
-            if v >= 0 and mask[first + p] and self.key(sim, int(v)) > mine
-        ]
+        slots = env.running_slots(agent)
+        keyed = [(self.key(sim, int(v)), p) for p, v in enumerate(slots) if v >= 0 and mask[first + p]]
+        worse = [(k, p) for k, p in keyed if k > mine]
         if not worse:
             return None
-        gpus = sum(int(sim.job_gpus_n[env.running_slots(agent)[p]]) for _, p in worse)
+        gpus = sum(int(sim.job_gpus_n[slots[p]]) for _, p in worse)
         if gpus + sim.free_gpus() < sim.job_gpus_n[job]:
             return None
         return first + max(worse)[1]
@@ -1007,8 +1004,6 @@ class HeuristicMultiAgent:
                 actions[agent] = a if obs["action_mask"][a] else int(np.flatnonzero(obs["action_mask"])[0])
             return actions
         for agent, obs in observations.items():
-            if agent in actions:
-                continue
             a = env.wait_action
             order = self._heads_in_order(env, agent)
             jobs = env.head_jobs(agent)

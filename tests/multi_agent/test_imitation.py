@@ -24,16 +24,9 @@ from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 from gpusched_envs.policies import make_policy
 from gpusched_envs.sim import Simulator
 from tests.toy import make_workload
+from tests.toy import play_marl as play
 
 SMALL = dict(num_agents=2, cluster="tiny", num_jobs=16, heads=2, information="clairvoyant")
-
-
-def play(env, seed, policy):
-    obs, _ = env.reset(seed=seed)
-    infos = {}
-    while env.agents:
-        obs, _, _, _, infos = env.step(policy(env, obs))
-    return infos[env.possible_agents[0]]["metrics"]
 
 
 def test_heuristic_names_round_trip_and_bad_names_fail():

@@ -20,16 +20,9 @@ from gpusched_envs.policies import make_policy
 from gpusched_envs.sim import Simulator
 from gpusched_envs.sim.engine import QUEUED
 from tests.toy import make_workload
+from tests.toy import play_marl as play
 
 PREEMPTIVE = dict(preempt=2, coordination=True, heads=2, window=4, queue_order="las")
-
-
-def play(env, seed, policy):
-    obs, _ = env.reset(seed=seed)
-    infos = {}
-    while env.agents:
-        obs, _, _, _, infos = env.step(policy(env, obs))
-    return infos[env.possible_agents[0]]["metrics"]
 
 
 def test_action_layout_and_argument_errors():
