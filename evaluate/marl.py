@@ -104,6 +104,18 @@ def heuristic(name: str):
     return HeuristicMultiAgent.from_name(name)
 
 
+def actor_env_kwargs(kw: dict, meta: dict) -> dict:
+    """A scenario's env kwargs for a trained actor: the action and observation setting it was trained with
+    (``ENV_SETTING_KEYS``; older checkpoints: clairvoyant), and one agent on the merged queue for the centralised
+    scheduler."""
+    trained = meta.get("env_kwargs") or {}
+    out = {**kw, **{k: trained[k] for k in ENV_SETTING_KEYS if k in trained}}
+    out.setdefault("information", "clairvoyant")
+    if trained.get("num_agents") == 1:
+        out.update(num_agents=1, routing="round_robin")
+    return out
+
+
 def heuristic_env_kwargs(name: str, kw: dict) -> dict:
     """The scenario's env kwargs for a per-agent heuristic: a preemptive one gets ``PREEMPT_SLOTS`` running slots
     and its own order as the env's queue order (so its heads are its first jobs in that order)."""
@@ -190,14 +202,7 @@ def evaluate_scenario(
                 log(f"  {sched}: no checkpoint at {path}, skipped")
                 continue
             policy = load_actor(path)
-            env_kw = dict(kw)
-            # the action and observation setting the actor was trained on (older checkpoints: clairvoyant)
-            trained = policy.meta["env_kwargs"]
-            env_kw.update({k: trained[k] for k in ENV_SETTING_KEYS if k in trained})
-            env_kw.setdefault("information", "clairvoyant")
-            if policy.meta["env_kwargs"].get("num_agents") == 1:  # the centralised scheduler: one agent
-                env_kw.update(num_agents=1, routing="round_robin")
-            env = make_env(env_kw)
+            env = make_env(actor_env_kwargs(kw, policy.meta))
             eps = [run(env, sched, policy, s) for s in seeds]
         elif sched in CENTRAL_HEURISTICS:
             env = make_env(kw)
@@ -477,14 +482,7 @@ def marl_eval_agent(spec: str):
             if self._policy is None:
                 torch.set_num_threads(1)
                 self._policy = load(folder)
-            env_kw = {**scenario.env_kwargs, "obs_mode": "graph"}
-            trained = self._policy.meta.get("env_kwargs") or {}
-            env_kw.update(
-                {k: trained[k] for k in ENV_SETTING_KEYS if k in trained}
-            )  # the actor's own setting
-            env_kw.setdefault("information", "clairvoyant")
-            if trained.get("num_agents") == 1:  # the centralised scheduler: one agent on the merged queue
-                env_kw.update(num_agents=1, routing="round_robin")
+            env_kw = actor_env_kwargs({**scenario.env_kwargs, "obs_mode": "graph"}, self._policy.meta)
             return _episode_metrics(make_marl_env(env_kw), self._policy, seed)
 
     return HMARLEvalAgent()
