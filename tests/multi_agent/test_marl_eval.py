@@ -41,7 +41,15 @@ def test_marl_evaluates_heuristics_on_paired_seeds(tmp_path):
     for v in r.values():
         assert len(v["per_seed"]) == 2 and v["ci95"][0] <= v["avg_jct"] <= v["ci95"][1]
     assert r["fifo-closest"]["latency_ms_median"] is not None  # decisions timed in the env
-    assert "| fifo-closest | 4 | no |" in (out / "marl.md").read_text()
+    md = (out / "marl.md").read_text()
+    assert "| fifo-closest | 4 | no |" in md
+    # the lower bound (mean ideal runtime): no scheduler is below it on any seed
+    bound = report["scenarios"]["dc4"]["lower_bound"]["per_seed"]
+    assert len(bound) == 2 and all(b > 0 for b in bound)
+    for v in r.values():
+        assert all(j >= b - 1e-6 for j, b in zip(v["per_seed"], bound, strict=True))
+        assert v["over_bound"] >= 1.0
+    assert "| *lower bound* |" in md
     assert scenario_kwargs("dc16-8")["num_agents"] == 8
     assert scenario_kwargs("dc4", load=2.0)["workload"].endswith("jobs=120,load=2.0")
 
