@@ -20,8 +20,9 @@ one instant is offered for placement again at a later one (unless waiting would 
 its progress and pays the simulator's restart delay. An agent never stops another agent's job.
 Candidates: :data:`BASE_CANDIDATES` (``closest``, ``consolidate``, ``first-fit``, ``pack``, ``spread``), then one
 per rack (``rack-r``: the closest placement inside rack r). A candidate is valid when it exists now and differs
-from every earlier candidate of the same job; waiting is valid unless nothing runs and nothing is still to arrive
-while this agent could place a job.
+from every earlier candidate of the same job; waiting is valid except when nothing runs and nothing is still to arrive:
+then the agent owning the first job in ``queue_order`` that some candidate can place must place a job (the others may
+wait, so their small jobs do not take a large job's GPUs).
 
 ## Observation Space (per agent)
 The padded Dict of :mod:`gpusched_envs.envs.encoding` (``obs_mode`` ``"graph"`` or ``"flat"``) with the agent's own
@@ -604,8 +605,17 @@ class MultiSchedulerEnv(ParallelEnv):
                     masks[i, a] = True
                     self._candidate_features(job, gpus, feats[i, a])
             self._candidates[i] = cands
-            can_place = masks[i, : self.num_choices].any()
-            masks[i, self.wait_action] = not (stuck and can_place)
+        masks[:, self.wait_action] = True
+        if stuck:
+            # nothing runs and nothing is to arrive: ONE agent must place a job, the owner of the first placeable head
+            # job in queue_order (forcing every agent that could place would let small jobs take the GPUs of a large
+            # one, start one job at a time, and starve the large one until its agent wins the arbitration)
+            placeable = masks[:, : self.num_choices].reshape(k, self.heads, nc).any(-1)
+            agent_of, head_of = np.nonzero(placeable)
+            if len(agent_of):
+                jobs = self._head_jobs[agent_of, head_of]
+                first = int(np.lexsort((jobs, self._order_keys(jobs)))[0])
+                masks[agent_of[first], self.wait_action] = False
         if self.preempt:
             self._preempt_slots(masks)
         self._masks = masks

@@ -79,6 +79,24 @@ def test_an_agent_preempts_its_own_running_job_and_the_slot_rules():
     assert 1 in env.sim.running
 
 
+def test_when_nothing_runs_only_the_owner_of_the_first_job_must_place():
+    # every job has arrived at t = 0 and nothing runs: scheduler_0 holds a long 1-GPU job, scheduler_1 a short job
+    # on all 16 GPUs, first in SRTF order. Only scheduler_1 must place (its wait is masked); scheduler_0 may wait,
+    # so its small job does not take the large job's GPUs (which would start one job at a time)
+    env = two_agent_env([(0, 1000, 1), (0, 100, 16)], queue_order="srtf", coordination=True)
+    obs, _ = env.reset(seed=0)
+    wait = env.wait_action
+    assert obs["scheduler_0"]["action_mask"][wait] and not obs["scheduler_1"]["action_mask"][wait]
+    metrics = play(env, 0, HeuristicMultiAgent.from_name("srtf-consolidate+backfill+preempt+coop"))
+    # the large short job first, then the small one
+    assert env.sim.finish_time[1] == pytest.approx(100, rel=0.02)
+    assert metrics["avg_jct"] == pytest.approx((100 + 1100) / 2, rel=0.02)
+    # with the order reversed (FIFO: job 0 is older) scheduler_0 is the one that must place
+    env = two_agent_env([(0, 1000, 1), (0, 100, 16)])
+    obs, _ = env.reset(seed=0)
+    assert not obs["scheduler_0"]["action_mask"][wait] and obs["scheduler_1"]["action_mask"][wait]
+
+
 def test_coordination_features_on_a_hand_case():
     """One SRTF order over every agent's jobs: what comes before each head job and running slot, in GPUs ÷ 16."""
     env = two_agent_env(
