@@ -74,6 +74,8 @@ LEARNED = {
     "hmarl": "checkpoints/hmarl_dc4",
     "independent": "checkpoints/hmarl_independent_dc4",
     "centralised": "checkpoints/hmarl_centralised_dc4",
+    # the same recipe trained on the 16-rack data centre with 4 agents (train/configs/hmarl_dc16.yaml)
+    "hmarl-dc16": "checkpoints/hmarl_dc16",
     # the first recipe (no preemption, 3 oldest jobs, no coordination features), kept for comparison
     "hmarl-nopreempt": "checkpoints/hmarl_dc4_nopreempt",
 }
@@ -326,7 +328,9 @@ def marl(
     seeds: Annotated[str, typer.Option("--seeds", help="Held-out seeds, 'A-B' or 'A,B'.")] = "20000-20009",
     schedulers: Annotated[
         str, typer.Option("--schedulers", help="Comma-separated scheduler names.")
-    ] = ",".join([*LEARNED, *HEURISTICS, *CLAIRVOYANT_HEURISTICS, *CENTRAL_HEURISTICS]),
+    ] = ",".join(
+        [*LEARNED, *HEURISTICS, *CLAIRVOYANT_HEURISTICS, *CENTRAL_HEURISTICS, *PREEMPTIVE_HEURISTICS]
+    ),
     jobs: Annotated[
         int | None, typer.Option("--jobs", help="Jobs per episode (default: per scenario).")
     ] = None,
