@@ -15,6 +15,7 @@ Before asking a learned scheduler to beat SRTF, measure the room there is. Per P
 
     python scripts/marl_headroom.py --days 80-85 --seeds 10000-10011 --out runs/marl_headroom_val.json
     python scripts/marl_headroom.py --days 85-105 --seeds 20000-20009 --out runs/marl_headroom_heldout.json
+    python scripts/marl_headroom.py --days 80-85 --seeds 10000-10011 --load 2.0   # more queueing, more room
 
 It fits and selects nothing, so it may run on the held-out windows. A few seconds to a minute per window on a CPU.
 """
@@ -96,15 +97,20 @@ def main(argv=None) -> dict:
     )
     ap.add_argument("--seeds", default="10000-10011")
     ap.add_argument("--jobs", type=int, default=120)
+    ap.add_argument(
+        "--load", type=float, default=1.0, help="offered load of the windows on the cluster's GPUs"
+    )
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     first, _, last = a.days.partition("-")
     if not (first.isdigit() and last.isdigit() and int(first) < int(last)):
         raise SystemExit(f"--days: expected FIRST-LAST (integers, FIRST < LAST), got {a.days!r}")
+    if not a.load > 0:
+        raise SystemExit(f"--load must be > 0, got {a.load}")
     env = make_env(
         dict(
             cluster="datacenter:racks=4,servers=2,gpus=4",
-            workload=f"philly-windows:first={first},last={last},jobs={a.jobs},load=1.0",
+            workload=f"philly-windows:first={first},last={last},jobs={a.jobs},load={a.load}",
             num_agents=4,
         )
     )
@@ -142,7 +148,7 @@ def main(argv=None) -> dict:
         f"{summary['rollout_vs_srtf']['hi']:+.2%}])  bound {summary['bound']['mean']:,.0f} "
         f"(srtf {summary['srtf_over_bound']:.3f}×: at most {1 - 1 / summary['srtf_over_bound']:.1%} to gain)"
     )
-    report = {"days": a.days, "jobs": a.jobs, "rows": rows, "summary": summary}
+    report = {"days": a.days, "jobs": a.jobs, "load": a.load, "rows": rows, "summary": summary}
     if a.out is not None:
         atomic_write_text(a.out, json.dumps(report, indent=2) + "\n")
     return report

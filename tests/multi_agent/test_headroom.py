@@ -31,6 +31,8 @@ def test_rollout_never_worse_than_srtf_and_bound_below_all(tmp_path):
     assert s["srtf_over_bound"] >= 1.0 and s["rollout_vs_srtf"]["mean"] <= 0.0
 
 
-def test_bad_days_is_one_line():
+def test_bad_arguments_are_one_line():
     with pytest.raises(SystemExit, match="--days"):
         _module().main(["--days", "85"])
+    with pytest.raises(SystemExit, match="--load"):
+        _module().main(["--load", "0"])
