@@ -179,6 +179,38 @@ def test_random_valid_actions_preempt_only_the_actor_s_own_jobs(seed, k):
         assert all(env.owner[j] == expected[j] for j in stopped)
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), k=st.sampled_from([2, 3, 8]), order=st.sampled_from(["fifo", "las"]))
+def test_exactly_one_agent_must_place_when_nothing_runs_and_episodes_end(seed, k, order):
+    """Agents that wait whenever they may: waiting is masked for exactly one agent, one that can place, when nothing
+    runs and nothing is to arrive (for none otherwise), and every episode still finishes every job."""
+    env = multi_scheduler_v0.parallel_env(
+        num_agents=k, cluster="tiny", num_jobs=16, max_cycles=5_000, **{**PREEMPTIVE, "queue_order": order}
+    )
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    wait, stuck_seen = env.wait_action, 0
+    while env.agents:
+        sim = env.sim
+        stuck = not sim.running and sim.next_arrival >= sim.num_jobs
+        forced = [a for a, o in obs.items() if not o["action_mask"][wait]]
+        can_place = [a for a, o in obs.items() if o["action_mask"][: env.first_preempt_action].any()]
+        if stuck and can_place:
+            stuck_seen += 1
+            assert len(forced) == 1 and forced[0] in can_place
+        else:
+            assert forced == []
+        actions = {
+            a: wait
+            if o["action_mask"][wait] and rng.random() < 0.8
+            else int(rng.choice(np.flatnonzero(o["action_mask"])))
+            for a, o in obs.items()
+        }
+        obs, _, terminations, truncations, infos = env.step(actions)
+    assert all(terminations.values()) and not any(truncations.values())
+    assert infos["scheduler_0"]["metrics"]["jobs"] == 16 and stuck_seen > 0
+
+
 def module_for(k: int):
     kw = dict(num_agents=k, cluster="tiny", num_jobs=24, **PREEMPTIVE)
     return types.SimpleNamespace(
