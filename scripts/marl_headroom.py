@@ -30,42 +30,34 @@ from pathlib import Path
 
 import numpy as np
 
+from gpusched_envs.policies.schedulers import SRTF, PreemptivePolicy, QueuePolicy
 
-def portfolio(policies):
+
+class SRSF(PreemptivePolicy):
+    """Shortest remaining GPU-service (remaining ideal time × GPUs) first, preemptive."""
+
+    name = "srsf"
+
+    def priority(self, sim, job):
+        return (sim.remaining_ideal_time(job) * sim.job_gpus_n[job], job)
+
+
+class SRTFNoPreempt(QueuePolicy):
+    """SRTF's order on the free GPUs only (list scheduling with backfill): preempts nothing at this decision."""
+
+    name = "srtf-nopreempt"
+
+    def key(self, sim, job):
+        return (sim.remaining_ideal_time(job), job)  # SRTF's priority
+
+
+def rules() -> list:
     """The rules the rollout chooses among at each decision (fresh instances: the policies keep per-run state)."""
-    srtf = policies.SRTF
-
-    class SRSF(policies.PreemptivePolicy):
-        """Shortest remaining GPU-service (remaining ideal time × GPUs) first, preemptive."""
-
-        name = "srsf"
-
-        def priority(self, sim, job):
-            return (sim.remaining_ideal_time(job) * sim.job_gpus_n[job], job)
-
-    class SRTFNoPreempt(srtf):
-        """SRTF's order, but only the free GPUs: preempts nothing at this decision."""
-
-        def schedule(self, sim):
-            for job in sorted(sim.queue, key=lambda j: self.priority(sim, j)):
-                gpus = self.place(sim, job)
-                if gpus is not None:
-                    sim.start(job, gpus)
-
-    return lambda: [srtf("consolidate"), SRSF("consolidate"), SRTFNoPreempt("consolidate"), srtf("closest")]
+    return [SRTF("consolidate"), SRSF("consolidate"), SRTFNoPreempt("consolidate"), SRTF("closest")]
 
 
-def finish_with_srtf(sim, policies) -> float:
-    base = policies.SRTF("consolidate")
-    base.reset(sim)
-    while sim.next_decision():
-        base.schedule(sim)
-    return float(sim.metrics()["avg_jct"])
-
-
-def rollout(sim, policies) -> tuple[float, list[int]]:
+def rollout(sim) -> tuple[float, list[int]]:
     """One-step rollout over SRTF on ``sim`` (run to the end); the average JCT and how often each rule decided."""
-    rules = portfolio(policies)
     chosen = [0] * len(rules())
     while sim.next_decision():
         best, best_jct = 0, np.inf
@@ -73,7 +65,7 @@ def rollout(sim, policies) -> tuple[float, list[int]]:
             trial = copy.deepcopy(sim)
             rule.reset(trial)
             rule.schedule(trial)
-            jct = finish_with_srtf(trial, policies)
+            jct = trial.run(SRTF("consolidate"))["avg_jct"]  # the rest of the run with SRTF
             if jct < best_jct - 1e-6:  # ties: the earlier rule (SRTF first)
                 best, best_jct = i, jct
         rule = rules()[best]
@@ -88,7 +80,6 @@ def main(argv=None) -> dict:
     from agents.hmarl import make_env
     from evaluate.marl import parse_seeds
     from gpusched_envs.io import atomic_write_text
-    from gpusched_envs.policies import schedulers as policies
     from gpusched_envs.sim import Simulator
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -107,6 +98,10 @@ def main(argv=None) -> dict:
         raise SystemExit(f"--days: expected FIRST-LAST (integers, FIRST < LAST), got {a.days!r}")
     if not a.load > 0:
         raise SystemExit(f"--load must be > 0, got {a.load}")
+    try:
+        seeds = parse_seeds(a.seeds)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     env = make_env(
         dict(
             cluster="datacenter:racks=4,servers=2,gpus=4",
@@ -115,12 +110,12 @@ def main(argv=None) -> dict:
         )
     )
     rows = []
-    for seed in parse_seeds(a.seeds):
+    for seed in seeds:
         env.reset(seed=seed)
         cluster, workload, config = env.sim.cluster, env.sim.workload, env.sim.config
-        m = Simulator(cluster, workload, config).run(policies.SRTF("consolidate"))
+        m = Simulator(cluster, workload, config).run(SRTF("consolidate"))
         t0 = time.perf_counter()
-        jct, chosen = rollout(Simulator(cluster, workload, config), policies)
+        jct, chosen = rollout(Simulator(cluster, workload, config))
         row = {
             "seed": seed,
             "srtf": float(m["avg_jct"]),

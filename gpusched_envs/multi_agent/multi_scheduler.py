@@ -1009,7 +1009,7 @@ class HeuristicMultiAgent:
         preempt = self.preempt and env.preempt > 0
         if preempt and self.coop:
             actions = self._coop(env, observations)
-            for agent, obs in observations.items():  # waiting is masked only when nothing else can happen
+            for agent, obs in observations.items():  # waiting is masked only for the agent that must place
                 a = actions.get(agent, env.wait_action)
                 actions[agent] = a if obs["action_mask"][a] else int(np.flatnonzero(obs["action_mask"])[0])
             return actions
@@ -1026,7 +1026,7 @@ class HeuristicMultiAgent:
                     if victim is not None:
                         a = victim
                         break
-            # waiting is masked only when nothing else can happen: then place the head anywhere (no deadlock)
+            # waiting is masked only for the agent that must place (nothing runs or arrives): place anything
             if not obs["action_mask"][a]:
                 a = int(np.flatnonzero(obs["action_mask"])[0])
             actions[agent] = a

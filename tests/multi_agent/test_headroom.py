@@ -36,3 +36,5 @@ def test_bad_arguments_are_one_line():
         _module().main(["--days", "85"])
     with pytest.raises(SystemExit, match="--load"):
         _module().main(["--load", "0"])
+    with pytest.raises(SystemExit, match="--seeds"):
+        _module().main(["--seeds", "1-2,5"])
