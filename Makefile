@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install torch==$(TORCH_VERSION)
-	$(BIN)/pip install -e '.[dev,solver,ray]'
+	$(BIN)/pip install -e '.[all,dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,7 +23,7 @@ venv-cuda:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install torch==$(TORCH_VERSION) --index-url $(TORCH_INDEX)
-	$(BIN)/pip install -e '.[dev,solver,ray]'
+	$(BIN)/pip install -e '.[all,dev]'
 	touch $(STAMP)
 	$(BIN)/python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'GPU available:', torch.cuda.is_available())"
 

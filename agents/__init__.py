@@ -10,7 +10,7 @@ __all__ = ["Agent", "CheckpointMismatchError", "load"]
 def __getattr__(name: str):
     # torch and torch_geometric load only when an agent is used
     if name in __all__:
-        from agents import checkpoint
+        from gpusched_lab.agents import checkpoint
 
         return getattr(checkpoint, name)
     raise AttributeError(f"module 'agents' has no attribute {name!r}")

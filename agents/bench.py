@@ -1,7 +1,7 @@
 """Training speed of the learning agents (for ``gpusched bench``): env samples per second while training, learning
 included, on the CPU by default.
 
-    from agents.bench import training_samples_per_second, training_benchmarks
+    from gpusched_lab.agents.bench import training_samples_per_second, training_benchmarks
     training_samples_per_second("ppo", "gnn", steps=2000)      # one figure, in gpusched bench's record format
     training_benchmarks(quick=True)                              # DDQN and PPO × GNN / CNN / MLP
 
@@ -18,8 +18,8 @@ import os
 import platform
 import time
 
-from agents.common import make_env
-from agents.networks import OBS_MODE_OF_ENCODER
+from gpusched_lab.agents.common import make_env
+from gpusched_lab.agents.networks import OBS_MODE_OF_ENCODER
 
 DEFAULT_ENV = "gpusched/JobSelect-v0"
 DEFAULT_ENV_KWARGS = {"cluster": "topdrl", "reward": "jct", "num_jobs": 400, "load": 0.9}
@@ -62,7 +62,7 @@ def training_samples_per_second(
     mode = OBS_MODE_OF_ENCODER[encoder]
     load_before = machine()["load_average_1min"]
     if algorithm == "ddqn":
-        from agents.ddqn import DDQN, DDQNArgs
+        from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
 
         warmup = 300
         args = DDQNArgs(
@@ -81,10 +81,9 @@ def training_samples_per_second(
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         done = algo.global_step - warmup
     elif algorithm == "ppo":
+        from gpusched_lab.agents.networks import config_for_env
+        from gpusched_lab.agents.ppo import PPOArgs, make_ppo
         from stable_baselines3.common.vec_env import DummyVecEnv
-
-        from agents.networks import config_for_env
-        from agents.ppo import PPOArgs, make_ppo
 
         env = make_env(env_id, kwargs, mode)
         venv = (
@@ -146,8 +145,7 @@ def encoder_timings(
     of a batch of ``batch`` (an update's minibatch); the medians, as ``gpusched bench`` records."""
     import numpy as np
     import torch
-
-    from agents.networks import build_network, config_for_env, obs_to_tensors
+    from gpusched_lab.agents.networks import build_network, config_for_env, obs_to_tensors
 
     env = make_env(env_id, dict(DEFAULT_ENV_KWARGS if env_kwargs is None else env_kwargs), "graph")
     obs, _ = env.reset(seed=0)

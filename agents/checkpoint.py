@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
+from gpusched_lab.agents.networks import ActionScorer, NetworkConfig, build_network, masked, obs_to_tensors
 
-from agents.networks import ActionScorer, NetworkConfig, build_network, masked, obs_to_tensors
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
 
 FORMAT = 1
@@ -333,7 +333,7 @@ class Agent:
         spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
         env_id = spec.id if spec is not None else None
         check_compatible(self.meta, self.where, env_id, getattr(env.unwrapped, "obs_mode", None))
-        from agents.networks import layout_mismatch
+        from gpusched_lab.agents.networks import layout_mismatch
 
         # a GNN reads any cluster size and window; the CNN and MLP need the trained shapes
         reason = layout_mismatch(
@@ -353,7 +353,7 @@ class Agent:
 
     def make_env(self, **overrides):
         """The env this checkpoint was trained on (its kwargs, with ``overrides``)."""
-        from agents.common import make_env
+        from gpusched_lab.agents.common import make_env
 
         return make_env(self.env_id, {**self.meta["env_kwargs"], **overrides}, self.obs_mode)
 
@@ -421,7 +421,7 @@ def load(
     folder = path if path.is_dir() else path.parent
     check_compatible(meta, str(folder), env_id, obs_mode)
     state = load_state(folder, read_model_bytes(folder, meta, require_sha256))
-    from agents.common import make_env
+    from gpusched_lab.agents.common import make_env
 
     probe = env if env is not None else make_env(meta["env_id"], meta["env_kwargs"], meta["obs_mode"])
     if env is not None:
@@ -434,7 +434,7 @@ def load(
     except TypeError as exc:
         raise CheckpointError(f"{folder / META_FILE}: network: {exc}") from None
     if env is not None and meta["policy"] != "logits":  # PPO's action net is sized by the action count
-        from agents.networks import for_env
+        from gpusched_lab.agents.networks import for_env
 
         cfg = for_env(cfg, env)  # a GNN runs on any cluster size (its parameters do not depend on it)
     module = policy_module(meta["policy"], cfg, probe.observation_space)

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from gpusched_lab.agents.networks import NetworkConfig, mlp
 from torch_geometric.nn import MessagePassing
 
-from agents.networks import NetworkConfig, mlp
 from gpusched_envs.envs.dag_schedule import GPU_FEATURES, TASK_FEATURES
 from gpusched_envs.graph import to_pyg
 

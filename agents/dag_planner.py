@@ -15,9 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from agents.checkpoint import NetworkConfig, load_state, policy_module, read_meta, read_model_bytes
-from agents.networks import masked, obs_to_tensors
+from gpusched_lab.agents.checkpoint import (
+    NetworkConfig,
+    load_state,
+    policy_module,
+    read_meta,
+    read_model_bytes,
+)
+from gpusched_lab.agents.networks import masked, obs_to_tensors
 
 ENV_ID = "gpusched/DAGSchedule-v0"
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "dag"  # one level down: not JobSelect-style

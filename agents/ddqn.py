@@ -27,9 +27,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-from agents.common import resolve_device, seed_everything, set_torch_threads
-from agents.networks import ActionScorer, build_network, config_for_env, masked, obs_to_tensors
+from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
+from gpusched_lab.agents.networks import ActionScorer, build_network, config_for_env, masked, obs_to_tensors
 
 
 @dataclass

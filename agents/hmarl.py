@@ -47,9 +47,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
+from gpusched_lab.agents.common import discounted_returns, resolve_device, seed_everything, set_torch_threads
+from gpusched_lab.agents.networks import GraphEncoder, NetworkConfig, config_for_layout, masked, mlp
 
-from agents.common import discounted_returns, resolve_device, seed_everything, set_torch_threads
-from agents.networks import GraphEncoder, NetworkConfig, config_for_layout, masked, mlp
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
 
 ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"
@@ -268,7 +268,7 @@ class HMARLPolicy:
 def load_interference(path: str | None):
     if not path:
         return None
-    from agents.interference import InterferenceModel
+    from gpusched_lab.agents.interference import InterferenceModel
 
     return InterferenceModel.load(path)
 
@@ -757,7 +757,7 @@ def interference_folder(folder: Path, model_path) -> Path:
 def load(path: str | Path, device: str = "cpu", interference: bool = True) -> HMARLPolicy:
     """A saved actor as an :class:`HMARLPolicy` (it adapts to the layout of whatever env it acts on). The
     interference model named in the metadata is loaded from its folder (relative to the repository root or absolute)."""
-    from agents.interference import read_meta, read_state
+    from gpusched_lab.agents.interference import read_meta, read_state
 
     folder, meta = read_meta(path, ("hmarl", "hmarl-independent"))
     if meta.get("env_id") != ENV_ID:

@@ -14,7 +14,7 @@ other jobs on its most crowded crossed uplink and their summed gradient bytes.
 
 Samples (:func:`collect_samples`): episodes of ``multi_scheduler_v0`` driven by random valid candidate choices (so
 spread and cross-rack placements occur), one sample per running job at each decision; train and held-out samples
-come from disjoint episode seeds. ``python -m agents.interference`` fits the model, prints the held-out error beside
+come from disjoint episode seeds. ``python -m gpusched_lab.agents.interference`` fits the model, prints the held-out error beside
 the "no slowdown" predictor and writes ``model.pt`` + ``meta.json``.
 """
 
@@ -124,7 +124,7 @@ def collect_samples(env_kwargs: dict, seeds, max_per_episode: int = 4000) -> tup
 def read_meta(path: str | Path, algorithms: tuple[str, ...]) -> tuple[Path, dict]:
     """(folder, ``meta.json``) of an HMARL-side checkpoint whose ``algorithm`` is one of ``algorithms``; any problem
     is one :class:`~agents.checkpoint.CheckpointError` line naming the file."""
-    from agents.checkpoint import CheckpointError
+    from gpusched_lab.agents.checkpoint import CheckpointError
 
     path = Path(path)
     if not path.exists():
@@ -150,7 +150,7 @@ def read_meta(path: str | Path, algorithms: tuple[str, ...]) -> tuple[Path, dict
 
 def read_state(folder: Path, meta: dict) -> dict:
     """``model.pt`` checked against the metadata's sha256 and loaded with ``torch.load(weights_only=True)``."""
-    from agents.checkpoint import load_state, read_model_bytes
+    from gpusched_lab.agents.checkpoint import load_state, read_model_bytes
 
     return load_state(folder, read_model_bytes(folder, meta))
 
@@ -305,7 +305,7 @@ HELDOUT_WORKLOAD = "philly-windows:first=85,last=105,jobs=120,load=1.0"
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m agents.interference --out checkpoints/hmarl_interference [--train-seeds 30]``"""
+    """``python -m gpusched_lab.agents.interference --out checkpoints/hmarl_interference [--train-seeds 30]``"""
     import argparse
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
         heldout_workload=a.heldout_workload,
         train_seeds=[0, a.train_seeds - 1],
         heldout_seeds=[100_000, 100_000 + a.test_seeds - 1],
-        command=f"python -m agents.interference --out {a.out} --train-seeds {a.train_seeds} "
+        command=f"python -m gpusched_lab.agents.interference --out {a.out} --train-seeds {a.train_seeds} "
         f"--test-seeds {a.test_seeds}",
     )
     model.save(a.out, ev)

@@ -57,10 +57,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-
-from agents.common import seed_everything, set_torch_threads
-from agents.networks import NetworkConfig, build_network, config_for_env, masked, obs_to_tensors
-from agents.perf_model import PerformanceModel
+from gpusched_lab.agents.common import seed_everything, set_torch_threads
+from gpusched_lab.agents.networks import NetworkConfig, build_network, config_for_env, masked, obs_to_tensors
+from gpusched_lab.agents.perf_model import PerformanceModel
 
 ENV_ID = "gpusched/WorkerPlacement-v0"
 POLICY_FILE, VALUE_FILE, PERF_FILE, META_FILE = "model.pt", "value.pt", "perf_model.pt", "meta.json"

@@ -639,7 +639,7 @@ def build_network(cfg: NetworkConfig, obs_space, gnn_impl: str = "dense") -> Act
     or the reference ``"pyg"``; same parameters and outputs, see :class:`GraphEncoder`). DAGSchedule-v0's config
     (``slots="dag"``) gets the task-DAG + GPU network of :mod:`agents.dag_networks` (same interface)."""
     if cfg.slots == "dag":
-        from agents.dag_networks import DAGScorer
+        from gpusched_lab.agents.dag_networks import DAGScorer
 
         return DAGScorer(cfg, obs_space)
     return ActionScorer(cfg, obs_space, gnn_impl)

@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn as nn
-
-from agents.networks import mlp
+from gpusched_lab.agents.networks import mlp
 
 
 def feature_size(num_models: int) -> int:

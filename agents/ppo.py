@@ -14,10 +14,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import torch
+from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
+from gpusched_lab.agents.networks import ActionScorer, NetworkConfig, build_network
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-
-from agents.common import resolve_device, seed_everything, set_torch_threads
-from agents.networks import ActionScorer, NetworkConfig, build_network
 
 
 class ScorerExtractor(BaseFeaturesExtractor):

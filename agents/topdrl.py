@@ -4,12 +4,12 @@ places it on the closest free GPUs (``JobSelect-v0`` with ``placement="closest"`
 Training algorithm: Double DQN (:mod:`agents.ddqn`). The selector's outputs are per-slot values over a small masked
 action set, and every decision costs a simulator step on the CPU, so off-policy replay (each decision reused in many
 updates) gets more out of a fixed simulation budget than on-policy PPO; the PPO variant of the same CNN is
-``python -m train ppo --set encoder=cnn``.
+``python -m gpusched_lab.train ppo --set encoder=cnn``.
 """
 
 from __future__ import annotations
 
-from agents.ddqn import DDQN, DDQNArgs
+from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
 
 ENV_ID = "gpusched/JobSelect-v0"
 OBS_MODE = "image"

@@ -23,8 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from agents.metaheuristics import KEY_HIGH, PlanSpace, SearchResult, _result, initial_population
+from gpusched_lab.agents.metaheuristics import KEY_HIGH, PlanSpace, SearchResult, _result, initial_population
 
 
 def woa_update(

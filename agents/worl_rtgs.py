@@ -22,10 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from agents.metaheuristics import KEY_HIGH, PlanSpace, SearchResult
-from agents.plan_metrics import spd_matrix_to
-from agents.woa import WOAState, whale_optimization
+from gpusched_lab.agents.metaheuristics import KEY_HIGH, PlanSpace, SearchResult
+from gpusched_lab.agents.plan_metrics import spd_matrix_to
+from gpusched_lab.agents.woa import WOAState, whale_optimization
 
 
 @dataclass
@@ -121,7 +120,7 @@ def worl_rtgs(
     res.stats = hook.stats
     left = population * iterations - (space.evaluations - start)
     if refine > 0 and left > 0:
-        from agents.dag_local_search import local_search
+        from gpusched_lab.agents.dag_local_search import local_search
 
         ls = local_search(space, [res.plan], budget=left, seed=seed)
         res.stats["refined_from"] = res.makespan

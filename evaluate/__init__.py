@@ -1,6 +1,6 @@
 """Scenario suites, agent registry and the leaderboard (grid runner with a resumable cache, tables, plots).
 
-    from evaluate import run_leaderboard
+    from gpusched_lab.evaluate import run_leaderboard
     doc = run_leaderboard("quick", agents="heuristics,my_module:make_agent", out="results/lb")
 
 See ``docs/leaderboard.md`` for adding a scheduler and ``evaluate/SCHEMA.md`` for the output files.
@@ -20,14 +20,14 @@ __all__ = [
 ]
 
 _WHERE = {
-    "EvalAgent": "evaluate.agents",
-    "resolve_agent": "evaluate.agents",
-    "Scenario": "evaluate.scenarios",
-    "Suite": "evaluate.scenarios",
-    "list_suites": "evaluate.scenarios",
-    "load_suite": "evaluate.scenarios",
-    "run_grid": "evaluate.runner",
-    "run_leaderboard": "evaluate.leaderboard",
+    "EvalAgent": "gpusched_lab.evaluate.agents",
+    "resolve_agent": "gpusched_lab.evaluate.agents",
+    "Scenario": "gpusched_lab.evaluate.scenarios",
+    "Suite": "gpusched_lab.evaluate.scenarios",
+    "list_suites": "gpusched_lab.evaluate.scenarios",
+    "load_suite": "gpusched_lab.evaluate.scenarios",
+    "run_grid": "gpusched_lab.evaluate.runner",
+    "run_leaderboard": "gpusched_lab.evaluate.leaderboard",
 }
 
 

@@ -1,6 +1,6 @@
-"""``python -m evaluate leaderboard ...`` / ``python -m evaluate evaluate ...``."""
+"""``python -m gpusched_lab.evaluate leaderboard ...`` / ``python -m gpusched_lab.evaluate evaluate ...``."""
 
-from evaluate.cli import main
+from gpusched_lab.evaluate.cli import main
 
 if __name__ == "__main__":
     main()

@@ -40,7 +40,8 @@ DEFAULT_MULTITASK = "checkpoints/metaplace/multitask_gnn"
 
 
 def _heuristic_jct(env, task, placement: str, seed: int) -> float:
-    from agents.common import fresh_simulator
+    from gpusched_lab.agents.common import fresh_simulator
+
     from gpusched_envs.policies.schedulers import FIFO
 
     env.unwrapped.set_task(task)
@@ -51,7 +52,7 @@ def _heuristic_jct(env, task, placement: str, seed: int) -> float:
 def _greedy_jct(policy, env, task, seeds, perf=None, caution: float = 0.0) -> float:
     """Greedy policy (scored with ``perf``'s cautious predictions, which learns nothing here) on the evaluation
     workloads."""
-    from agents.meta_rl import rollout
+    from gpusched_lab.agents.meta_rl import rollout
 
     env.unwrapped.set_task(task)
     return float(
@@ -72,15 +73,15 @@ def run_seed(job: dict) -> dict:
     import dataclasses
 
     import torch
+    from gpusched_lab.agents.common import seed_everything, set_torch_threads
+    from gpusched_lab.agents.meta_rl import adapt, load_meta, make_env, make_policy, new_perf_model
 
-    from agents.common import seed_everything, set_torch_threads
-    from agents.meta_rl import adapt, load_meta, make_env, make_policy, new_perf_model
     from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
 
     set_torch_threads(1)
     i, ks = int(job["seed"]), sorted(int(k) for k in job["ks"])
     policy0, perf0, meta = load_meta(job["meta"])
-    from agents.meta_rl import MetaArgs
+    from gpusched_lab.agents.meta_rl import MetaArgs
 
     args = MetaArgs(**{k: v for k, v in meta["args"].items() if k in MetaArgs.__dataclass_fields__})
     args = dataclasses.replace(args, **(job.get("overrides") or {}))  # adaptation settings under study
@@ -133,7 +134,7 @@ def run_seed(job: dict) -> dict:
 
 def summarise(results: list[dict], ks: list[int], reference: str = "metaplace") -> dict:
     """Mean and 95% interval per agent and K; paired differences ``reference − agent`` per seed."""
-    from evaluate.stats import mean_ci
+    from gpusched_lab.evaluate.stats import mean_ci
 
     agents = list(results[0]["agents"]) if results else []
     table: dict = {}
@@ -351,8 +352,7 @@ def meta_train_cmd(
     import dataclasses
 
     import yaml
-
-    from agents.meta_rl import MetaArgs, meta_train
+    from gpusched_lab.agents.meta_rl import MetaArgs, meta_train
 
     if mode not in ("meta", "multitask"):
         _fail(f"--mode: expected meta or multitask, got {mode!r}")

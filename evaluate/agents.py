@@ -33,8 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
-from evaluate.scenarios import Scenario, canonical_json, file_digest, sha256_hex
+from gpusched_lab.evaluate.scenarios import Scenario, canonical_json, file_digest, sha256_hex
 
 HEURISTICS: dict[str, str] = {
     "fifo": "closest",
@@ -117,7 +116,7 @@ def _finish(metrics: dict, sim) -> dict:
 def scenario_simulator(scenario: Scenario, seed: int):
     """A fresh simulator with the workload and settings the scenario's env uses after ``reset(seed=seed)``
     (:func:`agents.common.fresh_simulator`)."""
-    from agents.common import NoSimulatorError, fresh_simulator
+    from gpusched_lab.agents.common import NoSimulatorError, fresh_simulator
 
     env = scenario.make_env()
     try:
@@ -245,7 +244,7 @@ class CheckpointEvalAgent(EvalAgent):
         meta_path = folder / "meta.json"
         if not meta_path.is_file() or not (folder / "model.pt").is_file():
             raise AgentSpecError(f"{folder}: not a checkpoint (expected model.pt + meta.json)")
-        from agents.checkpoint import CheckpointError, read_meta, validate_meta
+        from gpusched_lab.agents.checkpoint import CheckpointError, read_meta, validate_meta
 
         try:
             self.meta = read_meta(folder)
@@ -296,7 +295,7 @@ class CheckpointEvalAgent(EvalAgent):
             mine, theirs = _shapes(trained.observation_space), _shapes(env.observation_space)
             encoder = (self.meta.get("network") or {}).get("encoder")
             if encoder == "gnn":  # size-agnostic: any cluster and window with the same feature columns
-                from agents.networks import layout_mismatch
+                from gpusched_lab.agents.networks import layout_mismatch
 
                 reason = layout_mismatch(
                     encoder,
@@ -316,8 +315,7 @@ class CheckpointEvalAgent(EvalAgent):
         key = str(self.folder)
         if key not in _LOADED:
             import torch
-
-            import agents
+            from gpusched_lab import agents
 
             # one small forward pass per decision: a single thread is several times faster than two threads
             # fighting on a busy CPU, and the grid parallelises across processes instead
@@ -366,7 +364,7 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
 
     def __init__(self, path: str | Path, spec: str | None = None):
         super().__init__(path, spec)
-        from agents.meta_rl import PERF_FILE
+        from gpusched_lab.agents.meta_rl import PERF_FILE
 
         if not (self.folder / PERF_FILE).is_file():
             raise AgentSpecError(
@@ -377,7 +375,7 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
         self.caution = self._caution()
 
     def _caution(self) -> float:
-        from agents.meta_rl import MetaArgs
+        from gpusched_lab.agents.meta_rl import MetaArgs
 
         args = self.meta.get("args") or {}
         return float(
@@ -393,8 +391,7 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
         key = f"metaplace:{self.folder}"
         if key not in _LOADED:
             import torch
-
-            from agents.meta_rl import load_meta
+            from gpusched_lab.agents.meta_rl import load_meta
 
             torch.set_num_threads(EVAL_TORCH_THREADS)
             try:
@@ -420,8 +417,7 @@ def run_metaplace_episode(policy, perf, env, seed: int, caution: float) -> dict:
     after); the metrics :func:`run_act_episode` returns (``episode_return``, ``steps``, ``invalid_actions`` counted
     by a wrapper, since the rollout keeps only the decisions that had a choice)."""
     import gymnasium as gym
-
-    from agents.meta_rl import rollout
+    from gpusched_lab.agents.meta_rl import rollout
 
     class _Tally(gym.Wrapper):
         def __init__(self, inner):
@@ -562,10 +558,14 @@ def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | 
                 continue
             if spec in ("all", "heuristics"):
                 out.extend(HEURISTICS)
-                from evaluate.dag_bench import LEADERBOARD_AGENTS  # DAG heuristics and searchers (issue 13)
+                from gpusched_lab.evaluate.dag_bench import (
+                    LEADERBOARD_AGENTS,  # DAG heuristics and searchers (issue 13)
+                )
 
                 out.extend(LEADERBOARD_AGENTS)
-                from evaluate.marl import LEADERBOARD_AGENTS as MARL_AGENTS  # per-agent heuristics (issue 16)
+                from gpusched_lab.evaluate.marl import (
+                    LEADERBOARD_AGENTS as MARL_AGENTS,  # per-agent heuristics (issue 16)
+                )
 
                 out.extend(MARL_AGENTS)
             if spec in ("all", "checkpoints"):
@@ -579,7 +579,7 @@ _RESOLVED: dict[str, EvalAgent] = {}
 
 
 def _is_marl_checkpoint(spec: str) -> bool:
-    from evaluate.marl import is_marl_checkpoint
+    from gpusched_lab.evaluate.marl import is_marl_checkpoint
 
     return Path(spec).exists() and is_marl_checkpoint(spec)
 
@@ -593,11 +593,11 @@ def resolve_agent(spec: str) -> EvalAgent:
     from gpusched_envs.policies import POLICIES
 
     if spec.startswith("dag-") and not Path(spec).exists():  # DAG agents of `gpusched dag-bench` (issue 13)
-        from evaluate.dag_bench import dag_eval_agent
+        from gpusched_lab.evaluate.dag_bench import dag_eval_agent
 
         agent: EvalAgent = dag_eval_agent(spec)
     elif (spec.startswith("marl-") and not Path(spec).exists()) or _is_marl_checkpoint(spec):  # issue 16
-        from evaluate.marl import marl_eval_agent
+        from gpusched_lab.evaluate.marl import marl_eval_agent
 
         agent = marl_eval_agent(spec)
     elif policy in POLICIES and ":" not in spec:

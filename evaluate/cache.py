@@ -11,7 +11,8 @@ import json
 import re
 from pathlib import Path
 
-from evaluate.scenarios import canonical_json, sha256_hex
+from gpusched_lab.evaluate.scenarios import canonical_json, sha256_hex
+
 from gpusched_envs.io import atomic_write_text
 
 CELL_SCHEMA = "gpusched.leaderboard.cell/1"

@@ -34,8 +34,8 @@ def _fail(message: str) -> None:
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    from evaluate.agents import AgentSpecError
-    from evaluate.scenarios import SuiteError
+    from gpusched_lab.evaluate.agents import AgentSpecError
+    from gpusched_lab.evaluate.scenarios import SuiteError
 
     errors: list[type[Exception]] = [AgentSpecError, SuiteError]
     try:
@@ -93,10 +93,10 @@ def leaderboard(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Run every agent on every scenario and seed of a suite (resuming from cached cells) and rank them."""
-    from evaluate.agents import expand_agent_specs
-    from evaluate.report import write_outputs
-    from evaluate.runner import run_grid
-    from evaluate.scenarios import load_suite
+    from gpusched_lab.evaluate.agents import expand_agent_specs
+    from gpusched_lab.evaluate.report import write_outputs
+    from gpusched_lab.evaluate.runner import run_grid
+    from gpusched_lab.evaluate.scenarios import load_suite
 
     try:
         s = load_suite(suite)
@@ -134,9 +134,8 @@ def leaderboard(
 
 def print_summary(doc: dict) -> None:
     """Overall ranking and per-scenario average JCT (means; the intervals are in leaderboard.md)."""
+    from gpusched_lab.evaluate.report import _cell_text
     from rich.table import Table
-
-    from evaluate.report import _cell_text
 
     n = len(doc["scenarios"])
     table = Table(
@@ -196,7 +195,7 @@ def evaluate(
     workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
 ) -> None:
     """Evaluate one agent on one scenario: metrics per seed, mean and 95% interval over seeds."""
-    from evaluate.scenarios import Scenario, find_scenario, parse_seeds
+    from gpusched_lab.evaluate.scenarios import Scenario, find_scenario, parse_seeds
 
     try:
         if (scenario is None) == (env is None):
@@ -260,7 +259,7 @@ def _check_output_folder(out: Path) -> None:
 def _check_scenario_env(sc) -> None:
     """Build the scenario's env once, so an unregistered id or bad kwargs is one line before any table (not one
     failure per seed)."""
-    from evaluate.scenarios import SuiteError
+    from gpusched_lab.evaluate.scenarios import SuiteError
 
     try:
         env = sc.make_env()
@@ -279,10 +278,10 @@ def _fmt(x) -> str:
 
 def evaluate_agent(agent_spec: str, scenario, seeds, workers: int = 1) -> dict:
     """The ``--json`` document of ``gpusched evaluate`` (schema in ``evaluate/SCHEMA.md``)."""
-    from evaluate.agents import AgentSpecError, resolve_agent
-    from evaluate.report import _clean
-    from evaluate.runner import Cell, _local_stream
-    from evaluate.stats import mean_ci, normalised_score
+    from gpusched_lab.evaluate.agents import AgentSpecError, resolve_agent
+    from gpusched_lab.evaluate.report import _clean
+    from gpusched_lab.evaluate.runner import Cell, _local_stream
+    from gpusched_lab.evaluate.stats import mean_ci, normalised_score
 
     agent = resolve_agent(agent_spec)
     reason = agent.applies_to(scenario)

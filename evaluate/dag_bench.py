@@ -106,7 +106,7 @@ class Instance:
     """One DAG on one GPU set, with the plans several agents share (HEFT, the planners' plans)."""
 
     def __init__(self, spec: str, index: int, dag, env, args: dict):
-        from agents.metaheuristics import PlanSpace
+        from gpusched_lab.agents.metaheuristics import PlanSpace
 
         self.spec, self.index, self.dag, self.env, self.args = spec, index, dag, env, args
         self.speed, self.bandwidth, self.gpu_types = env.speed, env.bandwidth, env.gpu_types
@@ -126,7 +126,7 @@ class Instance:
     def list_plans(self):
         """HEFT's and CPOP's plans (the list-scheduling seeds)."""
         if self._list is None:
-            from agents.metaheuristics import list_scheduling_plans
+            from gpusched_lab.agents.metaheuristics import list_scheduling_plans
 
             self._list = list_scheduling_plans(self.dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
         return self._list
@@ -147,7 +147,7 @@ class Instance:
 
     def cpsat(self):
         if self._cpsat is None:
-            from agents.metaheuristics import cpsat_schedule
+            from gpusched_lab.agents.metaheuristics import cpsat_schedule
 
             self._cpsat = cpsat_schedule(
                 self.dag,
@@ -164,7 +164,7 @@ _PLANNERS: dict[str, object] = {}
 
 def _planner(which: str, checkpoints: str | None):
     if which not in _PLANNERS:
-        from agents.dag_planner import SHIPPED, PolicyPlanner
+        from gpusched_lab.agents.dag_planner import SHIPPED, PolicyPlanner
 
         folder = Path(checkpoints) if checkpoints else SHIPPED
         path = folder / PLANNERS[which]
@@ -178,9 +178,15 @@ def _planner(which: str, checkpoints: str | None):
 
 def run_agent(name: str, inst: Instance, seed: int) -> dict:
     """``{"makespan": float, ...}`` of one agent on one instance with one seed."""
-    from agents.metaheuristics import genetic_algorithm, lower_bound, particle_swarm, random_search
-    from agents.woa import whale_optimization
-    from agents.worl_rtgs import worl_rtgs
+    from gpusched_lab.agents.metaheuristics import (
+        genetic_algorithm,
+        lower_bound,
+        particle_swarm,
+        random_search,
+    )
+    from gpusched_lab.agents.woa import whale_optimization
+    from gpusched_lab.agents.worl_rtgs import worl_rtgs
+
     from gpusched_envs.sim.dag_eval import evaluate_plan
 
     a = inst.args
@@ -208,7 +214,7 @@ def run_agent(name: str, inst: Instance, seed: int) -> dict:
         ]
         return {"makespan": search(inst.space(), seeds=inst.list_plans(), **budget).makespan}
     if name == "ls":
-        from agents.dag_local_search import local_search
+        from gpusched_lab.agents.dag_local_search import local_search
 
         total = a["population"] * a["iterations"]
         return {"makespan": local_search(inst.space(), inst.list_plans(), budget=total, seed=seed).makespan}
@@ -371,7 +377,8 @@ def run_bench(
     progress=None,
 ) -> dict:
     """Run the grid; returns ``{"meta": ..., "rows": per-run records, "summary": per DAG x agent}``."""
-    from agents.common import set_torch_threads
+    from gpusched_lab.agents.common import set_torch_threads
+
     from gpusched_envs.envs.dag_schedule import DAGScheduleEnv
 
     set_torch_threads(1)
@@ -531,7 +538,7 @@ def dag_eval_agent(spec: str):
     """The leaderboard's :class:`~evaluate.agents.EvalAgent` for ``dag-<agent>`` (``dag-heft``, ``dag-worl-rtgs``,
     ...): on a ``DAGSchedule-v0`` scenario it takes the DAG and GPU set of ``env.reset(seed=seed)`` and returns its
     plan's makespan (plus the analytic lower bound) as the episode's metrics."""
-    from evaluate.agents import AgentSpecError, EvalAgent, file_digest
+    from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent, file_digest
 
     name = spec[len("dag-") :]
     if name not in AGENTS or name == "lower-bound":
@@ -549,7 +556,7 @@ def dag_eval_agent(spec: str):
             return None if scenario.env_id == DAG_ENV_ID else f"runs on {DAG_ENV_ID} scenarios"
 
         def run_episode(self, scenario, seed: int) -> dict:
-            from agents.metaheuristics import lower_bound
+            from gpusched_lab.agents.metaheuristics import lower_bound
 
             env = scenario.make_env()
             try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluate.agents import expand_agent_specs
-from evaluate.report import write_outputs
-from evaluate.runner import run_grid
-from evaluate.scenarios import Scenario, Suite, load_suite
+from gpusched_lab.evaluate.agents import expand_agent_specs
+from gpusched_lab.evaluate.report import write_outputs
+from gpusched_lab.evaluate.runner import run_grid
+from gpusched_lab.evaluate.scenarios import Scenario, Suite, load_suite
 
 
 def run_leaderboard(

@@ -1,4 +1,4 @@
-"""``gpusched marl`` (also ``python -m evaluate.marl``): the multi-agent evaluation of HMARL (issue 16).
+"""``gpusched marl`` (also ``python -m gpusched_lab.evaluate.marl``): the multi-agent evaluation of HMARL (issue 16).
 
 Every scheduler runs the same held-out episodes of ``multi_scheduler_v0`` (same seeds, so differences are paired):
 
@@ -193,9 +193,9 @@ def evaluate_scenario(
     load: float = 1.0,
     heads: int = 8,
 ) -> dict:
-    from agents.common import bootstrap_ci
-    from agents.hmarl import load as load_actor
-    from agents.hmarl import make_env
+    from gpusched_lab.agents.common import bootstrap_ci
+    from gpusched_lab.agents.hmarl import load as load_actor
+    from gpusched_lab.agents.hmarl import make_env
 
     kw = scenario_kwargs(name, heads=heads, jobs=jobs, load=load)
     results: dict[str, dict] = {}
@@ -430,7 +430,7 @@ def make_marl_env(env_kwargs: dict):
 
 
 def _episode_metrics(env, policy, seed: int) -> dict:
-    from evaluate.agents import _finish
+    from gpusched_lab.evaluate.agents import _finish
 
     r = run(env, "", policy, seed, latency_every=10**9)
     metrics = dict(env.sim.metrics())
@@ -451,7 +451,7 @@ def is_marl_checkpoint(path: str | Path) -> bool:
 def marl_eval_agent(spec: str):
     """The leaderboard agent of ``marl-<per-agent heuristic>`` (``marl-sjf-consolidate+backfill``) or of an HMARL
     checkpoint folder; both run only on multi-agent scenarios."""
-    from evaluate.agents import AgentSpecError, EvalAgent, file_digest
+    from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent, file_digest
 
     def applies(scenario) -> str | None:
         return None if scenario.env_id == MARL_ENV_ID else f"a multi-agent scheduler (runs on {MARL_ENV_ID})"
@@ -501,8 +501,7 @@ def marl_eval_agent(spec: str):
 
         def run_episode(self, scenario, seed: int) -> dict:
             import torch
-
-            from agents.hmarl import load
+            from gpusched_lab.agents.hmarl import load
 
             if self._policy is None:
                 torch.set_num_threads(1)

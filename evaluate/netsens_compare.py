@@ -20,7 +20,7 @@ against ``delay + preemption`` (the same scheduler with fixed timers), with perc
 the paired seeds.
 
     gpusched netsens-compare --seeds 0-9 --out results/netsens
-    python -m evaluate.netsens_compare --seeds 0-9 --rl-checkpoint checkpoints/ppo_delaytuning_mlp
+    python -m gpusched_lab.evaluate.netsens_compare --seeds 0-9 --rl-checkpoint checkpoints/ppo_delaytuning_mlp
 """
 
 from __future__ import annotations
@@ -114,15 +114,15 @@ def run_comparison(
 ) -> list[dict]:
     """One row per (level, variant, seed) with the four metrics."""
     import gymnasium as gym
+    from gpusched_lab.agents.common import fresh_simulator
 
     import gpusched_envs.envs  # noqa: F401 - registers the ids
-    from agents.common import fresh_simulator
 
     levels = LEVELS if levels is None else levels
     schedulers = _schedulers()
     rl_policy = None
     if rl_checkpoint is not None:
-        import agents
+        from gpusched_lab import agents
 
         rl_policy = agents.load(rl_checkpoint)
     rows: list[dict] = []
@@ -249,9 +249,8 @@ def netsens_compare(
 ) -> None:
     """NetSens comparison across rack-uplink congestion levels: consolidation-only, delay with fixed timers,
     + preemption, + auto-tuner, + RL tuner vs FIFO / Tiresias with consolidate and closest placement."""
+    from gpusched_lab.evaluate.scenarios import SuiteError, parse_seeds
     from rich.console import Console
-
-    from evaluate.scenarios import SuiteError, parse_seeds
 
     console, err = Console(), Console(stderr=True)
 
@@ -295,7 +294,7 @@ def netsens_compare(
     console.print(markdown(summary), highlight=False)
 
 
-def main() -> None:  # pragma: no cover - python -m evaluate.netsens_compare
+def main() -> None:  # pragma: no cover - python -m gpusched_lab.evaluate.netsens_compare
     typer.run(netsens_compare)
 
 

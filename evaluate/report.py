@@ -11,9 +11,14 @@ import math
 from pathlib import Path
 
 import numpy as np
+from gpusched_lab.evaluate.runner import GridResult
+from gpusched_lab.evaluate.stats import (
+    mean_ci,
+    normalised_score,
+    performance_profile,
+    stratified_bootstrap_ci,
+)
 
-from evaluate.runner import GridResult
-from evaluate.stats import mean_ci, normalised_score, performance_profile, stratified_bootstrap_ci
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
 
 REPORT_SCHEMA = "gpusched.leaderboard/1"
@@ -432,14 +437,14 @@ def plots(doc: dict, quantiles: dict[tuple[str, str], list[list[float]]], folder
 
 
 def _file_name(name: str) -> str:
-    from evaluate.cache import slug
+    from gpusched_lab.evaluate.cache import slug
 
     return slug(name)
 
 
 # ---------------------------------------------------------------------------------------------- all outputs
 def build_document(result: GridResult, suite_name: str, suite_description: str = "") -> dict:
-    from evaluate.agents import code_version
+    from gpusched_lab.evaluate.agents import code_version
 
     doc = {
         "schema": REPORT_SCHEMA,

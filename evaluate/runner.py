@@ -17,9 +17,9 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluate.agents import EvalAgent, code_version, resolve_agent
-from evaluate.cache import cell_key, cell_path, read_cell, write_cell
-from evaluate.scenarios import Scenario
+from gpusched_lab.evaluate.agents import EvalAgent, code_version, resolve_agent
+from gpusched_lab.evaluate.cache import cell_key, cell_path, read_cell, write_cell
+from gpusched_lab.evaluate.scenarios import Scenario
 
 BACKENDS = ("local", "ray")
 

@@ -169,7 +169,7 @@ class Scenario:
         import gpusched_envs.envs  # noqa: F401 - registers the ids
 
         if self.env_id == MARL_ENV_ID:  # a multi-agent scenario: the PettingZoo ParallelEnv (evaluate.marl)
-            from evaluate.marl import make_marl_env
+            from gpusched_lab.evaluate.marl import make_marl_env
 
             return make_marl_env({**self.env_kwargs, **overrides})
         if self.env_id not in gym.registry:

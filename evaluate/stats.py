@@ -23,7 +23,7 @@ BOOTSTRAP_SEED = 0
 def mean_ci(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> tuple[float, float, float]:
     """Mean and percentile-bootstrap interval of the mean (``agents.common.bootstrap_ci`` with the leaderboard's
     resample count and seed: None/NaN dropped; one value, or all equal, give a zero-width interval)."""
-    from agents.common import bootstrap_ci
+    from gpusched_lab.agents.common import bootstrap_ci
 
     return bootstrap_ci(values, confidence=confidence, resamples=resamples, seed=BOOTSTRAP_SEED)
 

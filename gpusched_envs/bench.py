@@ -188,6 +188,13 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
     say("benchmark: multi-agent steps")
     results.extend(bench_multi_agent(quick))
     for ep in entry_points(group="gpusched.benchmarks"):  # e.g. training speed, from the agents package
+        dist = getattr(ep, "dist", None)
+        if ep.extras and dist is not None:
+            from gpusched_envs.extras import missing_requirements
+
+            if any(missing_requirements(dist, extra) for extra in ep.extras):
+                say(f"benchmark: {ep.name} skipped (needs the {'/'.join(ep.extras)} extra)")
+                continue
         say(f"benchmark: {ep.name}")
         results.extend(ep.load()(quick=quick))
     machine = _machine()

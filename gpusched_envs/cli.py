@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from gpusched_envs.extras import missing_requirements
 from gpusched_envs.io import atomic_write_text, check_output_path, dumps_json
 
 app = typer.Typer(
@@ -340,9 +341,32 @@ def bench(
         console.print(f"wrote {out}")
 
 
+def _needs_extra(name: str, dist_name: str, extras: list[str], missing: list[str]):
+    """A stand-in command for one whose extra is not installed: it says which extra to install."""
+    spec = f"{dist_name}[{','.join(extras)}]"
+
+    def command(ctx: typer.Context) -> None:
+        fail(
+            f"`gpusched {name}` needs the {'/'.join(extras)} extra (missing: {', '.join(missing)}): pip install '{spec}'"
+        )
+
+    command.__doc__ = f"(needs the {'/'.join(extras)} extra: pip install '{spec}')"
+    return command
+
+
 def _add_plugin_commands() -> None:
-    """Subcommands from other packages (``train``, ``evaluate``, ``leaderboard``), found by entry point."""
+    """Subcommands from other packages (``train``, ``evaluate``, ``leaderboard``), found by entry point. A command
+    whose extra (``[agents]``, ``[eval]``) is not installed is listed, and says which extra to install when called."""
     for ep in entry_points(group="gpusched.commands"):
+        dist = getattr(ep, "dist", None)
+        if ep.extras and dist is not None:
+            missing = sorted({m for extra in ep.extras for m in missing_requirements(dist, extra)})
+            if missing:
+                stub = _needs_extra(ep.name, dist.metadata["Name"], list(ep.extras), missing)
+                app.command(
+                    name=ep.name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+                )(stub)
+                continue
         try:
             obj = ep.load()
         except Exception as exc:  # a broken plugin must not break the library's own commands

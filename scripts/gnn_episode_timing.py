@@ -30,9 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the figures (and actions) as JSON here")
     a = ap.parse_args(argv)
     import torch
+    from gpusched_lab import agents
+    from gpusched_lab.agents.networks import GNN_IMPLS, GraphEncoder
 
-    import agents
-    from agents.networks import GNN_IMPLS, GraphEncoder
     from gpusched_envs.io import atomic_write_text
 
     impls = [i.strip() for i in a.impls.split(",") if i.strip()]

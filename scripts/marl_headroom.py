@@ -76,9 +76,10 @@ def rollout(sim) -> tuple[float, list[int]]:
 
 
 def main(argv=None) -> dict:
-    from agents.common import bootstrap_ci
-    from agents.hmarl import make_env
-    from evaluate.marl import parse_seeds
+    from gpusched_lab.agents.common import bootstrap_ci
+    from gpusched_lab.agents.hmarl import make_env
+    from gpusched_lab.evaluate.marl import parse_seeds
+
     from gpusched_envs.io import atomic_write_text
     from gpusched_envs.sim import Simulator
 

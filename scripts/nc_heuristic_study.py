@@ -72,7 +72,7 @@ def main(argv=None) -> None:
         help="run the windows of evaluate/suites/philly_heldout.yaml instead (check a chosen rule ONCE; never tune)",
     )
     a = p.parse_args(argv)
-    from agents.common import fresh_simulator, make_env
+    from gpusched_lab.agents.common import fresh_simulator, make_env
 
     cands = candidates()
     if a.extra:
@@ -85,7 +85,7 @@ def main(argv=None) -> None:
         cands = {k: v for k, v in cands.items() if k in keep or k == "tiresias"}
     starts = HELD_IN_300 if a.size == 300 else HELD_IN_1000
     if a.heldout:
-        from train.compare import suite_scenarios
+        from gpusched_lab.train.compare import suite_scenarios
 
         starts = [
             kw["workload"].split("start=")[1].split(",")[0]

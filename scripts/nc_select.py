@@ -24,10 +24,11 @@ def main(argv=None) -> None:
     p.add_argument("--days", default=",".join(SELECTION_DAYS))
     p.add_argument("--out", default="")
     a = p.parse_args(argv)
-    import agents
-    from agents.common import fresh_simulator, make_env, run_episode, set_torch_threads
+    from gpusched_lab import agents
+    from gpusched_lab.agents.common import fresh_simulator, make_env, run_episode, set_torch_threads
+    from gpusched_lab.train.compare import scenario_kwargs
+
     from gpusched_envs.policies import make_policy
-    from train.compare import scenario_kwargs
 
     set_torch_threads(1)
     rows = []

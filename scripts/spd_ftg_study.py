@@ -26,8 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.metaheuristics import PlanSpace  # noqa: E402
-from agents.plan_metrics import finish_time_gap, spd_matrix_to  # noqa: E402
+from gpusched_lab.agents.metaheuristics import PlanSpace  # noqa: E402
+from gpusched_lab.agents.plan_metrics import finish_time_gap, spd_matrix_to  # noqa: E402
+
 from gpusched_envs.envs.dag_schedule import DAGScheduleEnv, ccr_at_gpus  # noqa: E402
 from gpusched_envs.io import atomic_write_text  # noqa: E402
 from gpusched_envs.policies.dag import heft  # noqa: E402

@@ -16,8 +16,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluate.dag_bench import AGENTS, markdown_table, summarise  # noqa: E402
-from evaluate.stats import mean_ci  # noqa: E402
+from gpusched_lab.evaluate.dag_bench import AGENTS, markdown_table, summarise  # noqa: E402
+from gpusched_lab.evaluate.stats import mean_ci  # noqa: E402
 
 
 def main(paths: list[str]) -> None:

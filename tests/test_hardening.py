@@ -82,8 +82,8 @@ def edit_meta(folder: Path, **changes) -> None:
 
 
 def test_checkpoint_env_id_naming_a_module_is_refused_before_import(tmp_path, monkeypatch):
-    import agents
-    from agents.checkpoint import CheckpointError
+    from gpusched_lab import agents
+    from gpusched_lab.agents.checkpoint import CheckpointError
 
     folder = copy_checkpoint(tmp_path)
     marker = tmp_path / "ran"
@@ -98,8 +98,9 @@ def test_checkpoint_env_id_naming_a_module_is_refused_before_import(tmp_path, mo
 def test_leaderboard_resolves_every_shipped_checkpoint(tmp_path):
     """Policy checkpoints are validated; HMARL actors become multi-agent leaderboard agents; other kinds (interference
     models) are skipped, not errors."""
-    from evaluate.agents import resolve_agent, shipped_checkpoints
-    from evaluate.scenarios import MARL_ENV_ID
+    from gpusched_lab.evaluate.agents import resolve_agent, shipped_checkpoints
+    from gpusched_lab.evaluate.scenarios import MARL_ENV_ID
+
     from gpusched_envs.envs import ENTRY_POINTS
 
     scenario = None  # another kind of checkpoint is refused before any scenario is looked at
@@ -115,7 +116,7 @@ def test_leaderboard_resolves_every_shipped_checkpoint(tmp_path):
 
 
 def test_checkpoint_evaluate_agent_refuses_the_same(tmp_path, monkeypatch):
-    from evaluate.agents import AgentSpecError, resolve_agent
+    from gpusched_lab.evaluate.agents import AgentSpecError, resolve_agent
 
     folder = copy_checkpoint(tmp_path)
     marker = tmp_path / "ran"
@@ -128,7 +129,7 @@ def test_checkpoint_evaluate_agent_refuses_the_same(tmp_path, monkeypatch):
 
 
 def test_train_config_env_naming_a_module_is_refused_before_import(tmp_path, monkeypatch):
-    from agents.common import make_env
+    from gpusched_lab.agents.common import make_env
 
     marker = tmp_path / "ran"
     (tmp_path / "evil_cfg_mod.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
@@ -151,8 +152,8 @@ def test_train_config_env_naming_a_module_is_refused_before_import(tmp_path, mon
     ],
 )
 def test_checkpoint_env_kwargs_may_not_name_files(tmp_path, kwargs, message):
-    import agents
-    from agents.checkpoint import CheckpointError
+    from gpusched_lab import agents
+    from gpusched_lab.agents.checkpoint import CheckpointError
 
     folder = copy_checkpoint(tmp_path)
     meta = json.loads((folder / "meta.json").read_text())
@@ -163,7 +164,7 @@ def test_checkpoint_env_kwargs_may_not_name_files(tmp_path, kwargs, message):
 
 
 def test_checkpoint_allowed_env_ids_is_the_callers_choice(tmp_path):
-    from agents.checkpoint import CheckpointError, read_policy_meta
+    from gpusched_lab.agents.checkpoint import CheckpointError, read_policy_meta
 
     folder = copy_checkpoint(tmp_path)
     edit_meta(folder, env_id="other/Env-v0")
@@ -174,8 +175,9 @@ def test_checkpoint_allowed_env_ids_is_the_callers_choice(tmp_path):
 
 @pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
 def test_shipped_checkpoints_record_and_verify_model_sha256(folder, tmp_path):
-    import agents
-    from agents.checkpoint import CheckpointCorruptError, read_meta
+    from gpusched_lab import agents
+    from gpusched_lab.agents.checkpoint import CheckpointCorruptError, read_meta
+
     from gpusched_envs.envs import ENTRY_POINTS
 
     meta = json.loads((folder / "meta.json").read_text())
@@ -228,7 +230,7 @@ def test_simulate_json_to_a_fifo_is_one_line_and_the_fifo_stays(tmp_path, gpusch
 
 
 def test_leaderboard_output_fifo_is_refused_before_the_grid_runs(tmp_path, capsys):
-    from evaluate import cli as ecli
+    from gpusched_lab.evaluate import cli as ecli
 
     (tmp_path / "lb").mkdir()
     os.mkfifo(tmp_path / "lb" / "leaderboard.json")
@@ -245,12 +247,11 @@ def test_leaderboard_output_fifo_is_refused_before_the_grid_runs(tmp_path, capsy
 def test_checkpoint_save_and_leaderboard_writers_share_the_check(tmp_path):
     import inspect
 
-    import agents.checkpoint
-    import evaluate.cache
-    import evaluate.report
+    from gpusched_lab.agents import checkpoint
+    from gpusched_lab.evaluate import cache, report
 
     # every writer goes through gpusched_envs.io (so through check_output_path); none opens files for writing itself
-    for module in (agents.checkpoint, evaluate.report, evaluate.cache):
+    for module in (checkpoint, report, cache):
         src = inspect.getsource(module)
         assert "atomic_write" in src and "open(" not in src.replace("fdopen(", "")
 
@@ -294,8 +295,8 @@ def test_yaml_loader_refuses_recursion_and_keeps_small_aliases():
 
 
 def test_suite_and_train_config_and_fit_use_the_safe_loader(tmp_path):
-    from evaluate.scenarios import SuiteError, load_suite
-    from train.config import load_yaml as load_train_config
+    from gpusched_lab.evaluate.scenarios import SuiteError, load_suite
+    from gpusched_lab.train.config import load_yaml as load_train_config
 
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(BILLION_LAUGHS + "name: *i\n")
@@ -308,7 +309,7 @@ def test_suite_and_train_config_and_fit_use_the_safe_loader(tmp_path):
 
 
 def test_huge_seed_range_is_refused_before_allocating():
-    from evaluate.scenarios import SuiteError, parse_seeds
+    from gpusched_lab.evaluate.scenarios import SuiteError, parse_seeds
 
     t0 = time.perf_counter()
     with pytest.raises(SuiteError, match=f"999,999,999 seeds, more than the limit of {MAX_SEEDS:,}"):
@@ -532,7 +533,7 @@ def test_workload_spec_integers_have_limits():
 
 @pytest.fixture
 def evaluate_cli(capsys):
-    from evaluate import cli as ecli
+    from gpusched_lab.evaluate import cli as ecli
 
     def run(*args: str) -> tuple[int, str, str]:
         code = 0
@@ -596,8 +597,8 @@ def _weights_only_refused_pickle() -> bytes:
     ],
 )
 def test_bad_checkpoint_files_are_one_line_naming_the_file(tmp_path, case, message):
-    import agents
-    from agents.checkpoint import CheckpointError
+    from gpusched_lab import agents
+    from gpusched_lab.agents.checkpoint import CheckpointError
 
     folder = copy_checkpoint(tmp_path)
     model = folder / "model.pt"

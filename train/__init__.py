@@ -1,2 +1,2 @@
-"""Training entry points (``python -m train`` / ``gpusched train``): configs, TensorBoard logging, checkpoints,
+"""Training entry points (``python -m gpusched_lab.train`` / ``gpusched train``): configs, TensorBoard logging, checkpoints,
 resume. Imports ``agents`` and ``gpusched_envs``."""

@@ -1,6 +1,6 @@
-"""``python -m train``: the same commands as ``gpusched train``."""
+"""``python -m gpusched_lab.train``: the same commands as ``gpusched train``."""
 
-from train.cli import app
+from gpusched_lab.train.cli import app
 
 if __name__ == "__main__":
-    app(prog_name="python -m train")
+    app(prog_name="python -m gpusched_lab.train")

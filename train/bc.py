@@ -27,8 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
-
-from agents.common import discounted_returns, make_env
+from gpusched_lab.agents.common import discounted_returns, make_env
 
 
 @dataclass

@@ -1,9 +1,9 @@
-"""``python -m train {ddqn,ppo,topdrl,hmarl}`` (also ``gpusched train ...`` through the ``gpusched.commands`` entry point).
+"""``python -m gpusched_lab.train {ddqn,ppo,topdrl,hmarl}`` (also ``gpusched train ...`` through the ``gpusched.commands`` entry point).
 
-    python -m train ddqn --env gpusched/JobSelect-v0 --steps 20000 --seed 0 --out runs/ddqn-gnn
-    python -m train topdrl --config topdrl --out runs/topdrl
-    python -m train ppo --config ppo_jobselect_gnn --set learning_rate=1e-4 --set env_kwargs.load=1.0 --out runs/p
-    python -m train ppo --config ppo_jobselect_gnn --out runs/p --resume     # continue from runs/p/checkpoint
+    python -m gpusched_lab.train ddqn --env gpusched/JobSelect-v0 --steps 20000 --seed 0 --out runs/ddqn-gnn
+    python -m gpusched_lab.train topdrl --config topdrl --out runs/topdrl
+    python -m gpusched_lab.train ppo --config ppo_jobselect_gnn --set learning_rate=1e-4 --set env_kwargs.load=1.0 --out runs/p
+    python -m gpusched_lab.train ppo --config ppo_jobselect_gnn --out runs/p --resume     # continue from runs/p/checkpoint
 
 Precedence: defaults < ``--config`` YAML < options on the command line < ``--set key=value``.
 """
@@ -93,9 +93,9 @@ def parse_env_kwargs(text: str) -> dict:
 def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs, config, set_, progress):
     import dataclasses
 
-    from agents.ddqn import DDQNArgs
-    from agents.ppo import PPOArgs
-    from train.config import RunConfig, apply_set, load_yaml, validate
+    from gpusched_lab.agents.ddqn import DDQNArgs
+    from gpusched_lab.agents.ppo import PPOArgs
+    from gpusched_lab.train.config import RunConfig, apply_set, load_yaml, validate
 
     cfg = RunConfig(algorithm=algorithm)
     if config:
@@ -150,7 +150,7 @@ def _train(
         cfg = build_config(
             algorithm, env, env_kwargs, steps, seed, device, num_envs, config, merged, progress
         )
-        from train.runner import run_ddqn, run_ppo
+        from gpusched_lab.train.runner import run_ddqn, run_ppo
 
         run = run_ppo if algorithm == "ppo" else run_ddqn
         command = invoked_command(
@@ -227,7 +227,8 @@ def hmarl(
     set_: SetOpt = None,
 ) -> None:
     """HMARL (agents.hmarl): MAPPO with a hierarchical-GNN shared actor on multi_scheduler_v0 (configs hmarl*)."""
-    from agents.hmarl import train_command
+    from gpusched_lab.agents.hmarl import train_command
+
     from gpusched_envs.errors import USER_ERRORS
 
     command = invoked_command(
@@ -279,9 +280,10 @@ def compare(
     out: Annotated[Path | None, typer.Option("--out", help="Write the full result as JSON here.")] = None,
 ) -> None:
     """Average JCT of a checkpoint vs the heuristics of its information class, paired per (scenario, seed)."""
+    from gpusched_lab.train.compare import compare as run_compare
+    from gpusched_lab.train.compare import markdown_table, write_result
+
     from gpusched_envs.errors import USER_ERRORS
-    from train.compare import compare as run_compare
-    from train.compare import markdown_table, write_result
 
     try:
         if seeds < 1 or first_seed < 0:

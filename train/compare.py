@@ -1,9 +1,9 @@
 """Score a checkpoint against the heuristics of its own information class, paired on the same workloads: average JCT
 per (scenario, seed), mean and 95% bootstrap interval per policy, and the paired difference agent − heuristic.
 
-    python -m train compare checkpoints/ppo_jobselect_gnn --seeds 10 --first-seed 20000
-    python -m train compare CKPT --env-kwargs '{"cluster": "hetero64", "workload": "philly:start=2017-11-06,jobs=300,load=0.9,gpus=64"}'
-    python -m train compare CKPT --suite philly_heldout --seeds 3 --out results.json
+    python -m gpusched_lab.train compare checkpoints/ppo_jobselect_gnn --seeds 10 --first-seed 20000
+    python -m gpusched_lab.train compare CKPT --env-kwargs '{"cluster": "hetero64", "workload": "philly:start=2017-11-06,jobs=300,load=0.9,gpus=64"}'
+    python -m gpusched_lab.train compare CKPT --suite philly_heldout --seeds 3 --out results.json
 
 The heuristics are those a scheduler with the agent's information could run (``information`` in the checkpoint's
 metadata; checkpoints from before the setting existed saw traced durations, so they count as clairvoyant):
@@ -27,8 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from agents.common import bootstrap_ci, fresh_simulator, run_episode
+from gpusched_lab.agents.common import bootstrap_ci, fresh_simulator, run_episode
 
 # env kwargs a checkpoint's policy depends on (taken from the checkpoint, never from the scenario)
 POLICY_KWARGS = (
@@ -152,8 +151,8 @@ def compare(
     scenario of ``suite`` with the checkpoint's env id (``seeds`` then replace the suite's). With
     ``in_env_references`` a preemptive JobSelect agent is also paired with each preemptive heuristic acting through
     its own env (``tiresias@env``: same window, lease and scheduling rounds as the agent)."""
-    import agents
-    from agents.common import make_env, set_torch_threads
+    from gpusched_lab import agents
+    from gpusched_lab.agents.common import make_env, set_torch_threads
 
     set_torch_threads(1)
     agent = agents.load(checkpoint)

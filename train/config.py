@@ -155,7 +155,7 @@ INT_KEYS = ("steps", "seed", "num_envs", "eval_every", "checkpoint_every")
 def validate(cfg: RunConfig) -> None:
     """Check the resolved configuration (YAML, options and ``--set`` applied): the env id, the enumerated
     algorithm arguments (``encoder``, ``device``; TopDRL's selector is the CNN) and the integer run keys."""
-    from agents.networks import ENCODERS
+    from gpusched_lab.agents.networks import ENCODERS
 
     check_env_id(cfg.env)
     for key in INT_KEYS:
@@ -180,13 +180,13 @@ def validate(cfg: RunConfig) -> None:
     if "device" in cfg.args:
         check_device(cfg.args["device"])
     if cfg.curriculum:
-        from train.curriculum import parse_stages
+        from gpusched_lab.train.curriculum import parse_stages
 
         parse_stages(cfg.curriculum, {})
     if cfg.bc:
         if cfg.algorithm != "ppo":
             raise ValueError(f"bc: the imitation warm start is for ppo runs, not {cfg.algorithm}")
-        from train.bc import BCArgs
+        from gpusched_lab.train.bc import BCArgs
 
         BCArgs.from_dict(cfg.bc)
 

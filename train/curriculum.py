@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-
-from agents.common import make_env
+from gpusched_lab.agents.common import make_env
 
 
 def parse_stages(curriculum, base_kwargs: dict) -> list[tuple[int, list[dict]]]:

@@ -1,7 +1,7 @@
 """Learning curves (PNG) from training runs' TensorBoard events: episode average JCT (smoothed) and the evaluation
 objective against env steps, one line per run (e.g. the seeds of one configuration).
 
-    python -m train.curves runs/ppo_nc_s0 runs/ppo_nc_s1 runs/ppo_nc_s2 --out checkpoints/curves/ppo_nc.png
+    python -m gpusched_lab.train.curves runs/ppo_nc_s0 runs/ppo_nc_s1 runs/ppo_nc_s2 --out checkpoints/curves/ppo_nc.png
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ def plot(runs: list[Path], out: Path, title: str = "") -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="run folders (--out of python -m train)")
+    parser.add_argument(
+        "runs", nargs="+", type=Path, help="run folders (--out of python -m gpusched_lab.train)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="PNG file to write")
     parser.add_argument("--title", default="")
     a = parser.parse_args(argv)

@@ -33,14 +33,14 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
+from gpusched_lab.agents import checkpoint as ckpt
+from gpusched_lab.agents.common import make_env, resolve_device
+from gpusched_lab.agents.networks import OBS_MODE_OF_ENCODER, masked, obs_to_tensors
+from gpusched_lab.train import trust
+from gpusched_lab.train.config import RunConfig
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents import checkpoint as ckpt
-from agents.common import make_env, resolve_device
-from agents.networks import OBS_MODE_OF_ENCODER, masked, obs_to_tensors
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
-from train import trust
-from train.config import RunConfig
 
 CHECKPOINT_DIR = "checkpoint"
 BEST_DIR = "best"
@@ -82,7 +82,7 @@ def make_train_env(
 ):
     """A training env: the config's env, or a :class:`~train.curriculum.CurriculumEnv` over its stages."""
     if curriculum:
-        from train.curriculum import CurriculumEnv
+        from gpusched_lab.train.curriculum import CurriculumEnv
 
         env = CurriculumEnv(env_id, env_kwargs, curriculum, obs_mode, num_envs)
     else:
@@ -124,7 +124,7 @@ class GreedyAct:
 
 
 def evaluate_module(module, env, seeds, device) -> dict:
-    from agents.common import evaluate
+    from gpusched_lab.agents.common import evaluate
 
     was_training = module.training
     module.eval()
@@ -340,9 +340,9 @@ def run_ddqn(
     cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
 ) -> dict:
     """Train DDQN (or TopDRL) per ``cfg`` into ``out``; returns the final evaluation."""
-    from agents.ddqn import DDQN, DDQNArgs
-    from agents.topdrl import TopDRL, topdrl_env_kwargs
-    from train.config import build_args
+    from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
+    from gpusched_lab.agents.topdrl import TopDRL, topdrl_env_kwargs
+    from gpusched_lab.train.config import build_args
 
     resume_path = out / CHECKPOINT_DIR / RESUME_FILE
     resume = resume and resume_path.exists()
@@ -397,7 +397,7 @@ class PPOCallback(BaseCallback):
         self.evaluator, self.saver = evaluator, saver
 
     def policy_copy(self):
-        from agents.checkpoint import PPOPolicy
+        from gpusched_lab.agents.checkpoint import PPOPolicy
 
         return PPOPolicy.from_sb3(self.model, self.network).to(self.model.device)
 
@@ -448,8 +448,8 @@ class PPOCallback(BaseCallback):
 def imitate(model, cfg: RunConfig, mode: str, args, network, writer, evaluator, out: Path) -> None:
     """The ``bc`` warm start (train/bc.py) before PPO: DAgger rounds towards a heuristic, logged to TensorBoard
     (``bc/*``) and ``bc.json``, then one evaluation (step 0) so ``best/`` starts from the imitated policy."""
-    from agents.checkpoint import PPOPolicy
-    from train.bc import BCArgs, pretrain
+    from gpusched_lab.agents.checkpoint import PPOPolicy
+    from gpusched_lab.train.bc import BCArgs, pretrain
 
     bc_args = BCArgs.from_dict(cfg.bc)
     done: list[dict] = []
@@ -473,12 +473,11 @@ def run_ppo(
     cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
 ) -> dict:
     """Train MaskablePPO per ``cfg`` into ``out``; returns the final evaluation."""
+    from gpusched_lab.agents.networks import config_for_env
+    from gpusched_lab.agents.ppo import PPOArgs, make_ppo
+    from gpusched_lab.train.config import build_args
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
-
-    from agents.networks import config_for_env
-    from agents.ppo import PPOArgs, make_ppo
-    from train.config import build_args
 
     sb3_path = out / CHECKPOINT_DIR / SB3_FILE
     resume = resume and sb3_path.exists()

@@ -9,11 +9,10 @@ import warnings
 import numpy as np
 import pytest
 import torch
-
-import agents
-from agents import checkpoint as ckpt
-from agents.common import make_env, resolve_device
-from agents.networks import build_network, config_for_env
+from gpusched_lab import agents
+from gpusched_lab.agents import checkpoint as ckpt
+from gpusched_lab.agents.common import make_env, resolve_device
+from gpusched_lab.agents.networks import build_network, config_for_env
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9}
 
@@ -34,7 +33,7 @@ def saved(tmp_path):
         network=cfg,
         steps=7,
         seed=1,
-        command="python -m train ddqn ...",
+        command="python -m gpusched_lab.train ddqn ...",
         evaluation={"avg_jct": 1.0},
     )
     return tmp_path / "c", net, env

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from agents.common import make_env
-from agents.ddqn import DDQN, DDQNArgs
-from agents.networks import OBS_MODE_OF_ENCODER, config_for_env
-from agents.ppo import PPOArgs, make_ppo
+from gpusched_lab.agents.common import make_env
+from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
+from gpusched_lab.agents.networks import OBS_MODE_OF_ENCODER, config_for_env
+from gpusched_lab.agents.ppo import PPOArgs, make_ppo
 
 SMALL_ARGS = dict(
     hidden=16,

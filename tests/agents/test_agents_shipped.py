@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
-import agents
-from agents.checkpoint import CheckpointMismatchError, scorer_of
+from gpusched_lab import agents
+from gpusched_lab.agents.checkpoint import CheckpointMismatchError, scorer_of
 
 ROOT = Path(__file__).resolve().parents[2] / "checkpoints"
 # single-agent policies (agents.load); the multi-agent HMARL actors and the interference model load through
@@ -29,7 +28,7 @@ def test_shipped_checkpoint_loads_and_acts(path):
     assert (path / "model.pt").stat().st_size <= 5 * 2**20
     torch.load(path / "model.pt", weights_only=True)
     meta = json.loads((path / "meta.json").read_text())
-    assert meta["command"].startswith("python -m train") and meta["evaluation"]["avg_jct"] > 0
+    assert meta["command"].startswith("gpusched train ") and meta["evaluation"]["avg_jct"] > 0
     agent = agents.load(path)
     env = agent.make_env(num_jobs=8)  # the same layout, a short episode
     obs, _ = env.reset(seed=0)
@@ -86,7 +85,7 @@ def test_shipped_gnn_checkpoint_runs_on_presets_it_was_not_trained_on(path, tmp_
 
 @pytest.mark.parametrize("path", HMARL_SHIPPED, ids=lambda p: p.name)
 def test_shipped_hmarl_checkpoint_loads_and_acts(path):
-    from agents import hmarl
+    from gpusched_lab.agents import hmarl
 
     policy = hmarl.load(path)
     env = hmarl.make_env({**policy.meta["env_kwargs"], "num_jobs": 8})
@@ -97,7 +96,7 @@ def test_shipped_hmarl_checkpoint_loads_and_acts(path):
 def test_hmarl_interference_path_must_stay_inside_the_repository(tmp_path):
     import shutil
 
-    from agents import hmarl
+    from gpusched_lab.agents import hmarl
 
     src = next(iter(HMARL_SHIPPED))
     bad = tmp_path / "ckpt"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from agents.bench import training_samples_per_second
-from agents.common import make_env
-from agents.ddqn import DDQNArgs
-from agents.topdrl import TopDRL, topdrl_env_kwargs
+from gpusched_lab.agents.bench import training_samples_per_second
+from gpusched_lab.agents.common import make_env
+from gpusched_lab.agents.ddqn import DDQNArgs
+from gpusched_lab.agents.topdrl import TopDRL, topdrl_env_kwargs
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9}
 
@@ -40,7 +39,7 @@ def test_training_samples_per_second_record(algorithm):
 def test_gnn_speedup_is_measured_alternately_with_medians(monkeypatch):
     """The GNN's before (pyg), scatter and after (dense) figures alternate round by round, PPO also with vectorised
     envs; records hold the medians, speed-up records their ratios (wall clock and CPU time)."""
-    import agents.bench as bench
+    import gpusched_lab.agents.bench as bench
 
     calls = []
     figures = {
@@ -88,7 +87,7 @@ def test_gnn_speedup_is_measured_alternately_with_medians(monkeypatch):
 
 
 def test_encoder_timings_give_forward_and_update_ms_per_implementation():
-    from agents.bench import encoder_timings
+    from gpusched_lab.agents.bench import encoder_timings
 
     records = encoder_timings(("scatter", "dense"), rounds=1, env_kwargs=TINY, batch=4)
     assert [r["name"] for r in records] == [

@@ -6,10 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
+from gpusched_lab.agents.dag_local_search import critical_path, local_search, neighbours, order_form
+from gpusched_lab.agents.metaheuristics import PlanSpace, cpsat_schedule, list_scheduling_plans
+from gpusched_lab.agents.worl_rtgs import worl_rtgs
 
-from agents.dag_local_search import critical_path, local_search, neighbours, order_form
-from agents.metaheuristics import PlanSpace, cpsat_schedule, list_scheduling_plans
-from agents.worl_rtgs import worl_rtgs
 from gpusched_envs.sim.dag_eval import PlanEvaluator, uniform_bandwidth
 from gpusched_envs.workloads.dag import random_layered_dag
 from tests.toy import tiny_dag
@@ -139,9 +139,8 @@ def test_worl_rtgs_refinement_keeps_the_budget_and_never_hurts():
 
 def test_dag_bench_ls_agent_and_refine_option():
     import typer
+    from gpusched_lab.evaluate.dag_bench import dag_bench, run_bench
     from typer.testing import CliRunner
-
-    from evaluate.dag_bench import dag_bench, run_bench
 
     res = run_bench(["dag:random:n=10,ccr=5.0"], agents=["heft", "ls"], seeds=2, population=8, iterations=10)
     by = {s["agent"]: s for s in res["summary"]}

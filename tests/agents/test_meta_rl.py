@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from agents.meta_rl import (
+from gpusched_lab.agents.meta_rl import (
     HeuristicExpert,
     MetaArgs,
     adapt,
@@ -19,7 +18,8 @@ from agents.meta_rl import (
     reptile_update,
     rollout,
 )
-from agents.perf_model import PerformanceModel, placement_features
+from gpusched_lab.agents.perf_model import PerformanceModel, placement_features
+
 from gpusched_envs.envs.placement_tasks import SizedTask
 
 # two tasks f_i(θ) = ½‖θ − c_i‖²; one inner SGD step of size α from θ = (1, −2)
@@ -106,7 +106,7 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 def test_checkpoint_round_trip_and_agents_load(tiny_checkpoint):
-    import agents
+    from gpusched_lab import agents
 
     policy, perf, meta = load_meta(tiny_checkpoint / "meta")
     assert meta["meta_rl"]["iteration"] == 2 and meta["algorithm"] == "metaplace"
@@ -135,7 +135,7 @@ def test_meta_training_resumes_where_it_stopped(tiny_checkpoint, tmp_path):
 
 
 def test_adaptation_runs_end_to_end_on_tiny(tiny_checkpoint):
-    from evaluate.adapt import markdown, run_adaptation
+    from gpusched_lab.evaluate.adapt import markdown, run_adaptation
 
     agents = [
         "metaplace",
@@ -184,7 +184,7 @@ def test_adaptation_runs_end_to_end_on_tiny(tiny_checkpoint):
 
 
 def test_adaptation_on_drift_tasks(tiny_checkpoint):
-    from evaluate.adapt import run_adaptation
+    from gpusched_lab.evaluate.adapt import run_adaptation
 
     results, table = run_adaptation(
         tiny_checkpoint / "meta", None, ["metaplace", "pack"], 1, [0, 1], 1, drift=True, log=lambda m: None
@@ -194,9 +194,8 @@ def test_adaptation_on_drift_tasks(tiny_checkpoint):
 
 def test_adapt_command_reports_bad_input_in_one_line(tmp_path):
     import typer
+    from gpusched_lab.evaluate.adapt import adapt_cmd
     from typer.testing import CliRunner
-
-    from evaluate.adapt import adapt_cmd
 
     app = typer.Typer()
     app.command()(adapt_cmd)
@@ -257,7 +256,7 @@ def test_candidate_slowdown_adds_the_neighbours_rise_to_the_head_jobs_prediction
 
 
 def test_greedy_rollout_scores_servers_by_logits_minus_w_times_the_predicted_slowdown():
-    from agents.networks import masked, obs_to_tensors
+    from gpusched_lab.agents.networks import masked, obs_to_tensors
 
     env, _ = _busy_tiny_env()
     policy = make_policy(env, MetaArgs(cluster="tiny", num_jobs=2, model_score=1e3))
@@ -300,7 +299,7 @@ def test_absorb_takes_only_the_copys_new_samples():
 
 # ---------------------------------------------------------------------------------------------- safe adaptation
 def test_mean_kl_matches_the_hand_computation_and_ignores_masked_actions():
-    from agents.meta_rl import mean_kl
+    from gpusched_lab.agents.meta_rl import mean_kl
 
     inf = float("inf")
     old = torch.log(torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]))
@@ -346,7 +345,7 @@ def _episode_on_tiny(policy, env, seed=0):
 
 
 def test_trust_region_bounds_the_policy_change_of_an_adaptation_episode():
-    from agents.meta_rl import mean_kl, pg_step, policy_logp
+    from gpusched_lab.agents.meta_rl import mean_kl, pg_step, policy_logp
 
     args, env = _contended_tiny()
     torch.manual_seed(0)
@@ -380,7 +379,7 @@ class _SpreadModel(_SumModel):
 
 
 def test_cautious_score_adds_c_times_the_spread_relative_to_the_best_server():
-    from agents.meta_rl import model_slowdown
+    from gpusched_lab.agents.meta_rl import model_slowdown
 
     env, _ = _busy_tiny_env()
     u = env.unwrapped
@@ -427,7 +426,7 @@ def test_adaptation_with_the_trust_region_is_never_much_worse_than_before():
     four adaptation seeds: at least one blows up unbounded, none does within the trust region."""
     import dataclasses
 
-    from agents.meta_rl import imitation
+    from gpusched_lab.agents.meta_rl import imitation
 
     args = MetaArgs(
         cluster="tiny", num_jobs=12, inner_lr=0.05, inner_steps=3, imitation_episodes=3, perf_fit_steps=20
@@ -457,7 +456,7 @@ def test_adaptation_with_the_trust_region_is_never_much_worse_than_before():
 def test_trust_region_around_the_start_bounds_the_whole_adaptation():
     import copy
 
-    from agents.meta_rl import mean_kl, pg_step, policy_logp
+    from gpusched_lab.agents.meta_rl import mean_kl, pg_step, policy_logp
 
     args, env = _contended_tiny()
     torch.manual_seed(0)

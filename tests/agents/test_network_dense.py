@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from agents.common import make_env
-from agents.networks import GraphEncoder, build_network, config_for_env, masked, obs_to_tensors
+from gpusched_lab.agents.common import make_env
+from gpusched_lab.agents.networks import GraphEncoder, build_network, config_for_env, masked, obs_to_tensors
 
 GRAPH_ENVS = ["gpusched/JobSelect-v0", "gpusched/WorkerPlacement-v0", "gpusched/DelayTuning-v0"]
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
@@ -180,7 +179,7 @@ def gnn_checkpoints() -> list[Path]:
 def test_shipped_gnn_checkpoint_acts_the_same_with_the_reference_encoder(path):
     """Every shipped GNN checkpoint, one short episode of its own env: the dense encoder's scores equal the
     torch_geometric reference's (same weights) at every step, and so do the actions taken."""
-    import agents
+    from gpusched_lab import agents
 
     agent = agents.load(path)
     reference = copy.deepcopy(agent.module)

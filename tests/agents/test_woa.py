@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from agents.metaheuristics import (
+from gpusched_lab.agents.metaheuristics import (
     PlanSpace,
     cpsat_schedule,
     genetic_algorithm,
@@ -13,7 +12,8 @@ from agents.metaheuristics import (
     particle_swarm,
     random_search,
 )
-from agents.woa import WOAState, whale_optimization, woa_update
+from gpusched_lab.agents.woa import WOAState, whale_optimization, woa_update
+
 from gpusched_envs.policies.dag import cpop, heft, random_plans
 from gpusched_envs.sim.dag_eval import evaluate_plan, evaluate_plans, uniform_bandwidth
 from gpusched_envs.workloads.dag import random_layered_dag

@@ -7,11 +7,16 @@ import json
 
 import numpy as np
 import pytest
+from gpusched_lab.agents.metaheuristics import PlanSpace
+from gpusched_lab.agents.plan_metrics import (
+    finish_time_gap,
+    kendall_distance_to,
+    scheduling_plan_distance,
+    spd_matrix_to,
+)
+from gpusched_lab.agents.woa import whale_optimization
+from gpusched_lab.agents.worl_rtgs import worl_rtgs
 
-from agents.metaheuristics import PlanSpace
-from agents.plan_metrics import finish_time_gap, kendall_distance_to, scheduling_plan_distance, spd_matrix_to
-from agents.woa import whale_optimization
-from agents.worl_rtgs import worl_rtgs
 from gpusched_envs.envs.dag_schedule import DAGScheduleEnv, ccr_at_gpus
 from gpusched_envs.policies.dag import heft
 from gpusched_envs.sim.dag_eval import PlanEvaluator, evaluate_plan, uniform_bandwidth
@@ -56,7 +61,7 @@ def test_worl_rtgs_never_worse_than_its_seeds_and_strategy_acts():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_list_seeds_encode_exactly_and_make_searchers_never_worse_than_heft_or_cpop(seed):
-    from agents.metaheuristics import genetic_algorithm, list_scheduling_plans, particle_swarm
+    from gpusched_lab.agents.metaheuristics import genetic_algorithm, list_scheduling_plans, particle_swarm
 
     dag, env, space = _space(n=30, ccr=1.0, seed=seed)
     plans = list_scheduling_plans(dag, env.speed, env.bandwidth, gpu_types=env.gpu_types)
@@ -75,7 +80,7 @@ def test_list_seeds_encode_exactly_and_make_searchers_never_worse_than_heft_or_c
 
 
 def test_dag_bench_seeded_agents_and_shared_greedy_plan():
-    from evaluate.dag_bench import Instance, run_agent, run_bench
+    from gpusched_lab.evaluate.dag_bench import Instance, run_agent, run_bench
 
     res = run_bench(
         ["dag:random:n=10,ccr=1.0"],
@@ -92,7 +97,7 @@ def test_dag_bench_seeded_agents_and_shared_greedy_plan():
     inst = Instance("x", 0, random_layered_dag(6, seed=0), env, {"cluster": "hetero64", "gpus": 8})
     calls = []
     inst._planner_plans.clear()
-    import evaluate.dag_bench as db
+    import gpusched_lab.evaluate.dag_bench as db
 
     class Fake:
         def plans(self, dag, *, seed, count, **kw):
@@ -113,7 +118,7 @@ def test_dag_bench_seeded_agents_and_shared_greedy_plan():
 
 
 def _tiny_env(**kw):
-    from agents.common import make_env
+    from gpusched_lab.agents.common import make_env
 
     kwargs = {
         "cluster": "hetero64",
@@ -127,11 +132,10 @@ def _tiny_env(**kw):
 
 def test_dag_gnn_handles_any_dag_size_and_ddqn_ppo_train(tmp_path):
     import torch
-
-    from agents.checkpoint import save
-    from agents.dag_planner import PolicyPlanner
-    from agents.ddqn import DDQN, DDQNArgs
-    from agents.networks import build_network, config_for_env, obs_to_tensors
+    from gpusched_lab.agents.checkpoint import save
+    from gpusched_lab.agents.dag_planner import PolicyPlanner
+    from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
+    from gpusched_lab.agents.networks import build_network, config_for_env, obs_to_tensors
 
     env = _tiny_env()
     cfg = config_for_env(env, "gnn", hidden=16)
@@ -170,7 +174,7 @@ def test_dag_gnn_handles_any_dag_size_and_ddqn_ppo_train(tmp_path):
     again = planner.plans(dag, gpus=6, count=3, seed=1)
     assert all(np.array_equal(x[0], y[0]) for x, y in zip(plans, again, strict=True))
 
-    from agents.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.ppo import PPOArgs, make_ppo
 
     torch.manual_seed(0)
     model = make_ppo(env, cfg, PPOArgs(encoder="gnn", hidden=16, n_steps=32, batch_size=16, n_epochs=1))
@@ -186,9 +190,8 @@ def test_improve_mode_terminates_when_budget_is_spent():
 
 def test_dag_bench_grid_json_and_errors(tmp_path):
     import typer
+    from gpusched_lab.evaluate.dag_bench import dag_bench, run_bench
     from typer.testing import CliRunner
-
-    from evaluate.dag_bench import dag_bench, run_bench
 
     res = run_bench(
         ["dag:random:n=8,ccr=1.0"],
@@ -229,7 +232,7 @@ def test_dag_bench_grid_json_and_errors(tmp_path):
 
 @pytest.mark.parametrize("name", ["ddqn_dagschedule_gnn", "ppo_dagschedule_gnn"])
 def test_shipped_dag_planners_load_and_plan(name):
-    from agents.dag_planner import SHIPPED, shipped_planner
+    from gpusched_lab.agents.dag_planner import SHIPPED, shipped_planner
 
     meta = json.loads((SHIPPED / name / "meta.json").read_text())
     assert (SHIPPED / name / "model.pt").stat().st_size <= 2 * 2**20

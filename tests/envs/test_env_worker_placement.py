@@ -89,7 +89,8 @@ def test_sample_and_set_task_keep_spaces():
 def test_heuristic_action_replays_fifo_with_backfill_exactly(cluster, rule):
     """Played through the env's actions, each placement rule gives the simulator's FIFO-with-backfill run of that
     rule to the bit (the env's head rule is FIFO with backfill; ``consolidate`` defers where it would wait)."""
-    from agents.common import fresh_simulator
+    from gpusched_lab.agents.common import fresh_simulator
+
     from gpusched_envs.policies.schedulers import FIFO
 
     env = WorkerPlacementEnv(cluster, num_jobs=40, load=1.0, obs_mode="flat")

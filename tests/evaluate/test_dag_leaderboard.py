@@ -4,9 +4,9 @@ the cluster heuristics skip them, and the DAG agents skip cluster scenarios."""
 from __future__ import annotations
 
 import pytest
+from gpusched_lab.evaluate.agents import AgentSpecError, expand_agent_specs, resolve_agent
+from gpusched_lab.evaluate.scenarios import load_suite
 
-from evaluate.agents import AgentSpecError, expand_agent_specs, resolve_agent
-from evaluate.scenarios import load_suite
 from gpusched_envs.policies.dag import heft_schedule
 
 

@@ -10,9 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from evaluate.agents import (
+from gpusched_lab.evaluate.agents import (
     AgentSpecError,
     CheckpointEvalAgent,
     HeuristicEvalAgent,
@@ -20,8 +18,9 @@ from evaluate.agents import (
     resolve_agent,
     scenario_simulator,
 )
-from evaluate.cli import app
-from evaluate.scenarios import Scenario, SuiteError, list_suites, load_suite, parse_seeds
+from gpusched_lab.evaluate.cli import app
+from gpusched_lab.evaluate.scenarios import Scenario, SuiteError, list_suites, load_suite, parse_seeds
+from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_KWARGS = {
@@ -82,7 +81,8 @@ def test_agent_specs():
 def test_scheduler_and_env_paths_agree_for_fifo():
     """A heuristic runs on a fresh simulator of the scenario's workload; FIFO through the env (same placer) gives
     exactly the same metrics, so heuristics and learned agents are compared on the same jobs."""
-    from evaluate.agents import run_act_episode
+    from gpusched_lab.evaluate.agents import run_act_episode
+
     from gpusched_envs.envs.adapters import HeuristicAgent
     from gpusched_envs.policies import make_policy
 
@@ -101,9 +101,9 @@ def test_scheduler_and_env_paths_agree_for_fifo():
 def checkpoint(tmp_path):
     pytest.importorskip("torch")
     try:
-        from agents.checkpoint import policy_module, save
-        from agents.common import make_env
-        from agents.networks import config_for_env
+        from gpusched_lab.agents.checkpoint import policy_module, save
+        from gpusched_lab.agents.common import make_env
+        from gpusched_lab.agents.networks import config_for_env
     except ImportError as exc:
         pytest.skip(f"agents checkpoint API not available: {exc}")
     kwargs = {"cluster": "tiny", "obs_mode": "flat"}
@@ -232,7 +232,7 @@ def test_documented_snippet_runs(tmp_path):
 def test_leaderboard_printout_lists_agents_of_other_envs_once_not_as_rows(capsys):
     """An agent that applies to no scenario of the suite (a DAG or multi-agent one in the `all` group) gets no row of
     n/a cells in the per-scenario table, but one mention below it."""
-    from evaluate import cli
+    from gpusched_lab.evaluate import cli
 
     stat = {"mean": 0.5, "low": 0.4, "high": 0.6}
     doc = {

@@ -7,11 +7,10 @@ import math
 
 import numpy as np
 import pytest
-
-from agents.common import NoSimulatorError, bootstrap_ci, fresh_simulator, make_env
-from evaluate.agents import AgentSpecError, HeuristicEvalAgent, scenario_simulator
-from evaluate.scenarios import Scenario
-from evaluate.stats import BOOTSTRAP_SEED, RESAMPLES, mean_ci, stratified_bootstrap_ci
+from gpusched_lab.agents.common import NoSimulatorError, bootstrap_ci, fresh_simulator, make_env
+from gpusched_lab.evaluate.agents import AgentSpecError, HeuristicEvalAgent, scenario_simulator
+from gpusched_lab.evaluate.scenarios import Scenario
+from gpusched_lab.evaluate.stats import BOOTSTRAP_SEED, RESAMPLES, mean_ci, stratified_bootstrap_ci
 
 TINY_KWARGS = {
     "cluster": "tiny",
@@ -65,8 +64,9 @@ def test_stratified_bootstrap_is_reproducible_and_leaves_the_global_rng_alone():
 
 
 def test_fresh_simulator_is_shared_by_compare_and_evaluate():
+    from gpusched_lab.train.compare import heuristic_jct
+
     from gpusched_envs.policies import make_policy
-    from train.compare import heuristic_jct
 
     env = TINY.make_env()
     sim = fresh_simulator(env, 0)

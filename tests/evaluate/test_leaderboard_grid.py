@@ -8,10 +8,9 @@ import textwrap
 import warnings
 
 import pytest
-
-from evaluate import run_leaderboard
-from evaluate.runner import CacheWarning, run_grid
-from evaluate.scenarios import suite_from_dict
+from gpusched_lab.evaluate import run_leaderboard
+from gpusched_lab.evaluate.runner import CacheWarning, run_grid
+from gpusched_lab.evaluate.scenarios import suite_from_dict
 
 TINY = {
     "name": "tiny",
@@ -130,7 +129,7 @@ def test_corrupt_partial_and_stale_cells_are_recomputed_with_a_warning(tiny_suit
     files[3].write_text(json.dumps(doc))
     doc = json.loads(files[4].read_text())
     doc["key"] = "0" * 32  # computed by other code or for another scenario
-    from evaluate.cache import checksum
+    from gpusched_lab.evaluate.cache import checksum
 
     doc["checksum"] = checksum(doc)
     files[4].write_text(json.dumps(doc))

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from evaluate.agents import (
+from gpusched_lab.evaluate.agents import (
     _LOADED,
     AgentSpecError,
     CheckpointEvalAgent,
@@ -19,8 +18,8 @@ from evaluate.agents import (
     resolve_agent,
     shipped_checkpoints,
 )
-from evaluate.runner import run_cell
-from evaluate.scenarios import Scenario
+from gpusched_lab.evaluate.runner import run_cell
+from gpusched_lab.evaluate.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 METAPLACE = ROOT / "checkpoints" / "metaplace" / "workerplacement_gnn"
@@ -30,7 +29,8 @@ MULTITASK = ROOT / "checkpoints" / "metaplace" / "multitask_gnn"
 def _heldout(i: int):
     """Held-out task ``i`` of `gpusched adapt` (the checkpoint's task seed, 30 jobs), and a leaderboard scenario
     that builds the same env: the task's cluster scaled by its interference factor and its workload spec."""
-    from agents.meta_rl import MetaArgs, load_meta
+    from gpusched_lab.agents.meta_rl import MetaArgs, load_meta
+
     from gpusched_envs.envs.placement_tasks import heldout_tasks
 
     _, _, meta = load_meta(METAPLACE)
@@ -47,8 +47,8 @@ def _heldout(i: int):
 
 @pytest.mark.parametrize("i,seed", [(0, 7), (2, 11)])
 def test_leaderboard_cell_equals_adapt_k0_figure(i, seed):
-    from agents.meta_rl import load_meta, make_env
-    from evaluate.adapt import _greedy_jct
+    from gpusched_lab.agents.meta_rl import load_meta, make_env
+    from gpusched_lab.evaluate.adapt import _greedy_jct
 
     args, task, scenario = _heldout(i)
     policy, perf, _ = load_meta(METAPLACE)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from agents.hmarl import (
+from gpusched_lab.agents.hmarl import (
     HMARLActor,
     HMARLArgs,
     HMARLConfig,
@@ -23,13 +22,14 @@ from agents.hmarl import (
     to_tensors,
     train,
 )
-from agents.interference import (
+from gpusched_lab.agents.interference import (
     FEATURES,
     InterferenceModel,
     collect_samples,
     evaluate_model,
     placement_features,
 )
+
 from gpusched_envs.envs.encoding import GPU_FEATURES, KINDS
 from tests.toy import make_workload
 

@@ -7,8 +7,7 @@ import json
 
 import numpy as np
 import pytest
-
-from agents.hmarl import (
+from gpusched_lab.agents.hmarl import (
     HMARLArgs,
     HMARLConfig,
     ImitationArgs,
@@ -19,6 +18,7 @@ from agents.hmarl import (
     make_env,
     train,
 )
+
 from gpusched_envs.multi_agent import multi_scheduler_v0
 from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 from gpusched_envs.policies import make_policy
@@ -122,7 +122,7 @@ def test_imitation_raises_agreement_with_the_expert():
 
 
 def test_imitation_overrides():
-    from agents.hmarl import apply_overrides, load_config
+    from gpusched_lab.agents.hmarl import apply_overrides, load_config
 
     cfg = load_config("hmarl")
     assert cfg.imitation["expert"] == "srtf-consolidate+backfill+preempt+coop"
@@ -166,8 +166,8 @@ def test_train_with_imitation_saves_the_warm_start_and_resumes_past_it(tmp_path)
 def test_leaderboard_runs_a_tiny_multi_agent_cell(tmp_path):
     """A multi-agent scenario in a suite: per-agent heuristics and an HMARL checkpoint act in the PettingZoo env,
     the merged-queue heuristics on the same workload; single-agent checkpoints are skipped."""
-    from evaluate.runner import run_grid
-    from evaluate.scenarios import MARL_ENV_ID, Scenario, load_suite
+    from gpusched_lab.evaluate.runner import run_grid
+    from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, Scenario, load_suite
 
     assert "dc4-multi-agent" in load_suite("standard").names()
     scenario = Scenario(

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
+from gpusched_lab.evaluate.marl import app, scenario_kwargs
 from typer.testing import CliRunner
-
-from evaluate.marl import app, scenario_kwargs
 
 
 def test_marl_evaluates_heuristics_on_paired_seeds(tmp_path):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from gpusched_lab.agents.parameter_sharing import SharedPolicyVecEnv
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 
-from agents.parameter_sharing import SharedPolicyVecEnv
 from gpusched_envs.multi_agent import multi_scheduler_v0
 
 

@@ -9,9 +9,8 @@ import json
 import numpy as np
 import pytest
 import typer
-
-from evaluate import netsens_compare as nc
-from evaluate.scenarios import load_suite
+from gpusched_lab.evaluate import netsens_compare as nc
+from gpusched_lab.evaluate.scenarios import load_suite
 
 
 def test_standard_suite_holds_the_netsens_family():

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from agents.common import make_env
-from train.bc import BCArgs, Dataset, collect_episode, pretrain
-from train.config import RunConfig, apply_set, validate
+from gpusched_lab.agents.common import make_env
+from gpusched_lab.train.bc import BCArgs, Dataset, collect_episode, pretrain
+from gpusched_lab.train.config import RunConfig, apply_set, validate
 
 ENV_KWARGS = {
     "cluster": "tiny",
@@ -75,8 +74,8 @@ def agreement(model, env_kwargs: dict, seed: int) -> float:
 
 
 def test_dagger_moves_the_policy_towards_the_heuristic():
-    from agents.networks import config_for_env
-    from agents.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.networks import config_for_env
+    from gpusched_lab.agents.ppo import PPOArgs, make_ppo
 
     env = make_env("gpusched/JobSelect-v0", ENV_KWARGS, "flat")
     args = PPOArgs(encoder="mlp", hidden=32, n_steps=32, batch_size=32, seed=0)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from gpusched_lab.train import trust
+from gpusched_lab.train.cli import app
 from typer.testing import CliRunner
-
-from train import trust
-from train.cli import app
 
 runner_cli = CliRunner()
 

@@ -1,4 +1,4 @@
-"""``python -m train``: each algorithm's smoke run through the CLI, configuration precedence, TensorBoard scalars,
+"""``python -m gpusched_lab.train``: each algorithm's smoke run through the CLI, configuration precedence, TensorBoard scalars,
 checkpoints, and resume (DDQN bit-for-bit; PPO continues its step counter)."""
 
 from __future__ import annotations
@@ -7,12 +7,11 @@ import json
 
 import pytest
 import torch
+from gpusched_lab.train import runner
+from gpusched_lab.train.cli import app, build_config
+from gpusched_lab.train.config import RunConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from typer.testing import CliRunner
-
-from train import runner
-from train.cli import app, build_config
-from train.config import RunConfig
 
 runner_cli = CliRunner()
 
@@ -128,7 +127,7 @@ def test_ddqn_resume_matches_uninterrupted_run_exactly(tmp_path, monkeypatch):
         )
 
     runner.run_ddqn(cfg(), tmp_path / "straight", "test")
-    from agents.ddqn import DDQN
+    from gpusched_lab.agents.ddqn import DDQN
 
     original = DDQN.train_step
 
@@ -208,7 +207,7 @@ def test_python_m_train_unknown_env_is_one_line_exit_2(tmp_path):
         [
             sys.executable,
             "-m",
-            "train",
+            "gpusched_lab.train",
             "ppo",
             "--env",
             "nope",
@@ -236,7 +235,7 @@ def test_validation_is_in_build_config_and_runner():
 
 
 def test_a_bare_key_error_is_readable():
-    from train.cli import user_error_message
+    from gpusched_lab.train.cli import user_error_message
 
     assert user_error_message(KeyError("bogus")) == "missing or unknown key 'bogus'"
     assert user_error_message(ValueError("plain")) == "plain"

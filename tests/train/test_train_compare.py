@@ -1,4 +1,4 @@
-"""``python -m train compare``: heuristics of the agent's information class, paired differences, ``--env-kwargs``
+"""``python -m gpusched_lab.train compare``: heuristics of the agent's information class, paired differences, ``--env-kwargs``
 (a GNN checkpoint on a cluster it was not trained on) and ``--suite``."""
 
 from __future__ import annotations
@@ -7,13 +7,11 @@ import json
 
 import pytest
 import torch
-from typer.testing import CliRunner
-
-from agents import checkpoint as ckpt
-from agents.common import make_env
-from agents.networks import build_network, config_for_env
-from train.cli import app
-from train.compare import (
+from gpusched_lab.agents import checkpoint as ckpt
+from gpusched_lab.agents.common import make_env
+from gpusched_lab.agents.networks import build_network, config_for_env
+from gpusched_lab.train.cli import app
+from gpusched_lab.train.compare import (
     compare,
     heuristics_for,
     information_of,
@@ -22,6 +20,7 @@ from train.compare import (
     summarize_by_scenario,
     summarize_pairs,
 )
+from typer.testing import CliRunner
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9, "information": "non-clairvoyant", "preemption": True}
 
@@ -134,7 +133,8 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
     )["rows"][0].keys() == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias", "las"}
     assert all(r["agent"] > 0 and r["tiresias"] > 0 for r in result["rows"])
     # the heuristic figures are those of the same workload replayed by the simulator
-    from agents.common import fresh_simulator
+    from gpusched_lab.agents.common import fresh_simulator
+
     from gpusched_envs.policies import make_policy
 
     env = make_env("gpusched/JobSelect-v0", result["scenarios"][0]["env_kwargs"], "graph")
@@ -168,7 +168,7 @@ def test_compare_cli_env_kwargs_and_errors(gnn_checkpoint, tmp_path):
 
 
 def test_suite_scenarios_read_the_heldout_family_as_data():
-    from train.compare import suite_scenarios
+    from gpusched_lab.train.compare import suite_scenarios
 
     rows = suite_scenarios("philly_heldout")
     assert len(rows) == 14 and all(env_id == "gpusched/JobSelect-v0" for _, env_id, _ in rows)
@@ -182,7 +182,7 @@ def test_suite_scenarios_read_the_heldout_family_as_data():
 def test_a_workerplacement_checkpoint_meets_the_placement_rules_of_its_class(tmp_path):
     """A WorkerPlacement agent is compared with FIFO-with-backfill under each placement rule (the env's head rule)
     and Tiresias; each rule's figure is what the env's heuristic_action scores playing that rule."""
-    from train.compare import PLACEMENT_HEURISTICS
+    from gpusched_lab.train.compare import PLACEMENT_HEURISTICS
 
     kwargs = {"cluster": "tiny", "num_jobs": 10, "load": 0.9, "obs_mode": "flat"}
     env = make_env("gpusched/WorkerPlacement-v0", kwargs, "flat")

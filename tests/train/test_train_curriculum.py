@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from train import runner
-from train.config import RunConfig
-from train.curriculum import CurriculumEnv, parse_stages
+from gpusched_lab.train import runner
+from gpusched_lab.train.config import RunConfig
+from gpusched_lab.train.curriculum import CurriculumEnv, parse_stages
 
 BASE = {"cluster": "tiny", "num_jobs": 4, "load": 0.9}
 STAGES = [
@@ -63,7 +62,7 @@ def test_ddqn_trains_through_a_curriculum(tmp_path):
     )
     result = runner.run_ddqn(cfg, tmp_path / "run", "test")
     assert result["steps"] == 60 and result["evaluation"]["avg_jct"] > 0
-    from train.curves import plot, read_scalars
+    from gpusched_lab.train.curves import plot, read_scalars
 
     steps, values = read_scalars(tmp_path / "run", "eval/avg_jct")
     assert list(steps) == [60] and values[0] == pytest.approx(result["evaluation"]["avg_jct"], rel=1e-6)
