@@ -9,7 +9,9 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 "$PY" -m venv "$WORK/venv"
 "$WORK/venv/bin/pip" install -q --upgrade pip
-"$WORK/venv/bin/pip" wheel -q --no-deps -w "$WORK/wheel" .
+mkdir "$WORK/src"  # a copy, so the build leaves nothing in the checkout
+tar --exclude=./.venv --exclude=./.git --exclude=./build --exclude=./runs --exclude=./results -cf - . | tar -xf - -C "$WORK/src"
+"$WORK/venv/bin/pip" wheel -q --no-deps -w "$WORK/wheel" "$WORK/src"
 "$WORK/venv/bin/pip" install -q "$WORK"/wheel/*.whl
 cd "$WORK"  # away from the repository, so nothing is imported from its folders
 "$WORK/venv/bin/python" - "$WORK"/wheel/*.whl <<'PY'

@@ -19,7 +19,7 @@ import platform
 import time
 
 from gpusched_lab.agents.common import make_env
-from gpusched_lab.agents.networks import OBS_MODE_OF_ENCODER
+from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER
 
 DEFAULT_ENV = "gpusched/JobSelect-v0"
 DEFAULT_ENV_KWARGS = {"cluster": "topdrl", "reward": "jct", "num_jobs": 400, "load": 0.9}
@@ -62,7 +62,7 @@ def training_samples_per_second(
     mode = OBS_MODE_OF_ENCODER[encoder]
     load_before = machine()["load_average_1min"]
     if algorithm == "ddqn":
-        from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
+        from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs
 
         warmup = 300
         args = DDQNArgs(
@@ -81,8 +81,8 @@ def training_samples_per_second(
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         done = algo.global_step - warmup
     elif algorithm == "ppo":
-        from gpusched_lab.agents.networks import config_for_env
-        from gpusched_lab.agents.ppo import PPOArgs, make_ppo
+        from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
+        from gpusched_lab.agents.nets.networks import config_for_env
         from stable_baselines3.common.vec_env import DummyVecEnv
 
         env = make_env(env_id, kwargs, mode)
@@ -145,7 +145,7 @@ def encoder_timings(
     of a batch of ``batch`` (an update's minibatch); the medians, as ``gpusched bench`` records."""
     import numpy as np
     import torch
-    from gpusched_lab.agents.networks import build_network, config_for_env, obs_to_tensors
+    from gpusched_lab.agents.nets.networks import build_network, config_for_env, obs_to_tensors
 
     env = make_env(env_id, dict(DEFAULT_ENV_KWARGS if env_kwargs is None else env_kwargs), "graph")
     obs, _ = env.reset(seed=0)

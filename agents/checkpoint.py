@@ -39,7 +39,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-from gpusched_lab.agents.networks import ActionScorer, NetworkConfig, build_network, masked, obs_to_tensors
+from gpusched_lab.agents.nets.networks import (
+    ActionScorer,
+    NetworkConfig,
+    build_network,
+    masked,
+    obs_to_tensors,
+)
 
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
 
@@ -166,7 +172,7 @@ def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = Fals
 
 
 class PPOPolicy(nn.Module):
-    """The deterministic part of a MaskablePPO policy built by :func:`agents.ppo.make_ppo`: the scorer (features
+    """The deterministic part of a MaskablePPO policy built by :func:`agents.algos.ppo.make_ppo`: the scorer (features
     extractor) and SB3's action net on ``[scores ⊕ embedding]``."""
 
     def __init__(self, cfg: NetworkConfig, obs_space):
@@ -333,7 +339,7 @@ class Agent:
         spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
         env_id = spec.id if spec is not None else None
         check_compatible(self.meta, self.where, env_id, getattr(env.unwrapped, "obs_mode", None))
-        from gpusched_lab.agents.networks import layout_mismatch
+        from gpusched_lab.agents.nets.networks import layout_mismatch
 
         # a GNN reads any cluster size and window; the CNN and MLP need the trained shapes
         reason = layout_mismatch(
@@ -434,7 +440,7 @@ def load(
     except TypeError as exc:
         raise CheckpointError(f"{folder / META_FILE}: network: {exc}") from None
     if env is not None and meta["policy"] != "logits":  # PPO's action net is sized by the action count
-        from gpusched_lab.agents.networks import for_env
+        from gpusched_lab.agents.nets.networks import for_env
 
         cfg = for_env(cfg, env)  # a GNN runs on any cluster size (its parameters do not depend on it)
     module = policy_module(meta["policy"], cfg, probe.observation_space)

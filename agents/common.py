@@ -10,9 +10,14 @@ from __future__ import annotations
 import random
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+# The repository's folders, for an editable install (the shipped checkpoints and configs live there)
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_CHECKPOINTS = REPO_ROOT / "checkpoints"
 
 if TYPE_CHECKING:
     import torch

@@ -52,7 +52,7 @@ def _heuristic_jct(env, task, placement: str, seed: int) -> float:
 def _greedy_jct(policy, env, task, seeds, perf=None, caution: float = 0.0) -> float:
     """Greedy policy (scored with ``perf``'s cautious predictions, which learns nothing here) on the evaluation
     workloads."""
-    from gpusched_lab.agents.meta_rl import rollout
+    from gpusched_lab.agents.methods.metaplace.agent import rollout
 
     env.unwrapped.set_task(task)
     return float(
@@ -74,14 +74,20 @@ def run_seed(job: dict) -> dict:
 
     import torch
     from gpusched_lab.agents.common import seed_everything, set_torch_threads
-    from gpusched_lab.agents.meta_rl import adapt, load_meta, make_env, make_policy, new_perf_model
+    from gpusched_lab.agents.methods.metaplace.agent import (
+        adapt,
+        load_meta,
+        make_env,
+        make_policy,
+        new_perf_model,
+    )
 
     from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
 
     set_torch_threads(1)
     i, ks = int(job["seed"]), sorted(int(k) for k in job["ks"])
     policy0, perf0, meta = load_meta(job["meta"])
-    from gpusched_lab.agents.meta_rl import MetaArgs
+    from gpusched_lab.agents.methods.metaplace.agent import MetaArgs
 
     args = MetaArgs(**{k: v for k, v in meta["args"].items() if k in MetaArgs.__dataclass_fields__})
     args = dataclasses.replace(args, **(job.get("overrides") or {}))  # adaptation settings under study
@@ -352,7 +358,7 @@ def meta_train_cmd(
     import dataclasses
 
     import yaml
-    from gpusched_lab.agents.meta_rl import MetaArgs, meta_train
+    from gpusched_lab.agents.methods.metaplace.agent import MetaArgs, meta_train
 
     if mode not in ("meta", "multitask"):
         _fail(f"--mode: expected meta or multitask, got {mode!r}")

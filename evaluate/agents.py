@@ -295,7 +295,7 @@ class CheckpointEvalAgent(EvalAgent):
             mine, theirs = _shapes(trained.observation_space), _shapes(env.observation_space)
             encoder = (self.meta.get("network") or {}).get("encoder")
             if encoder == "gnn":  # size-agnostic: any cluster and window with the same feature columns
-                from gpusched_lab.agents.networks import layout_mismatch
+                from gpusched_lab.agents.nets.networks import layout_mismatch
 
                 reason = layout_mismatch(
                     encoder,
@@ -346,7 +346,7 @@ def _read_json(path: Path) -> dict | None:
 
 
 def is_metaplace_checkpoint(path: str | Path) -> bool:
-    """A checkpoint written by MetaPlace's trainer (:func:`agents.meta_rl.save_meta`: ``meta_rl`` in its meta)."""
+    """A checkpoint written by MetaPlace's trainer (:func:`agents.methods.metaplace.agent.save_meta`: ``meta_rl`` in its meta)."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     meta = _read_json(folder / "meta.json")
@@ -355,7 +355,7 @@ def is_metaplace_checkpoint(path: str | Path) -> bool:
 
 class MetaPlaceEvalAgent(CheckpointEvalAgent):
     """A MetaPlace checkpoint (issue 15) run as ``gpusched adapt`` reports it at K = 0: the greedy policy of
-    :func:`agents.meta_rl.rollout`, its GNN logits minus ``w`` × the performance model's cautious score (``Δ + c σ``,
+    :func:`agents.methods.metaplace.agent.rollout`, its GNN logits minus ``w`` × the performance model's cautious score (``Δ + c σ``,
     ``c`` the checkpoint's ``caution``), not the GNN logits alone that ``agents.load`` gives (that score reads the
     env's simulator, so it cannot be a function of the observation). The performance model only scores here: it
     learns nothing from the leaderboard's episodes."""
@@ -364,7 +364,7 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
 
     def __init__(self, path: str | Path, spec: str | None = None):
         super().__init__(path, spec)
-        from gpusched_lab.agents.meta_rl import PERF_FILE
+        from gpusched_lab.agents.methods.metaplace.agent import PERF_FILE
 
         if not (self.folder / PERF_FILE).is_file():
             raise AgentSpecError(
@@ -375,7 +375,7 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
         self.caution = self._caution()
 
     def _caution(self) -> float:
-        from gpusched_lab.agents.meta_rl import MetaArgs
+        from gpusched_lab.agents.methods.metaplace.agent import MetaArgs
 
         args = self.meta.get("args") or {}
         return float(
@@ -386,12 +386,12 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
         return {**super().identity(), "caution": self.caution}
 
     def policy(self):
-        """(placement policy, performance model), loaded once per process with :func:`agents.meta_rl.load_meta`
+        """(placement policy, performance model), loaded once per process with :func:`agents.methods.metaplace.agent.load_meta`
         (every file checked against its sha256, ``torch.load(weights_only=True)``)."""
         key = f"metaplace:{self.folder}"
         if key not in _LOADED:
             import torch
-            from gpusched_lab.agents.meta_rl import load_meta
+            from gpusched_lab.agents.methods.metaplace.agent import load_meta
 
             torch.set_num_threads(EVAL_TORCH_THREADS)
             try:
@@ -413,11 +413,11 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
 
 
 def run_metaplace_episode(policy, perf, env, seed: int, caution: float) -> dict:
-    """One greedy episode of :func:`agents.meta_rl.rollout` (no learning: ``observe=False``) in ``env`` (closed
+    """One greedy episode of :func:`agents.methods.metaplace.agent.rollout` (no learning: ``observe=False``) in ``env`` (closed
     after); the metrics :func:`run_act_episode` returns (``episode_return``, ``steps``, ``invalid_actions`` counted
     by a wrapper, since the rollout keeps only the decisions that had a choice)."""
     import gymnasium as gym
-    from gpusched_lab.agents.meta_rl import rollout
+    from gpusched_lab.agents.methods.metaplace.agent import rollout
 
     class _Tally(gym.Wrapper):
         def __init__(self, inner):

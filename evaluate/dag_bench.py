@@ -11,7 +11,7 @@ and written beside the JSON (``FILE.md``) or to ``--markdown``.
 Agents (comma list; ``all`` = every one): ``heft``, ``cpop``, ``random`` (one random plan), ``ga``, ``pso``,
 ``woa`` (random initial population), ``ga+list``, ``pso+list``, ``woa+list`` (the same with HEFT's and CPOP's plans
 in the initial population, for a fair comparison with seeded WORL-RTGS), ``ls`` (the critical-path local search
-of :mod:`agents.dag_local_search` from HEFT's and CPOP's plans with the whole budget: WORL-RTGS's refinement step
+of :mod:`agents.methods.worl_rtgs.local_search` from HEFT's and CPOP's plans with the whole budget: WORL-RTGS's refinement step
 alone), ``ddqn`` (best of the shipped DDQN
 generator's plans: the greedy one and ``--planner-plans - 1`` samples; with ``--planner-plans 1`` the greedy plan
 is rolled out once per DAG and shared by all seeds), ``ppo`` (the shipped PPO-GNN list scheduler, greedy),
@@ -106,7 +106,7 @@ class Instance:
     """One DAG on one GPU set, with the plans several agents share (HEFT, the planners' plans)."""
 
     def __init__(self, spec: str, index: int, dag, env, args: dict):
-        from gpusched_lab.agents.metaheuristics import PlanSpace
+        from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import PlanSpace
 
         self.spec, self.index, self.dag, self.env, self.args = spec, index, dag, env, args
         self.speed, self.bandwidth, self.gpu_types = env.speed, env.bandwidth, env.gpu_types
@@ -126,7 +126,7 @@ class Instance:
     def list_plans(self):
         """HEFT's and CPOP's plans (the list-scheduling seeds)."""
         if self._list is None:
-            from gpusched_lab.agents.metaheuristics import list_scheduling_plans
+            from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import list_scheduling_plans
 
             self._list = list_scheduling_plans(self.dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
         return self._list
@@ -147,7 +147,7 @@ class Instance:
 
     def cpsat(self):
         if self._cpsat is None:
-            from gpusched_lab.agents.metaheuristics import cpsat_schedule
+            from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import cpsat_schedule
 
             self._cpsat = cpsat_schedule(
                 self.dag,
@@ -164,7 +164,7 @@ _PLANNERS: dict[str, object] = {}
 
 def _planner(which: str, checkpoints: str | None):
     if which not in _PLANNERS:
-        from gpusched_lab.agents.dag_planner import SHIPPED, PolicyPlanner
+        from gpusched_lab.agents.methods.worl_rtgs.planner import SHIPPED, PolicyPlanner
 
         folder = Path(checkpoints) if checkpoints else SHIPPED
         path = folder / PLANNERS[which]
@@ -178,14 +178,14 @@ def _planner(which: str, checkpoints: str | None):
 
 def run_agent(name: str, inst: Instance, seed: int) -> dict:
     """``{"makespan": float, ...}`` of one agent on one instance with one seed."""
-    from gpusched_lab.agents.metaheuristics import (
+    from gpusched_lab.agents.methods.worl_rtgs.agent import worl_rtgs
+    from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import (
         genetic_algorithm,
         lower_bound,
         particle_swarm,
         random_search,
     )
-    from gpusched_lab.agents.woa import whale_optimization
-    from gpusched_lab.agents.worl_rtgs import worl_rtgs
+    from gpusched_lab.agents.methods.worl_rtgs.woa import whale_optimization
 
     from gpusched_envs.sim.dag_eval import evaluate_plan
 
@@ -214,7 +214,7 @@ def run_agent(name: str, inst: Instance, seed: int) -> dict:
         ]
         return {"makespan": search(inst.space(), seeds=inst.list_plans(), **budget).makespan}
     if name == "ls":
-        from gpusched_lab.agents.dag_local_search import local_search
+        from gpusched_lab.agents.methods.worl_rtgs.local_search import local_search
 
         total = a["population"] * a["iterations"]
         return {"makespan": local_search(inst.space(), inst.list_plans(), budget=total, seed=seed).makespan}
@@ -556,7 +556,7 @@ def dag_eval_agent(spec: str):
             return None if scenario.env_id == DAG_ENV_ID else f"runs on {DAG_ENV_ID} scenarios"
 
         def run_episode(self, scenario, seed: int) -> dict:
-            from gpusched_lab.agents.metaheuristics import lower_bound
+            from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import lower_bound
 
             env = scenario.make_env()
             try:

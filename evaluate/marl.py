@@ -2,7 +2,7 @@
 
 Every scheduler runs the same held-out episodes of ``multi_scheduler_v0`` (same seeds, so differences are paired):
 
-- ``hmarl`` / ``independent`` / ``centralised``: trained actors (:mod:`agents.hmarl`) — MAPPO with a central critic,
+- ``hmarl`` / ``independent`` / ``centralised``: trained actors (:mod:`agents.methods.hmarl.agent`) — MAPPO with a central critic,
   independent learners, and one scheduler over the merged queue (the env with ``num_agents=1``);
 - ``fifo-closest``, ``fifo-consolidate`` and their ``+backfill`` variants: per-agent heuristics in the env
   (:class:`~gpusched_envs.multi_agent.multi_scheduler.HeuristicMultiAgent`);
@@ -194,8 +194,8 @@ def evaluate_scenario(
     heads: int = 8,
 ) -> dict:
     from gpusched_lab.agents.common import bootstrap_ci
-    from gpusched_lab.agents.hmarl import load as load_actor
-    from gpusched_lab.agents.hmarl import make_env
+    from gpusched_lab.agents.methods.hmarl.agent import load as load_actor
+    from gpusched_lab.agents.methods.hmarl.agent import make_env
 
     kw = scenario_kwargs(name, heads=heads, jobs=jobs, load=load)
     results: dict[str, dict] = {}
@@ -410,9 +410,7 @@ def marl(
 # ``dc4-multi-agent``): the env is the PettingZoo ParallelEnv; the merged-queue heuristics (fifo, sjf, srtf, tiresias,
 # gandiva) run on a fresh simulator of its workload as on any scenario, the per-agent heuristics (``marl-...``) and
 # HMARL checkpoints (``checkpoints/hmarl*``) in the env.
-MARL_ENV_ID = (
-    "gpusched_envs.multi_agent.multi_scheduler_v0"  # = agents.hmarl.ENV_ID (the checkpoints' env_id)
-)
+MARL_ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"  # = agents.methods.hmarl.agent.ENV_ID (the checkpoints' env_id)
 LEADERBOARD_AGENTS = (
     "marl-fifo-consolidate+backfill",
     "marl-sjf-consolidate+backfill",
@@ -489,11 +487,12 @@ def marl_eval_agent(spec: str):
             self._policy = None
 
         def identity(self) -> dict:
-            agents_dir = Path(__file__).resolve().parent.parent / "agents"
+            from gpusched_lab.agents.methods.hmarl import agent, interference
+
             return {
                 "kind": self.kind,
                 "files": file_digest(folder),
-                "code": [file_digest(agents_dir / f) for f in ("hmarl.py", "interference.py")],
+                "code": [file_digest(Path(m.__file__)) for m in (agent, interference)],
             }
 
         def applies_to(self, scenario) -> str | None:
@@ -501,7 +500,7 @@ def marl_eval_agent(spec: str):
 
         def run_episode(self, scenario, seed: int) -> dict:
             import torch
-            from gpusched_lab.agents.hmarl import load
+            from gpusched_lab.agents.methods.hmarl.agent import load
 
             if self._policy is None:
                 torch.set_num_threads(1)

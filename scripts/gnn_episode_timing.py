@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     import torch
     from gpusched_lab import agents
-    from gpusched_lab.agents.networks import GNN_IMPLS, GraphEncoder
+    from gpusched_lab.agents.nets.networks import GNN_IMPLS, GraphEncoder
 
     from gpusched_envs.io import atomic_write_text
 

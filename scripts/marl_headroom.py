@@ -77,7 +77,7 @@ def rollout(sim) -> tuple[float, list[int]]:
 
 def main(argv=None) -> dict:
     from gpusched_lab.agents.common import bootstrap_ci
-    from gpusched_lab.agents.hmarl import make_env
+    from gpusched_lab.agents.methods.hmarl.agent import make_env
     from gpusched_lab.evaluate.marl import parse_seeds
 
     from gpusched_envs.io import atomic_write_text

@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpusched_lab.agents.metaheuristics import PlanSpace  # noqa: E402
-from gpusched_lab.agents.plan_metrics import finish_time_gap, spd_matrix_to  # noqa: E402
+from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import PlanSpace  # noqa: E402
+from gpusched_lab.agents.methods.worl_rtgs.plan_metrics import finish_time_gap, spd_matrix_to  # noqa: E402
 
 from gpusched_envs.envs.dag_schedule import DAGScheduleEnv, ccr_at_gpus  # noqa: E402
 from gpusched_envs.io import atomic_write_text  # noqa: E402

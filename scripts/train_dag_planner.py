@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpusched_lab.agents.checkpoint import save  # noqa: E402
 from gpusched_lab.agents.common import make_env  # noqa: E402
-from gpusched_lab.agents.networks import config_for_env  # noqa: E402
+from gpusched_lab.agents.nets.networks import config_for_env  # noqa: E402
 
 ENV_ID = "gpusched/DAGSchedule-v0"
 TRAIN_DAGS = [
@@ -87,7 +87,7 @@ def main() -> None:
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
     env_kwargs = dict(ENV_KWARGS)
     if args.algo == "ddqn":
-        from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
+        from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs
 
         dargs = DDQNArgs(
             encoder="gnn",
@@ -123,9 +123,9 @@ def main() -> None:
         module, cfg, policy, arg_dict = algo.q, algo.net_config, "q", dargs.to_dict()
         ev = evaluate(algo.greedy, env_kwargs)
     else:
+        from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
         from gpusched_lab.agents.checkpoint import PPOPolicy
-        from gpusched_lab.agents.networks import masked, obs_to_tensors
-        from gpusched_lab.agents.ppo import PPOArgs, make_ppo
+        from gpusched_lab.agents.nets.networks import masked, obs_to_tensors
 
         pargs = PPOArgs(encoder="gnn", n_steps=256, batch_size=64, n_epochs=4, ent_coef=0.01, seed=args.seed)
         env = make_env(ENV_ID, env_kwargs, "graph")

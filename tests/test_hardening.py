@@ -184,7 +184,7 @@ def test_shipped_checkpoints_record_and_verify_model_sha256(folder, tmp_path):
     assert meta["model_sha256"] == hashlib.sha256((folder / "model.pt").read_bytes()).hexdigest()
     assert read_meta(folder) == meta  # every kind of checkpoint (HMARL actors, interference models too)
     if meta.get("env_id") not in ENTRY_POINTS:
-        return  # loaded by agents.hmarl / agents.interference, which verify the hash through read_model_bytes
+        return  # loaded by agents.methods.hmarl.agent / agents.methods.hmarl.interference, which verify the hash through read_model_bytes
     agents.load(folder, require_sha256=True)
     tampered = tmp_path / "ckpt"
     shutil.copytree(folder, tampered)

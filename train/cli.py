@@ -93,8 +93,8 @@ def parse_env_kwargs(text: str) -> dict:
 def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs, config, set_, progress):
     import dataclasses
 
-    from gpusched_lab.agents.ddqn import DDQNArgs
-    from gpusched_lab.agents.ppo import PPOArgs
+    from gpusched_lab.agents.algos.ddqn import DDQNArgs
+    from gpusched_lab.agents.algos.ppo import PPOArgs
     from gpusched_lab.train.config import RunConfig, apply_set, load_yaml, validate
 
     cfg = RunConfig(algorithm=algorithm)
@@ -180,7 +180,7 @@ def _train(
 
 
 TRAINERS = {
-    "ddqn": "Double DQN (agents.ddqn) with a GNN, CNN or MLP Q-network (--set encoder=gnn|cnn|mlp).",
+    "ddqn": "Double DQN (agents.algos.ddqn) with a GNN, CNN or MLP Q-network (--set encoder=gnn|cnn|mlp).",
     "ppo": "MaskablePPO (sb3-contrib) with the GNN / CNN / MLP features extractor (--set encoder=...).",
     "topdrl": "TopDRL: CNN job selector + closest-GPU placer on JobSelect-v0 (image observations), trained with DDQN.",
 }
@@ -226,8 +226,8 @@ def hmarl(
     resume: ResumeOpt = False,
     set_: SetOpt = None,
 ) -> None:
-    """HMARL (agents.hmarl): MAPPO with a hierarchical-GNN shared actor on multi_scheduler_v0 (configs hmarl*)."""
-    from gpusched_lab.agents.hmarl import train_command
+    """HMARL (agents.methods.hmarl.agent): MAPPO with a hierarchical-GNN shared actor on multi_scheduler_v0 (configs hmarl*)."""
+    from gpusched_lab.agents.methods.hmarl.agent import train_command
 
     from gpusched_envs.errors import USER_ERRORS
 

@@ -155,7 +155,7 @@ INT_KEYS = ("steps", "seed", "num_envs", "eval_every", "checkpoint_every")
 def validate(cfg: RunConfig) -> None:
     """Check the resolved configuration (YAML, options and ``--set`` applied): the env id, the enumerated
     algorithm arguments (``encoder``, ``device``; TopDRL's selector is the CNN) and the integer run keys."""
-    from gpusched_lab.agents.networks import ENCODERS
+    from gpusched_lab.agents.nets.networks import ENCODERS
 
     check_env_id(cfg.env)
     for key in INT_KEYS:

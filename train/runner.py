@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from gpusched_lab.agents import checkpoint as ckpt
 from gpusched_lab.agents.common import make_env, resolve_device
-from gpusched_lab.agents.networks import OBS_MODE_OF_ENCODER, masked, obs_to_tensors
+from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER, masked, obs_to_tensors
 from gpusched_lab.train import trust
 from gpusched_lab.train.config import RunConfig
 from stable_baselines3.common.callbacks import BaseCallback
@@ -291,7 +291,7 @@ def resumed_config(cfg: RunConfig, out: Path) -> tuple[RunConfig, str]:
 
 # ------------------------------------------------------------------------------------------------------ DDQN
 class DDQNCallback:
-    """Called by :meth:`agents.ddqn.DDQN.learn` after every step: episode scalars, progress, periodic evaluation
+    """Called by :meth:`agents.algos.ddqn.DDQN.learn` after every step: episode scalars, progress, periodic evaluation
     and checkpoints (policy + full training state for a bit-for-bit resume)."""
 
     def __init__(self, algo, cfg: RunConfig, writer: Writer, bar: Progress, evaluator: Evaluator, saver):
@@ -340,8 +340,8 @@ def run_ddqn(
     cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
 ) -> dict:
     """Train DDQN (or TopDRL) per ``cfg`` into ``out``; returns the final evaluation."""
-    from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
-    from gpusched_lab.agents.topdrl import TopDRL, topdrl_env_kwargs
+    from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs
+    from gpusched_lab.agents.methods.topdrl.agent import TopDRL, topdrl_env_kwargs
     from gpusched_lab.train.config import build_args
 
     resume_path = out / CHECKPOINT_DIR / RESUME_FILE
@@ -473,8 +473,8 @@ def run_ppo(
     cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
 ) -> dict:
     """Train MaskablePPO per ``cfg`` into ``out``; returns the final evaluation."""
-    from gpusched_lab.agents.networks import config_for_env
-    from gpusched_lab.agents.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.nets.networks import config_for_env
     from gpusched_lab.train.config import build_args
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor

@@ -12,7 +12,7 @@ import torch
 from gpusched_lab import agents
 from gpusched_lab.agents import checkpoint as ckpt
 from gpusched_lab.agents.common import make_env, resolve_device
-from gpusched_lab.agents.networks import build_network, config_for_env
+from gpusched_lab.agents.nets.networks import build_network, config_for_env
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9}
 

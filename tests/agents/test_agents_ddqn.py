@@ -8,9 +8,9 @@ import io
 import numpy as np
 import pytest
 import torch
+from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs, double_q_targets
 from gpusched_lab.agents.common import make_env
-from gpusched_lab.agents.ddqn import DDQN, DDQNArgs, double_q_targets
-from gpusched_lab.agents.networks import ENCODERS, OBS_MODE_OF_ENCODER
+from gpusched_lab.agents.nets.networks import ENCODERS, OBS_MODE_OF_ENCODER
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9}
 SMALL_ARGS = dict(
@@ -130,7 +130,7 @@ def test_polyak_target_update():
 
 # ---------------------------------------------------------------------------------- behaviour-cloning warm start
 def test_large_margin_loss_matches_hand_computation():
-    from gpusched_lab.agents.ddqn import large_margin_loss
+    from gpusched_lab.agents.algos.ddqn import large_margin_loss
 
     q = torch.tensor([[1.0, 2.0, 0.0, 5.0], [3.0, 1.0, 2.9, 0.0]])
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])  # action 3 invalid in row 0: its 5.0 never counts

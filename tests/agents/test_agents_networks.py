@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from gpusched_lab.agents.common import make_env
-from gpusched_lab.agents.networks import (
+from gpusched_lab.agents.nets.networks import (
     ENCODERS,
     OBS_MODE_OF_ENCODER,
     build_network,
@@ -129,7 +129,7 @@ def test_scatter_gnn_equals_the_pyg_reference(env_id):
 
 
 def test_tree_blocks_read_the_padded_layout_from_the_observation():
-    from gpusched_lab.agents.networks import tree_blocks
+    from gpusched_lab.agents.nets.networks import tree_blocks
 
     # tiny padded to the layout of topdrl and hetero64 (WorkerPlacement's task clusters): padding in every block
     env = make_env(
@@ -147,7 +147,7 @@ def test_tree_blocks_read_the_padded_layout_from_the_observation():
 def test_one_gnn_runs_on_any_cluster_size(env_id, tmp_path):
     """A GNN built for topdrl scores every action of hetero64 and of a 16-rack cluster with the same parameters;
     its scores there equal those of a network built for that cluster with the same weights."""
-    from gpusched_lab.agents.networks import for_env, layout_mismatch
+    from gpusched_lab.agents.nets.networks import for_env, layout_mismatch
 
     (tmp_path / "racks16.yaml").write_text(SIXTEEN_RACKS)
     train_env = make_env(env_id, {"cluster": "topdrl", "num_jobs": 20}, "graph")

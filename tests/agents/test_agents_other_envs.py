@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs
+from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
 from gpusched_lab.agents.common import make_env
-from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
-from gpusched_lab.agents.networks import OBS_MODE_OF_ENCODER, config_for_env
-from gpusched_lab.agents.ppo import PPOArgs, make_ppo
+from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER, config_for_env
 
 SMALL_ARGS = dict(
     hidden=16,

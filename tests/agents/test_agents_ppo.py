@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from gpusched_lab.agents.algos.ppo import EXTRACTORS, PPOArgs, make_ppo
 from gpusched_lab.agents.checkpoint import PPOPolicy
 from gpusched_lab.agents.common import make_env
-from gpusched_lab.agents.networks import ENCODERS, OBS_MODE_OF_ENCODER, config_for_env, obs_to_tensors
-from gpusched_lab.agents.ppo import EXTRACTORS, PPOArgs, make_ppo
+from gpusched_lab.agents.nets.networks import ENCODERS, OBS_MODE_OF_ENCODER, config_for_env, obs_to_tensors
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9}
 

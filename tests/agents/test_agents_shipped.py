@@ -12,7 +12,7 @@ from gpusched_lab.agents.checkpoint import CheckpointMismatchError, scorer_of
 
 ROOT = Path(__file__).resolve().parents[2] / "checkpoints"
 # single-agent policies (agents.load); the multi-agent HMARL actors and the interference model load through
-# agents.hmarl / agents.interference (tested below)
+# agents.methods.hmarl.agent / agents.methods.hmarl.interference (tested below)
 ALL_META = {p.parent: json.loads(p.read_text()) for p in ROOT.glob("*/meta.json")}
 SHIPPED = sorted(p for p, m in ALL_META.items() if str(m.get("env_id", "")).startswith("gpusched/"))
 HMARL_SHIPPED = sorted(p for p, m in ALL_META.items() if m.get("algorithm") in ("hmarl", "hmarl-independent"))
@@ -85,7 +85,7 @@ def test_shipped_gnn_checkpoint_runs_on_presets_it_was_not_trained_on(path, tmp_
 
 @pytest.mark.parametrize("path", HMARL_SHIPPED, ids=lambda p: p.name)
 def test_shipped_hmarl_checkpoint_loads_and_acts(path):
-    from gpusched_lab.agents import hmarl
+    from gpusched_lab.agents.methods.hmarl import agent as hmarl
 
     policy = hmarl.load(path)
     env = hmarl.make_env({**policy.meta["env_kwargs"], "num_jobs": 8})
@@ -96,7 +96,7 @@ def test_shipped_hmarl_checkpoint_loads_and_acts(path):
 def test_hmarl_interference_path_must_stay_inside_the_repository(tmp_path):
     import shutil
 
-    from gpusched_lab.agents import hmarl
+    from gpusched_lab.agents.methods.hmarl import agent as hmarl
 
     src = next(iter(HMARL_SHIPPED))
     bad = tmp_path / "ckpt"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from gpusched_lab.agents.algos.ddqn import DDQNArgs
 from gpusched_lab.agents.bench import training_samples_per_second
 from gpusched_lab.agents.common import make_env
-from gpusched_lab.agents.ddqn import DDQNArgs
-from gpusched_lab.agents.topdrl import TopDRL, topdrl_env_kwargs
+from gpusched_lab.agents.methods.topdrl.agent import TopDRL, topdrl_env_kwargs
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9}
 

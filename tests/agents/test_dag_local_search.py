@@ -6,9 +6,18 @@ import itertools
 
 import numpy as np
 import pytest
-from gpusched_lab.agents.dag_local_search import critical_path, local_search, neighbours, order_form
-from gpusched_lab.agents.metaheuristics import PlanSpace, cpsat_schedule, list_scheduling_plans
-from gpusched_lab.agents.worl_rtgs import worl_rtgs
+from gpusched_lab.agents.methods.worl_rtgs.agent import worl_rtgs
+from gpusched_lab.agents.methods.worl_rtgs.local_search import (
+    critical_path,
+    local_search,
+    neighbours,
+    order_form,
+)
+from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import (
+    PlanSpace,
+    cpsat_schedule,
+    list_scheduling_plans,
+)
 
 from gpusched_envs.sim.dag_eval import PlanEvaluator, uniform_bandwidth
 from gpusched_envs.workloads.dag import random_layered_dag

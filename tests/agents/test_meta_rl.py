@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from gpusched_lab.agents.meta_rl import (
+from gpusched_lab.agents.methods.metaplace.agent import (
     HeuristicExpert,
     MetaArgs,
     adapt,
@@ -18,7 +18,7 @@ from gpusched_lab.agents.meta_rl import (
     reptile_update,
     rollout,
 )
-from gpusched_lab.agents.perf_model import PerformanceModel, placement_features
+from gpusched_lab.agents.methods.metaplace.perf_model import PerformanceModel, placement_features
 
 from gpusched_envs.envs.placement_tasks import SizedTask
 
@@ -256,7 +256,7 @@ def test_candidate_slowdown_adds_the_neighbours_rise_to_the_head_jobs_prediction
 
 
 def test_greedy_rollout_scores_servers_by_logits_minus_w_times_the_predicted_slowdown():
-    from gpusched_lab.agents.networks import masked, obs_to_tensors
+    from gpusched_lab.agents.nets.networks import masked, obs_to_tensors
 
     env, _ = _busy_tiny_env()
     policy = make_policy(env, MetaArgs(cluster="tiny", num_jobs=2, model_score=1e3))
@@ -299,7 +299,7 @@ def test_absorb_takes_only_the_copys_new_samples():
 
 # ---------------------------------------------------------------------------------------------- safe adaptation
 def test_mean_kl_matches_the_hand_computation_and_ignores_masked_actions():
-    from gpusched_lab.agents.meta_rl import mean_kl
+    from gpusched_lab.agents.methods.metaplace.agent import mean_kl
 
     inf = float("inf")
     old = torch.log(torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]))
@@ -345,7 +345,7 @@ def _episode_on_tiny(policy, env, seed=0):
 
 
 def test_trust_region_bounds_the_policy_change_of_an_adaptation_episode():
-    from gpusched_lab.agents.meta_rl import mean_kl, pg_step, policy_logp
+    from gpusched_lab.agents.methods.metaplace.agent import mean_kl, pg_step, policy_logp
 
     args, env = _contended_tiny()
     torch.manual_seed(0)
@@ -379,7 +379,7 @@ class _SpreadModel(_SumModel):
 
 
 def test_cautious_score_adds_c_times_the_spread_relative_to_the_best_server():
-    from gpusched_lab.agents.meta_rl import model_slowdown
+    from gpusched_lab.agents.methods.metaplace.agent import model_slowdown
 
     env, _ = _busy_tiny_env()
     u = env.unwrapped
@@ -426,7 +426,7 @@ def test_adaptation_with_the_trust_region_is_never_much_worse_than_before():
     four adaptation seeds: at least one blows up unbounded, none does within the trust region."""
     import dataclasses
 
-    from gpusched_lab.agents.meta_rl import imitation
+    from gpusched_lab.agents.methods.metaplace.agent import imitation
 
     args = MetaArgs(
         cluster="tiny", num_jobs=12, inner_lr=0.05, inner_steps=3, imitation_episodes=3, perf_fit_steps=20
@@ -456,7 +456,7 @@ def test_adaptation_with_the_trust_region_is_never_much_worse_than_before():
 def test_trust_region_around_the_start_bounds_the_whole_adaptation():
     import copy
 
-    from gpusched_lab.agents.meta_rl import mean_kl, pg_step, policy_logp
+    from gpusched_lab.agents.methods.metaplace.agent import mean_kl, pg_step, policy_logp
 
     args, env = _contended_tiny()
     torch.manual_seed(0)

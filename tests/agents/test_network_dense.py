@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 import torch
 from gpusched_lab.agents.common import make_env
-from gpusched_lab.agents.networks import GraphEncoder, build_network, config_for_env, masked, obs_to_tensors
+from gpusched_lab.agents.nets.networks import (
+    GraphEncoder,
+    build_network,
+    config_for_env,
+    masked,
+    obs_to_tensors,
+)
 
 GRAPH_ENVS = ["gpusched/JobSelect-v0", "gpusched/WorkerPlacement-v0", "gpusched/DelayTuning-v0"]
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpusched_lab.agents.metaheuristics import (
+from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import (
     PlanSpace,
     cpsat_schedule,
     genetic_algorithm,
@@ -12,7 +12,7 @@ from gpusched_lab.agents.metaheuristics import (
     particle_swarm,
     random_search,
 )
-from gpusched_lab.agents.woa import WOAState, whale_optimization, woa_update
+from gpusched_lab.agents.methods.worl_rtgs.woa import WOAState, whale_optimization, woa_update
 
 from gpusched_envs.policies.dag import cpop, heft, random_plans
 from gpusched_envs.sim.dag_eval import evaluate_plan, evaluate_plans, uniform_bandwidth

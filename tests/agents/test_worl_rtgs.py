@@ -7,15 +7,15 @@ import json
 
 import numpy as np
 import pytest
-from gpusched_lab.agents.metaheuristics import PlanSpace
-from gpusched_lab.agents.plan_metrics import (
+from gpusched_lab.agents.methods.worl_rtgs.agent import worl_rtgs
+from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import PlanSpace
+from gpusched_lab.agents.methods.worl_rtgs.plan_metrics import (
     finish_time_gap,
     kendall_distance_to,
     scheduling_plan_distance,
     spd_matrix_to,
 )
-from gpusched_lab.agents.woa import whale_optimization
-from gpusched_lab.agents.worl_rtgs import worl_rtgs
+from gpusched_lab.agents.methods.worl_rtgs.woa import whale_optimization
 
 from gpusched_envs.envs.dag_schedule import DAGScheduleEnv, ccr_at_gpus
 from gpusched_envs.policies.dag import heft
@@ -61,7 +61,11 @@ def test_worl_rtgs_never_worse_than_its_seeds_and_strategy_acts():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_list_seeds_encode_exactly_and_make_searchers_never_worse_than_heft_or_cpop(seed):
-    from gpusched_lab.agents.metaheuristics import genetic_algorithm, list_scheduling_plans, particle_swarm
+    from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import (
+        genetic_algorithm,
+        list_scheduling_plans,
+        particle_swarm,
+    )
 
     dag, env, space = _space(n=30, ccr=1.0, seed=seed)
     plans = list_scheduling_plans(dag, env.speed, env.bandwidth, gpu_types=env.gpu_types)
@@ -132,10 +136,10 @@ def _tiny_env(**kw):
 
 def test_dag_gnn_handles_any_dag_size_and_ddqn_ppo_train(tmp_path):
     import torch
+    from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs
     from gpusched_lab.agents.checkpoint import save
-    from gpusched_lab.agents.dag_planner import PolicyPlanner
-    from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
-    from gpusched_lab.agents.networks import build_network, config_for_env, obs_to_tensors
+    from gpusched_lab.agents.methods.worl_rtgs.planner import PolicyPlanner
+    from gpusched_lab.agents.nets.networks import build_network, config_for_env, obs_to_tensors
 
     env = _tiny_env()
     cfg = config_for_env(env, "gnn", hidden=16)
@@ -174,7 +178,7 @@ def test_dag_gnn_handles_any_dag_size_and_ddqn_ppo_train(tmp_path):
     again = planner.plans(dag, gpus=6, count=3, seed=1)
     assert all(np.array_equal(x[0], y[0]) for x, y in zip(plans, again, strict=True))
 
-    from gpusched_lab.agents.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
 
     torch.manual_seed(0)
     model = make_ppo(env, cfg, PPOArgs(encoder="gnn", hidden=16, n_steps=32, batch_size=16, n_epochs=1))
@@ -232,7 +236,7 @@ def test_dag_bench_grid_json_and_errors(tmp_path):
 
 @pytest.mark.parametrize("name", ["ddqn_dagschedule_gnn", "ppo_dagschedule_gnn"])
 def test_shipped_dag_planners_load_and_plan(name):
-    from gpusched_lab.agents.dag_planner import SHIPPED, shipped_planner
+    from gpusched_lab.agents.methods.worl_rtgs.planner import SHIPPED, shipped_planner
 
     meta = json.loads((SHIPPED / name / "meta.json").read_text())
     assert (SHIPPED / name / "model.pt").stat().st_size <= 2 * 2**20

@@ -103,7 +103,7 @@ def checkpoint(tmp_path):
     try:
         from gpusched_lab.agents.checkpoint import policy_module, save
         from gpusched_lab.agents.common import make_env
-        from gpusched_lab.agents.networks import config_for_env
+        from gpusched_lab.agents.nets.networks import config_for_env
     except ImportError as exc:
         pytest.skip(f"agents checkpoint API not available: {exc}")
     kwargs = {"cluster": "tiny", "obs_mode": "flat"}

@@ -29,7 +29,7 @@ MULTITASK = ROOT / "checkpoints" / "metaplace" / "multitask_gnn"
 def _heldout(i: int):
     """Held-out task ``i`` of `gpusched adapt` (the checkpoint's task seed, 30 jobs), and a leaderboard scenario
     that builds the same env: the task's cluster scaled by its interference factor and its workload spec."""
-    from gpusched_lab.agents.meta_rl import MetaArgs, load_meta
+    from gpusched_lab.agents.methods.metaplace.agent import MetaArgs, load_meta
 
     from gpusched_envs.envs.placement_tasks import heldout_tasks
 
@@ -47,7 +47,7 @@ def _heldout(i: int):
 
 @pytest.mark.parametrize("i,seed", [(0, 7), (2, 11)])
 def test_leaderboard_cell_equals_adapt_k0_figure(i, seed):
-    from gpusched_lab.agents.meta_rl import load_meta, make_env
+    from gpusched_lab.agents.methods.metaplace.agent import load_meta, make_env
     from gpusched_lab.evaluate.adapt import _greedy_jct
 
     args, task, scenario = _heldout(i)

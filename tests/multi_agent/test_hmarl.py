@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from gpusched_lab.agents.hmarl import (
+from gpusched_lab.agents.methods.hmarl.agent import (
     HMARLActor,
     HMARLArgs,
     HMARLConfig,
@@ -22,7 +22,7 @@ from gpusched_lab.agents.hmarl import (
     to_tensors,
     train,
 )
-from gpusched_lab.agents.interference import (
+from gpusched_lab.agents.methods.hmarl.interference import (
     FEATURES,
     InterferenceModel,
     collect_samples,

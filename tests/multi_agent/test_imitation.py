@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from gpusched_lab.agents.hmarl import (
+from gpusched_lab.agents.methods.hmarl.agent import (
     HMARLArgs,
     HMARLConfig,
     ImitationArgs,
@@ -122,7 +122,7 @@ def test_imitation_raises_agreement_with_the_expert():
 
 
 def test_imitation_overrides():
-    from gpusched_lab.agents.hmarl import apply_overrides, load_config
+    from gpusched_lab.agents.methods.hmarl.agent import apply_overrides, load_config
 
     cfg = load_config("hmarl")
     assert cfg.imitation["expert"] == "srtf-consolidate+backfill+preempt+coop"

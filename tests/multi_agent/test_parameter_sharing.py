@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from gpusched_lab.agents.parameter_sharing import SharedPolicyVecEnv
+from gpusched_lab.agents.algos.parameter_sharing import SharedPolicyVecEnv
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 

@@ -245,7 +245,13 @@ def test_pettingzoo_api_tests_on_the_preemptive_env(k):
 
 def test_the_actor_scores_preempt_slots_and_reads_coordination():
     import torch
-    from gpusched_lab.agents.hmarl import HMARLActor, network_config, obs_dims, stack_agents, to_tensors
+    from gpusched_lab.agents.methods.hmarl.agent import (
+        HMARLActor,
+        network_config,
+        obs_dims,
+        stack_agents,
+        to_tensors,
+    )
 
     env = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=24, **PREEMPTIVE)
     obs, _ = env.reset(seed=1)

@@ -216,7 +216,7 @@ def test_netsens_auto_is_a_registered_policy():
 
 
 def test_auto_agent_on_delay_tuning_raises_the_timer_after_a_costly_spread():
-    from gpusched_lab.agents.netsens_auto import NetSensAutoAgent
+    from gpusched_lab.agents.methods.netsens.agent import NetSensAutoAgent
 
     rows = [*rows_with_a_lasting(100), (160, 10, 1)]
     env = DelayTuningEnv(

@@ -74,8 +74,8 @@ def agreement(model, env_kwargs: dict, seed: int) -> float:
 
 
 def test_dagger_moves_the_policy_towards_the_heuristic():
-    from gpusched_lab.agents.networks import config_for_env
-    from gpusched_lab.agents.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.nets.networks import config_for_env
 
     env = make_env("gpusched/JobSelect-v0", ENV_KWARGS, "flat")
     args = PPOArgs(encoder="mlp", hidden=32, n_steps=32, batch_size=32, seed=0)

@@ -127,7 +127,7 @@ def test_ddqn_resume_matches_uninterrupted_run_exactly(tmp_path, monkeypatch):
         )
 
     runner.run_ddqn(cfg(), tmp_path / "straight", "test")
-    from gpusched_lab.agents.ddqn import DDQN
+    from gpusched_lab.agents.algos.ddqn import DDQN
 
     original = DDQN.train_step
 

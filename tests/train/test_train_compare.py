@@ -9,7 +9,7 @@ import pytest
 import torch
 from gpusched_lab.agents import checkpoint as ckpt
 from gpusched_lab.agents.common import make_env
-from gpusched_lab.agents.networks import build_network, config_for_env
+from gpusched_lab.agents.nets.networks import build_network, config_for_env
 from gpusched_lab.train.cli import app
 from gpusched_lab.train.compare import (
     compare,

@@ -22,10 +22,11 @@ from gpusched_lab.agents.checkpoint import (
     read_meta,
     read_model_bytes,
 )
-from gpusched_lab.agents.networks import masked, obs_to_tensors
+from gpusched_lab.agents.common import SHIPPED_CHECKPOINTS
+from gpusched_lab.agents.nets.networks import masked, obs_to_tensors
 
 ENV_ID = "gpusched/DAGSchedule-v0"
-SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "dag"  # one level down: not JobSelect-style
+SHIPPED = SHIPPED_CHECKPOINTS / "dag"  # one level down: not JobSelect-style
 
 
 class PolicyPlanner:

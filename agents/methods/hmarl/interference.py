@@ -14,7 +14,7 @@ other jobs on its most crowded crossed uplink and their summed gradient bytes.
 
 Samples (:func:`collect_samples`): episodes of ``multi_scheduler_v0`` driven by random valid candidate choices (so
 spread and cross-rack placements occur), one sample per running job at each decision; train and held-out samples
-come from disjoint episode seeds. ``python -m gpusched_lab.agents.interference`` fits the model, prints the held-out error beside
+come from disjoint episode seeds. ``python -m gpusched_lab.agents.methods.hmarl.interference`` fits the model, prints the held-out error beside
 the "no slowdown" predictor and writes ``model.pt`` + ``meta.json``.
 """
 
@@ -305,7 +305,7 @@ HELDOUT_WORKLOAD = "philly-windows:first=85,last=105,jobs=120,load=1.0"
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gpusched_lab.agents.interference --out checkpoints/hmarl_interference [--train-seeds 30]``"""
+    """``python -m gpusched_lab.agents.methods.hmarl.interference --out checkpoints/hmarl_interference [--train-seeds 30]``"""
     import argparse
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
         heldout_workload=a.heldout_workload,
         train_seeds=[0, a.train_seeds - 1],
         heldout_seeds=[100_000, 100_000 + a.test_seeds - 1],
-        command=f"python -m gpusched_lab.agents.interference --out {a.out} --train-seeds {a.train_seeds} "
+        command=f"python -m gpusched_lab.agents.methods.hmarl.interference --out {a.out} --train-seeds {a.train_seeds} "
         f"--test-seeds {a.test_seeds}",
     )
     model.save(a.out, ev)

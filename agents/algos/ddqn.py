@@ -3,7 +3,7 @@
 The online network picks the next action (masked argmax over the next state's valid actions), the target network
 evaluates it; invalid actions are never chosen, neither when acting nor inside the target. Replay is a numpy buffer
 allocated once for the Dict observation and written in place; optional n-step returns; Huber loss; hard target
-sync or Polyak averaging; linear ε schedule. Works with the GNN, CNN or MLP network of :mod:`agents.networks`.
+sync or Polyak averaging; linear ε schedule. Works with the GNN, CNN or MLP network of :mod:`agents.nets.networks`.
 
     algo = DDQN(DDQNArgs(encoder="gnn", seed=0), [make_env(...) for _ in range(2)])
     algo.learn(10_000)
@@ -28,7 +28,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
-from gpusched_lab.agents.networks import ActionScorer, build_network, config_for_env, masked, obs_to_tensors
+from gpusched_lab.agents.nets.networks import (
+    ActionScorer,
+    build_network,
+    config_for_env,
+    masked,
+    obs_to_tensors,
+)
 
 
 @dataclass

@@ -13,14 +13,14 @@ Readout: the current task's embedding (the task node flagged ``current``), the m
 context form the state embedding; GPU ``g`` scores ``MLP([h_g, h_current, state]) − w · gap_g`` where ``gap_g`` is
 the observed (finish time of the current task on ``g`` − makespan) ÷ time scale and ``w`` a learned weight (1 at
 start): the untrained network is earliest-finish-time list scheduling, and learning corrects it. Masking is the caller's
-(:func:`agents.networks.masked`), as for the cluster networks.
+(:func:`agents.nets.networks.masked`), as for the cluster networks.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from gpusched_lab.agents.networks import NetworkConfig, mlp
+from gpusched_lab.agents.nets.networks import NetworkConfig, mlp
 from torch_geometric.nn import MessagePassing
 
 from gpusched_envs.envs.dag_schedule import GPU_FEATURES, TASK_FEATURES
@@ -50,7 +50,7 @@ class DAGConv(MessagePassing):
 
 class DAGScorer(nn.Module):
     """Observations of ``DAGSchedule-v0`` → ``(B, GPUs)`` scores; same interface as
-    :class:`agents.networks.ActionScorer` (``forward``, ``scores_and_embedding``, ``embed``)."""
+    :class:`agents.nets.networks.ActionScorer` (``forward``, ``scores_and_embedding``, ``embed``)."""
 
     def __init__(self, cfg: NetworkConfig, obs_space):
         super().__init__()

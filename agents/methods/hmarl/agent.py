@@ -1,11 +1,11 @@
 """HMARL (Zhao & Wu, IEEE TNSM 2022): K schedulers of one data centre learn cooperatively — a MAPPO-style trainer on
 ``multi_scheduler_v0``.
 
-- **Actor** (shared by every agent: parameter sharing): the hierarchical GNN of :mod:`agents.networks`
-  (:class:`~agents.networks.GraphEncoder`, GPU → server → rack → cluster and back) over the agent's own observation
+- **Actor** (shared by every agent: parameter sharing): the hierarchical GNN of :mod:`agents.nets.networks`
+  (:class:`~agents.nets.networks.GraphEncoder`, GPU → server → rack → cluster and back) over the agent's own observation
   gives a cluster embedding and the head job's embedding; each candidate placement is scored by one shared MLP from
   its features (``candidate_features`` ⊕ the interference model's predicted slowdown, see
-  :mod:`agents.interference`) ⊕ those two embeddings, the wait action by its own head; invalid actions are masked
+  :mod:`agents.methods.hmarl.interference`) ⊕ those two embeddings, the wait action by its own head; invalid actions are masked
   (categorical over the valid ones). No weight depends on the cluster's size, so a policy trained on a small data
   centre runs on a larger one (:func:`load` rebuilds the layout for the env it is given).
 - **Critic**: ``critic="central"`` (MAPPO): an MLP on ``env.state()`` (the global flat encoding with every agent's head
@@ -47,8 +47,14 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-from gpusched_lab.agents.common import discounted_returns, resolve_device, seed_everything, set_torch_threads
-from gpusched_lab.agents.networks import GraphEncoder, NetworkConfig, config_for_layout, masked, mlp
+from gpusched_lab.agents.common import (
+    REPO_ROOT,
+    discounted_returns,
+    resolve_device,
+    seed_everything,
+    set_torch_threads,
+)
+from gpusched_lab.agents.nets.networks import GraphEncoder, NetworkConfig, config_for_layout, masked, mlp
 
 from gpusched_envs.io import atomic_write_bytes, atomic_write_text
 
@@ -92,7 +98,7 @@ class HMARLArgs:
     wait_logit_init: float = -2.0
     """initial bias of the wait logit: the policy starts near work-conserving"""
     interference_model: str | None = None
-    """folder of an agents.interference model: its predicted slowdown becomes a candidate feature (None: zeros)"""
+    """folder of an agents.methods.hmarl.interference model: its predicted slowdown becomes a candidate feature (None: zeros)"""
     seed: int = 0
     """seeds python, numpy, torch and the envs"""
     device: str = "auto"
@@ -268,7 +274,7 @@ class HMARLPolicy:
 def load_interference(path: str | None):
     if not path:
         return None
-    from gpusched_lab.agents.interference import InterferenceModel
+    from gpusched_lab.agents.methods.hmarl.interference import InterferenceModel
 
     return InterferenceModel.load(path)
 
@@ -741,7 +747,7 @@ def save_actor(
 def interference_folder(folder: Path, model_path) -> Path:
     """The interference model a checkpoint names: a relative path inside the repository (where the shipped
     checkpoints live) or beside the checkpoint. A checkpoint may not make the loader read files elsewhere."""
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     where = f"{folder / 'meta.json'}: args.interference_model"
     if not isinstance(model_path, str) or Path(model_path).is_absolute() or ".." in Path(model_path).parts:
         raise ValueError(f"{where} must be a relative path without '..', got {model_path!r}")
@@ -757,7 +763,7 @@ def interference_folder(folder: Path, model_path) -> Path:
 def load(path: str | Path, device: str = "cpu", interference: bool = True) -> HMARLPolicy:
     """A saved actor as an :class:`HMARLPolicy` (it adapts to the layout of whatever env it acts on). The
     interference model named in the metadata is loaded from its folder (relative to the repository root or absolute)."""
-    from gpusched_lab.agents.interference import read_meta, read_state
+    from gpusched_lab.agents.methods.hmarl.interference import read_meta, read_state
 
     folder, meta = read_meta(path, ("hmarl", "hmarl-independent"))
     if meta.get("env_id") != ENV_ID:
@@ -874,7 +880,7 @@ def load_config(path: str | Path) -> HMARLConfig:
 
     p = Path(path)
     if not p.exists():
-        here = Path(__file__).resolve().parent.parent / "train" / "configs"
+        here = REPO_ROOT / "train" / "configs"
         for cand in (here / p, here / f"{p}.yaml"):
             if cand.exists():
                 p = cand

@@ -1,5 +1,5 @@
 """Whale Optimization Algorithm (Mirjalili & Lewis, Advances in Engineering Software 95, 2016) over random-key DAG
-scheduling plans (:class:`agents.metaheuristics.PlanSpace`), as used by WORL-RTGS (Du, Wu et al., BDCC 2025).
+scheduling plans (:class:`agents.methods.worl_rtgs.metaheuristics.PlanSpace`), as used by WORL-RTGS (Du, Wu et al., BDCC 2025).
 
 Each iteration ``t`` of ``T`` sets ``a = 2 - 2 t / (T - 1)`` (2 → 0) and moves every whale ``X`` with its own
 scalars ``r1, r2 ~ U[0, 1)``, ``A = 2 a r1 - a``, ``C = 2 r2``, ``p ~ U[0, 1)``, ``l ~ U[-1, 1)``:
@@ -23,7 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from gpusched_lab.agents.metaheuristics import KEY_HIGH, PlanSpace, SearchResult, _result, initial_population
+from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import (
+    KEY_HIGH,
+    PlanSpace,
+    SearchResult,
+    _result,
+    initial_population,
+)
 
 
 def woa_update(

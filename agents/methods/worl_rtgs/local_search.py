@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from gpusched_lab.agents.metaheuristics import PlanSpace, SearchResult
+from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import PlanSpace, SearchResult
 
 
 def order_form(space: PlanSpace, assignment, priority) -> np.ndarray:

@@ -1,7 +1,7 @@
 """TopDRL (Ayadi, An et al., JPDC 2025): a multi-branch CNN picks the next job of the queue window, a heuristic
 places it on the closest free GPUs (``JobSelect-v0`` with ``placement="closest"``, ``obs_mode="image"``).
 
-Training algorithm: Double DQN (:mod:`agents.ddqn`). The selector's outputs are per-slot values over a small masked
+Training algorithm: Double DQN (:mod:`agents.algos.ddqn`). The selector's outputs are per-slot values over a small masked
 action set, and every decision costs a simulator step on the CPU, so off-policy replay (each decision reused in many
 updates) gets more out of a fixed simulation budget than on-policy PPO; the PPO variant of the same CNN is
 ``python -m gpusched_lab.train ppo --set encoder=cnn``.
@@ -9,7 +9,7 @@ updates) gets more out of a fixed simulation budget than on-policy PPO; the PPO 
 
 from __future__ import annotations
 
-from gpusched_lab.agents.ddqn import DDQN, DDQNArgs
+from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs
 
 ENV_ID = "gpusched/JobSelect-v0"
 OBS_MODE = "image"

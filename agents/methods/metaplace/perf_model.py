@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn as nn
-from gpusched_lab.agents.networks import mlp
+from gpusched_lab.agents.nets.networks import mlp
 
 
 def feature_size(num_models: int) -> int:
@@ -213,7 +213,7 @@ class PerformanceModel:
         log slowdown with that placement plus, for every running job on ``s`` that the placement does not already
         share a server with, the rise of its predicted log slowdown when the head job becomes its neighbour:
         the model's estimate of the interference and spreading cost the choice adds, the quantity MetaPlace's
-        policy weighs (:class:`agents.meta_rl.PlacementPolicy`)."""
+        policy weighs (:class:`agents.methods.metaplace.agent.PlacementPolicy`)."""
         u = env.unwrapped
         mask = u.encoder.action_mask
         delta = np.zeros(len(mask), dtype=np.float32)

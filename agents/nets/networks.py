@@ -60,7 +60,7 @@ def config_for_env(
     u = env.unwrapped
     a = int(env.observation_space["action_mask"].shape[-1])
     lo = getattr(u, "layout", None)
-    if lo is None:  # not a cluster env (DAGSchedule-v0): its own GNN (agents.dag_networks) or the MLP
+    if lo is None:  # not a cluster env (DAGSchedule-v0): its own GNN (agents.nets.dag) or the MLP
         env_id = u.spec.id if u.spec is not None else type(u).__name__
         if encoder == "gnn" and hasattr(u, "max_tasks") and getattr(u, "obs_mode", None) == "graph":
             return NetworkConfig(encoder, a, "dag", a, 0, 0, 0, int(u.max_tasks), hidden, layers)
@@ -637,9 +637,9 @@ class ActionScorer(nn.Module):
 def build_network(cfg: NetworkConfig, obs_space, gnn_impl: str = "dense") -> ActionScorer:
     """The scorer for ``cfg``; ``gnn_impl`` picks the GNN's implementation (``"dense"``, the default, ``"scatter"``
     or the reference ``"pyg"``; same parameters and outputs, see :class:`GraphEncoder`). DAGSchedule-v0's config
-    (``slots="dag"``) gets the task-DAG + GPU network of :mod:`agents.dag_networks` (same interface)."""
+    (``slots="dag"``) gets the task-DAG + GPU network of :mod:`agents.nets.dag` (same interface)."""
     if cfg.slots == "dag":
-        from gpusched_lab.agents.dag_networks import DAGScorer
+        from gpusched_lab.agents.nets.dag import DAGScorer
 
         return DAGScorer(cfg, obs_space)
     return ActionScorer(cfg, obs_space, gnn_impl)

@@ -4,11 +4,11 @@ performance model is unsure.
 
 Pieces:
 
-- **Policy**: the project's hierarchical GNN (:func:`agents.networks.build_network`, ``slots="servers"``: one
+- **Policy**: the project's hierarchical GNN (:func:`agents.nets.networks.build_network`, ``slots="servers"``: one
   logit per server from the server's embedding ⊕ the head job's, one for deferring) plus a value head on the pooled
   embedding, and a **model-based score**: a server's score is its logit minus ``w · Δ(s)``, ``Δ(s)`` the
   performance model's predicted marginal log slowdown of putting the head job's next worker there (the head job's
-  own slowdown plus the rise of its new neighbours', :meth:`~agents.perf_model.PerformanceModel.
+  own slowdown plus the rise of its new neighbours', :meth:`~agents.methods.metaplace.perf_model.PerformanceModel.
   candidate_slowdown`) and ``w`` a learned weight (initialised at ``model_score``; 0 switches the score off). So
   refitting the performance model on a new task's iteration times changes the policy's choices directly, which
   is how adaptation acts within a few episodes. Decisions with a single valid action are taken without the
@@ -28,7 +28,7 @@ Pieces:
   adapts its own copy of the performance model; the samples join a shared buffer on which the shared model (the
   initialisation every task's copy starts from) is refitted after each outer update.
 - **Uncertainty-directed exploration**: during adaptation episodes actions are sampled from
-  ``softmax(score + β · w · σ(s))``, ``σ(s)`` being the :class:`~agents.perf_model.PerformanceModel` ensemble's
+  ``softmax(score + β · w · σ(s))``, ``σ(s)`` being the :class:`~agents.methods.metaplace.perf_model.PerformanceModel` ensemble's
   spread for the head job placed with its next worker on server ``s`` (an optimistic bonus in the model score's
   own units; ``β / mean σ`` on the logits without a model score); ``β = 0`` is the ablation (plain sampling from
   the policy). The performance model is refitted after every adaptation episode from the
@@ -58,8 +58,14 @@ import numpy as np
 import torch
 import torch.nn as nn
 from gpusched_lab.agents.common import seed_everything, set_torch_threads
-from gpusched_lab.agents.networks import NetworkConfig, build_network, config_for_env, masked, obs_to_tensors
-from gpusched_lab.agents.perf_model import PerformanceModel
+from gpusched_lab.agents.methods.metaplace.perf_model import PerformanceModel
+from gpusched_lab.agents.nets.networks import (
+    NetworkConfig,
+    build_network,
+    config_for_env,
+    masked,
+    obs_to_tensors,
+)
 
 ENV_ID = "gpusched/WorkerPlacement-v0"
 POLICY_FILE, VALUE_FILE, PERF_FILE, META_FILE = "model.pt", "value.pt", "perf_model.pt", "meta.json"

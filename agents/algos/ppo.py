@@ -4,7 +4,7 @@
     model.learn(10_000)
 
 The extractor returns ``[per-action scores (A) ⊕ pooled embedding (h)]``: the scores come from the slot-scoring head
-of :class:`agents.networks.ActionScorer` (a job's score is computed from its own embedding ⊕ the cluster
+of :class:`agents.nets.networks.ActionScorer` (a job's score is computed from its own embedding ⊕ the cluster
 embedding), and SB3's action net is initialised to read them through (identity on the first A features), so the
 policy starts out permutation-equivariant over window slots; the value net reads the pooled embedding.
 """
@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
-from gpusched_lab.agents.networks import ActionScorer, NetworkConfig, build_network
+from gpusched_lab.agents.nets.networks import ActionScorer, NetworkConfig, build_network
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 
 class ScorerExtractor(BaseFeaturesExtractor):
-    """A :class:`~agents.networks.ActionScorer` (GNN, CNN or MLP) as a features extractor."""
+    """A :class:`~agents.nets.networks.ActionScorer` (GNN, CNN or MLP) as a features extractor."""
 
     def __init__(self, observation_space, network_config: dict, gnn_impl: str = "dense"):
         cfg = NetworkConfig(**network_config)

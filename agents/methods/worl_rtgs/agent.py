@@ -1,6 +1,6 @@
-"""WORL-RTGS (Du, Wu et al., BDCC 2025): the Whale Optimization Algorithm (:mod:`agents.woa`) whose population hook
+"""WORL-RTGS (Du, Wu et al., BDCC 2025): the Whale Optimization Algorithm (:mod:`agents.methods.worl_rtgs.woa`) whose population hook
 
-1. **injects DDQN plans**: the plans of the DDQN plan generator (:class:`agents.dag_planner.PolicyPlanner`) seed
+1. **injects DDQN plans**: the plans of the DDQN plan generator (:class:`agents.methods.worl_rtgs.planner.PolicyPlanner`) seed
    the initial population, and every iteration the worst ``injection_rate × population`` whales are replaced by a
    DDQN plan (cycling through the pool, keys jittered by ``jitter`` so re-injections explore around it);
 2. applies the **running-time-gap strategy**: each whale whose finish-time gap to the best, ``FTG_i``, exceeds
@@ -11,7 +11,7 @@
    only if it shortens the whale's makespan.
 
 The initial population holds the DDQN plans and, by default in ``gpusched dag-bench``, the list-scheduling
-plans of HEFT and CPOP (``list_plans``, :func:`agents.metaheuristics.list_scheduling_plans`): since the best
+plans of HEFT and CPOP (``list_plans``, :func:`agents.methods.worl_rtgs.metaheuristics.list_scheduling_plans`): since the best
 whale is kept, WORL-RTGS is then never worse than HEFT or CPOP, and the question is how much better it gets.
 
 Everything is seeded; ``population``, ``iterations``, ``injection_rate``, ``gap_threshold`` are configurable.
@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from gpusched_lab.agents.metaheuristics import KEY_HIGH, PlanSpace, SearchResult
-from gpusched_lab.agents.plan_metrics import spd_matrix_to
-from gpusched_lab.agents.woa import WOAState, whale_optimization
+from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import KEY_HIGH, PlanSpace, SearchResult
+from gpusched_lab.agents.methods.worl_rtgs.plan_metrics import spd_matrix_to
+from gpusched_lab.agents.methods.worl_rtgs.woa import WOAState, whale_optimization
 
 
 @dataclass
@@ -100,7 +100,7 @@ def worl_rtgs(
     ``injection_rate=0`` the per-iteration injection (the ablations).
 
     ``refine`` (0 to 1): the share of the ``population × iterations`` evaluation budget spent on the refinement
-    step, a critical-path local search of the best whale (:func:`agents.dag_local_search.local_search`): WOA
+    step, a critical-path local search of the best whale (:func:`agents.methods.worl_rtgs.local_search.local_search`): WOA
     runs ``round((1 - refine) × iterations)`` iterations and the search gets whatever of the budget is left
     (the hook's evaluations count too), so the total stays the budget other searchers get."""
     if not 0.0 <= refine <= 1.0:
@@ -120,7 +120,7 @@ def worl_rtgs(
     res.stats = hook.stats
     left = population * iterations - (space.evaluations - start)
     if refine > 0 and left > 0:
-        from gpusched_lab.agents.dag_local_search import local_search
+        from gpusched_lab.agents.methods.worl_rtgs.local_search import local_search
 
         ls = local_search(space, [res.plan], budget=left, seed=seed)
         res.stats["refined_from"] = res.makespan

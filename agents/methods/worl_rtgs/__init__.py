@@ -1,0 +1,1 @@
+"""WORL-RTGS (Du, Wu et al., BDCC 2025): the whale optimisation hook seeded by DDQN plans (:mod:`.agent`), the DDQN plan generator (:mod:`.planner`), the plan search it builds on (:mod:`.woa`, :mod:`.metaheuristics`, :mod:`.local_search`) and the SPD / FTG plan metrics (:mod:`.plan_metrics`)."""
