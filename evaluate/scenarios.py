@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,20 @@ from gpusched_envs.safety import check_seed_count, load_yaml
 SUITES_PACKAGE = "evaluate"
 MARL_ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"  # multi-agent scenarios (evaluate.marl)
 SUITES_FOLDER = "suites"
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(value, where: str) -> str:
+    """A suite or scenario name from a file: output folders and file names are derived from it, so it must stay one
+    plain path component (no separators, no '..', no absolute path)."""
+    if not isinstance(value, str) or not NAME.fullmatch(value) or ".." in value:
+        raise SuiteError(
+            f"{where}: {value!r} is not a valid name (1-100 letters, digits, '.', '_' or '-', starting with a letter "
+            "or digit; no path separators)"
+        )
+    return value
 
 
 class SuiteError(ValueError):
@@ -147,6 +162,7 @@ class Scenario:
         for key in ("name", "env_id"):
             if not isinstance(doc.get(key), str) or not doc[key]:
                 raise SuiteError(f"{where}: field {key!r} must be a non-empty string")
+        check_name(doc["name"], f"{where}: name")
         kwargs = doc.get("env_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise SuiteError(f"{where}: env_kwargs must be a mapping")
@@ -215,9 +231,8 @@ def suite_from_dict(doc: dict, where: str) -> Suite:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise SuiteError(f"{where}: duplicate scenario name(s) {', '.join(sorted(dup))}")
-    return Suite(
-        str(doc.get("name", Path(where).stem)), tuple(scenarios), str(doc.get("description", "")), where
-    )
+    name = check_name(doc["name"], f"{where}: name") if "name" in doc else check_name(Path(where).stem, where)
+    return Suite(name, tuple(scenarios), str(doc.get("description", "")), where)
 
 
 def list_suites() -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from gpusched_envs import cli
 from gpusched_envs.io import OutputPathError, atomic_write_text, check_output_path, dumps_json
@@ -662,3 +663,46 @@ def test_gpu_box_install_target_is_documented():
     makefile = (ROOT / "Makefile").read_text()
     assert "venv-cuda:" in makefile and "TORCH_INDEX" in makefile
     assert "make venv-cuda" in (ROOT / "README.md").read_text()
+
+
+# ====================================================================================== paths from file contents
+
+
+@pytest.mark.parametrize("name", ["../../../x", "/tmp/abs", "a/b", "..", "x\\y", "", "a b"])
+def test_a_suite_name_from_a_file_stays_a_single_name(tmp_path, monkeypatch, name):
+    """A suite whose ``name`` is a path is refused before anything runs, so no output can land outside the results
+    folder (the default --out is results/leaderboard/<name>)."""
+    from gpusched_lab.evaluate.scenarios import SuiteError, load_suite
+
+    monkeypatch.chdir(tmp_path)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        yaml.safe_dump(
+            {"name": name, "scenarios": [{"name": "a", "env_id": "gpusched/JobSelect-v0", "seeds": [0]}]}
+        )
+    )
+    with pytest.raises(SuiteError, match="not a valid name"):
+        load_suite(suite)
+    import subprocess
+
+    gpusched = Path(sys.executable).with_name("gpusched")
+    proc = subprocess.run(
+        [str(gpusched), "leaderboard", "--suite", str(suite), "--agents", "fifo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "not a valid name" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["s.yaml"]
+
+
+def test_a_scenario_name_from_a_file_stays_a_single_name(tmp_path):
+    from gpusched_lab.evaluate.scenarios import SuiteError, load_suite
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        yaml.safe_dump({"name": "ok", "scenarios": [{"name": "../up", "env_id": "gpusched/JobSelect-v0"}]})
+    )
+    with pytest.raises(SuiteError, match=r"scenarios\[0\]: name: '../up' is not a valid name"):
+        load_suite(suite)
