@@ -316,7 +316,7 @@ def bench(
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
     quick: Annotated[bool, typer.Option(help="Smaller sizes (for a smoke test).")] = False,
 ) -> None:
-    """Measure the SPEC §8 figures that exist so far and print them."""
+    """Measure simulator, env and training speed (events/s, steps/s, samples/s) and print them."""
     if out is not None:
         check_output_path(out)
     from gpusched_envs.bench import run_benchmarks

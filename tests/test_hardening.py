@@ -1,4 +1,4 @@
-"""Issue 12 (hardening): untrusted input cannot run code, replace special files or exhaust memory; every bad input is
+"""Hardening: untrusted input cannot run code, replace special files or exhaust memory; every bad input is
 one clear line (exit 2, no traceback); the newcomer paths of the README work. Each class of the issue has a case of
 its own; they fail on the code before the fix."""
 
@@ -110,7 +110,7 @@ def test_leaderboard_resolves_every_shipped_checkpoint(tmp_path):
         meta = json.loads((Path(spec) / "meta.json").read_text())
         if meta.get("env_id") in ENTRY_POINTS:
             assert agent._other_kind is None
-        elif meta.get("env_id") == MARL_ENV_ID:  # HMARL actors: multi-agent scenarios only (issue 16)
+        elif meta.get("env_id") == MARL_ENV_ID:  # HMARL actors: multi-agent scenarios only
             assert agent.kind == "marl-checkpoint"
         else:
             assert "not a policy of a gym env" in agent.applies_to(scenario)

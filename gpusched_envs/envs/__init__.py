@@ -1,4 +1,4 @@
-"""Gymnasium environments (SPEC §5). Importing this module registers every id, in this one place:
+"""Gymnasium environments. Importing this module registers every id, in this one place:
 
 ==============================  ========================================================================
 ``gpusched/JobSelect-v0``       TopDRL: pick a job from a queue window; a placer picks its GPUs

@@ -1,6 +1,6 @@
 """``gpusched/DAGSchedule-v0``: WORL-RTGS's setting, one DAG of training tasks on heterogeneous GPUs, scheduled by
 building a plan task by task (``construct``) or by improving a given plan one reassignment at a time (``improve``).
-Plans are scored by the list-scheduling evaluator of :mod:`gpusched_envs.sim.dag_eval` (SPEC §3, DAG model)."""
+Plans are scored by the list-scheduling evaluator of :mod:`gpusched_envs.sim.dag_eval` (the DAG model)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ class DelayTuningEnv(ClusterEnv):
     (NetSens, Sharma, Bhasi et al. 2024).
 
     A job's class is the number of ``sensitivity_thresholds`` its network sensitivity (iteration time spread
-    across racks ÷ consolidated, SPEC §3) reaches: class 0 hardly cares where it runs, the last class the most.
+    across racks ÷ consolidated) reaches: class 0 hardly cares where it runs, the last class the most.
     A job that cannot be consolidated waits up to its class's timer for consolidation before it is spread; waiting
     jobs of the last class may preempt running class-0 jobs to be consolidated.
 

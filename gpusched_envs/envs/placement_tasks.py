@@ -1,4 +1,4 @@
-"""The MetaPlace task distribution over ``WorkerPlacement-v0`` (Yang, Bao et al., IEEE TCC 2023; SPEC §1, §6).
+"""The MetaPlace task distribution over ``WorkerPlacement-v0`` (Yang, Bao et al., IEEE TCC 2023).
 
 A task fixes the workload and the cluster an episode runs on: the **model mix** (which catalogue models the jobs
 train, with weights), the **arrival rate** (offered load, Poisson or diurnal arrivals), the **job-size mix** (the

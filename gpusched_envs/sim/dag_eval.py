@@ -1,4 +1,4 @@
-"""Fast evaluation of DAG scheduling plans by list scheduling (SPEC §3, DAG model / WORL-RTGS).
+"""Fast evaluation of DAG scheduling plans by list scheduling (the DAG model of WORL-RTGS).
 
 A *plan* is a task -> GPU ``assignment`` (N,) int and a task ``priority`` (N,) float. It is turned into a schedule by
 non-insertion list scheduling:

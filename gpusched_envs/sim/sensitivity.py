@@ -1,4 +1,4 @@
-"""Network sensitivity of a job (SPEC §3): iteration time spread across racks ÷ consolidated on one server."""
+"""Network sensitivity of a job: iteration time spread across racks ÷ consolidated on one server."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _spread_gpus(cluster: Cluster, n: int) -> np.ndarray:
 # clusters hash by identity; every episode reset asks for the same few (model, size) pairs
 @lru_cache(maxsize=4096)
 def network_sensitivity(cluster: Cluster, model: int, num_gpus: int) -> float:
-    """Iteration time of ``model`` on ``num_gpus`` GPUs spread across racks ÷ consolidated (SPEC §3), both at the
+    """Iteration time of ``model`` on ``num_gpus`` GPUs spread across racks ÷ consolidated, both at the
     fastest GPU's compute time so that only the network differs; 1.0 for one GPU."""
     if num_gpus <= 1 or num_gpus > cluster.num_gpus:
         return 1.0

@@ -197,7 +197,7 @@ class Workload:
         return float(np.sum(self.duration * self.num_gpus * (self.gpu_milli / 1000.0)))
 
     def offered_load(self, num_gpus: int) -> float:
-        """Traced GPU-time ÷ (``num_gpus`` × arrival span) (SPEC §4: every report states it; ``load=`` sets it).
+        """Traced GPU-time ÷ (``num_gpus`` × arrival span) (every report states it; ``load=`` sets it).
 
         The one definition of offered load: GPU-time the jobs need at the speed they get in their typical placement
         (the simulator's default ``trace_speed="typical"`` reads a traced duration as exactly that), over the GPU

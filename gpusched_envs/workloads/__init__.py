@@ -1,4 +1,4 @@
-"""Workloads (SPEC §4): trace loaders, windows, synthetic generators and named specs.
+"""Workloads: trace loaders, windows, synthetic generators and named specs.
 
 ``load_workload("philly:start=2017-10-01,end=2017-11-30", seed=0)`` is the usual entry point; see
 :mod:`gpusched_envs.workloads.registry` for the spec grammar and :func:`list_workloads` for the names.

@@ -2,7 +2,7 @@
 
 A file is read once with the ``csv`` module (gzip or plain, detected from the magic bytes) and kept as lists of strings
 per column; columns are converted with numpy in one call each. Only when a conversion fails does a slow per-row pass run
-to find the first bad row, so every error names the file, the 1-based data row and the field (SPEC §4).
+to find the first bad row, so every error names the file, the 1-based data row and the field.
 Blank lines are skipped but counted, so ``row N`` is line ``N + 1`` of a file with a header.
 """
 

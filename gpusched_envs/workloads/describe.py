@@ -17,7 +17,7 @@ def _counts(codes: np.ndarray, names: tuple[str, ...]) -> dict[str, int]:
 
 def describe(wl: Workload, num_gpus: int | None = None) -> dict:
     """Jobs, arrival span, GPU-size histogram, duration percentiles (p50/p90/p99), VC and model counts, GPU-time,
-    and the offered load over ``num_gpus`` GPUs when given (SPEC §4: every report states its offered load)."""
+    and the offered load over ``num_gpus`` GPUs when given (every report states its offered load)."""
     n = len(wl)
     out: dict = {
         "name": wl.name,

@@ -1,4 +1,4 @@
-"""The one error every loader and generator raises on bad input (SPEC §4).
+"""The one error every loader and generator raises on bad input.
 
 The message is always one line that names the file, the row (1-based data row, the header not counted) and the field,
 for example ``philly_jobs.csv: row 17, field 'duration': -5 is negative``.

@@ -1,6 +1,6 @@
 """Windows over a workload: time range, VC, first N jobs, and arrival-rate scaling to a target offered load.
 
-SPEC §4: scenarios for learning and ranking need contention, so a window can be compressed in time until its offered
+Scenarios for learning and ranking need contention, so a window can be compressed in time until its offered
 load (:meth:`Workload.offered_load`: traced GPU-time ÷ (GPUs × arrival span), the GPU-time the jobs need at their
 typical-placement speed, which the simulator's ``offered_load`` metric measures the same way) reaches a stated value.
 """

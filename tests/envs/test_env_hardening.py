@@ -1,4 +1,4 @@
-"""Issue 12, env side: bad arguments and malformed actions get a ValueError / InvalidActionError naming them, a
+"""Env side of bad input: bad arguments and malformed actions get a ValueError / InvalidActionError naming them, a
 finished episode refuses further steps, TimeLimit truncation fills info["metrics"], the flat layout is named column
 by column, and the spaces have finite bounds (Gymnasium's checker is silent)."""
 

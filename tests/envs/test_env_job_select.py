@@ -24,7 +24,7 @@ ROWS = [(0, 100, 2), (0, 200, 4), (10, 50, 12)]
 # C cannot be consolidated: ideal = NIC 10 GB/s; closest spreads it over both racks: the 5 GB/s uplink
 C_IDEAL = 0.1 + 2 * 11 / 12 * 1e9 / 10e9
 C_ACTUAL = 0.1 + 2 * 11 / 12 * 1e9 / 5e9
-# its 50 traced seconds were measured on the typical placement for 12 GPUs (issue 11: three servers over both
+# its 50 traced seconds were measured on the typical placement for 12 GPUs (three servers over both
 # racks, i.e. C_ACTUAL), so it runs them exactly; C_IDEAL still normalises its slowdown
 C_RUNTIME = 50 * C_ACTUAL / C_ACTUAL
 
@@ -90,7 +90,7 @@ def test_return_is_minus_total_jct_and_throughput_return_closed_form():
         elif reward_kind == "slowdown":
             assert total == pytest.approx(-3 * m["avg_slowdown"])
         else:  # (ideal GPU-work − GPUs × elapsed) / GPUs
-            # C's ideal runtime is its 50 traced seconds at ideal speed (issue 11: traced on C_ACTUAL)
+            # C's ideal runtime is its 50 traced seconds at ideal speed (traced on C_ACTUAL)
             assert total == pytest.approx((100 * 2 + 200 * 4 + 50 * C_IDEAL / C_ACTUAL * 12 - 16 * 200) / 16)
 
 

@@ -99,7 +99,7 @@ def test_overlap_gamma_in_pollux_range(catalog):
 
 
 def test_models_without_a_profile_get_the_shared_exponent(catalog, doc):
-    # issue 11: the links are fitted with one exponent shared by every model (stage 1), which a model without a
+    # the links are fitted with one exponent shared by every model (stage 1), which a model without a
     # profile of its own (or an analogue architecture) takes; the profiled models get their own (stage 2)
     unprofiled = ("lm", "recommendation", "a3c", "cyclegan")
     gammas = {m: catalog.overlap_gamma[catalog.model_index(m)] for m in unprofiled}
@@ -143,7 +143,7 @@ def test_every_number_has_a_source(doc):
         assert set(derived).isdisjoint(src["measured_on"]), name
 
 
-# ---------------------------------------------------------------- issue 11, point 3: families, ties, generations
+# ---------------------------------------------------------------- families, ties, generations
 GENERATIONS = (("P100", "K80"), ("V100", "P100"), ("A100", "V100"))
 
 

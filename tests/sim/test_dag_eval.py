@@ -1,4 +1,4 @@
-"""Plan evaluation by list scheduling (SPEC §3 DAG model) and the HEFT / CPOP / random DAG policies."""
+"""Plan evaluation by list scheduling (the DAG model) and the HEFT / CPOP / random DAG policies."""
 
 from __future__ import annotations
 
@@ -269,7 +269,7 @@ def test_heft_beats_random_on_average():
     assert np.array_equal(a1, a2) and np.array_equal(p1, p2)
 
 
-# ---------------------------------------------------------------- worked examples (issue 13)
+# ---------------------------------------------------------------- worked examples (WORL-RTGS DAGs)
 def test_evaluator_hand_computed_five_task_schedule():
     # 0 -> 1 (20 B), 0 -> 2 (10 B), 1 -> 3 (30 B), 2 -> 3 (0 B), 2 -> 4 (40 B); work 2, 4, 3, 2, 1;
     # speeds 1 and 2, 10 B/s between the GPUs

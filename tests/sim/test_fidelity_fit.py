@@ -1,4 +1,4 @@
-"""The catalogue's link/overlap fit rule (issue 11, held-out accuracy) and the held-out bookkeeping of
+"""The catalogue's link/overlap fit rule (held-out accuracy) and the held-out bookkeeping of
 ``scripts/fidelity.py --heldout``, on tiny hand-built rows: no shared traces are read."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC §3 invariants over random small clusters, workloads and policies (hypothesis).
+"""Simulator invariants over random small clusters, workloads and policies (hypothesis).
 
 Checked at every decision point and at the end: a GPU never holds more than its capacity; the GPUs the simulator
 thinks are allocated are exactly those held by running jobs; no job starts before it arrives; work done never

@@ -1,4 +1,4 @@
-"""Network model of issue 11, point 1: the slowest hop crossed sets the latency, NICs and uplinks are shared in
+"""Network model: the slowest hop crossed sets the latency, NICs and uplinks are shared in
 proportion to the traffic of the jobs sending through them, and a job waiting out its restart delay sends nothing.
 
 Toy numbers (tests/toy.py): 1 GB gradients, bus 100 GB/s, NIC 10 GB/s, rack uplink 5 GB/s, compute 0.1 s, γ = 1.

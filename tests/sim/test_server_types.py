@@ -1,4 +1,4 @@
-"""Catalogue server types (issue 11, Azure ND40rs_v2 host overhead): a host-staged intra-server link shared by the
+"""Catalogue server types (Azure ND40rs_v2 host overhead): a host-staged intra-server link shared by the
 job's GPUs on the server, and host seconds per sample added to the single-GPU time of models not measured there.
 
 Toy numbers: 1 GB gradients, compute 0.1 s, γ = 1; a host path of 8 GB/s shared by the GPUs; 1 ms host work per

@@ -1,4 +1,4 @@
-"""Hand-computed iteration times (SPEC §3) on the toy catalogue: 1 GB gradients, bus 100 GB/s, NIC 10 GB/s,
+"""Hand-computed iteration times on the toy catalogue: 1 GB gradients, bus 100 GB/s, NIC 10 GB/s,
 rack uplink 5 GB/s, compute 0.1 s on 'fast' and 0.3 s on 'slow'."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Trace-speed calibration (issue 11, point 2): a traced duration becomes work at the speed the job plausibly had
+"""Trace-speed calibration: a traced duration becomes work at the speed the job plausibly had
 where it ran (best-fit servers for its size, their GPU-type mix, packed placement), not at the cluster's ideal speed.
 
 Toy numbers (tests/toy.py): compute 0.1 s on 'fast', 0.3 s on 'slow'; 1 GB gradients; bus 100 GB/s; γ = 1.

@@ -1,4 +1,4 @@
-"""DAG workloads (SPEC §3 DAG model, §4 DAG generators): the :class:`DAG` record, generators, loaders, specs."""
+"""DAG workloads: the :class:`DAG` record, generators, loaders, specs."""
 
 from .alibaba2018 import load_alibaba2018, load_alibaba2018_job, parse_task_name, read_batch_task
 from .alibaba_like import alibaba_like_dag

@@ -1,4 +1,4 @@
-"""The DAG workload record of SPEC §3 (WORL-RTGS): tasks with work, edges with data sizes.
+"""The DAG workload record (WORL-RTGS): tasks with work, edges with data sizes.
 
 A :class:`DAG` is immutable and validated on construction (indices in range, no duplicate edges, acyclic); every
 violation raises one :class:`DAGError` naming the DAG and the offending tasks. Structure helpers (parents/children in
