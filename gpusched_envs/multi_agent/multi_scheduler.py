@@ -78,7 +78,6 @@ from gpusched_envs.envs.base import (
     check_choice,
     episode_simulator,
     make_workload,
-    resolve_cluster,
 )
 from gpusched_envs.envs.encoding import INFORMATION, ClusterEncoder, Layout
 from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
@@ -86,10 +85,11 @@ from gpusched_envs.envs.render import render_ansi, render_rgb
 from gpusched_envs.policies.placement import closest_in_rack, get_placement
 from gpusched_envs.sim import Simulator
 from gpusched_envs.sim import throughput as tp
+from gpusched_envs.sim.datacenter import DATACENTER_KEYS, datacenter_cluster, resolve_multi_cluster
 from gpusched_envs.sim.engine import DONE, RESTARTING, RUNNING
 from gpusched_envs.sim.sensitivity import job_sensitivities
-from gpusched_envs.sim.topology import Cluster, build_cluster
 from gpusched_envs.sim.workload import Workload
+from gpusched_envs.workloads.windows import PhillyWindows, resolve_multi_workload
 
 BASE_CANDIDATES = ("closest", "consolidate", "first-fit", "pack", "spread")
 CANDIDATE_FEATURES = ("valid", "servers", "racks", "log_slowdown", "colocated_jobs")
@@ -110,116 +110,6 @@ COORDINATION_FEATURES = ("claimed_before", "claimed", "blocked_before", "running
 class EpisodeEndedError(base.EpisodeEndedError, InvalidActionError):
     """``step()`` called when no agent is alive: before ``reset()`` or after the episode ended (the single-agent
     envs' error, and a ``ValueError`` as issue 12 asks of misused multi-agent steps)."""
-
-
-def datacenter_cluster(
-    racks: int = 16, servers: int = 4, gpus: int = 4, gpu_type: str = "V100", oversubscription: float = 2.0
-) -> Cluster:
-    """A generated data centre of identical racks (the HMARL setting's larger cluster): ``racks`` × ``servers`` ×
-    ``gpus`` GPUs of one type, PCIe inside a server, 25 GbE NICs, rack uplinks oversubscribed by ``oversubscription``
-    (links as the ``topdrl`` preset)."""
-    doc = {
-        "name": f"datacenter-{racks}x{servers}x{gpus}",
-        "description": "generated data centre (multi_scheduler_v0)",
-        "racks": [
-            {
-                "count": int(racks),
-                "oversubscription": float(oversubscription),
-                "servers": [
-                    {
-                        "count": int(servers),
-                        "gpus": int(gpus),
-                        "gpu_type": gpu_type,
-                        "intra_link": "pcie3",
-                        "nic": "eth25",
-                    }
-                ],
-            }
-        ],
-    }
-    return build_cluster(doc, where="datacenter cluster")
-
-
-def resolve_multi_cluster(cluster: str | Cluster) -> Cluster:
-    """A preset, a YAML path, a built :class:`Cluster` or ``"datacenter:racks=R,servers=S,gpus=G"`` (any of the
-    keys of :func:`datacenter_cluster`; e.g. ``"datacenter:racks=16"``)."""
-    if isinstance(cluster, str) and cluster.split(":", 1)[0] == "datacenter":
-        kwargs: dict[str, Any] = {}
-        rest = cluster.split(":", 1)[1] if ":" in cluster else ""
-        for item in filter(None, rest.split(",")):
-            key, _, value = item.partition("=")
-            key = key.strip()
-            if key not in DATACENTER_KEYS or not value:
-                raise ValueError(
-                    f"cluster {cluster!r}: bad item {item!r} (expected key=value with key one of "
-                    f"{', '.join(DATACENTER_KEYS)})"
-                )
-            try:
-                kwargs[key] = DATACENTER_KEYS[key](value)
-            except ValueError:
-                raise ValueError(
-                    f"cluster {cluster!r}: {key}={value!r} is not a {DATACENTER_KEYS[key].__name__}"
-                ) from None
-        return datacenter_cluster(**kwargs)
-    return resolve_cluster(cluster)
-
-
-DATACENTER_KEYS = {"racks": int, "servers": int, "gpus": int, "gpu_type": str, "oversubscription": float}
-
-
-class PhillyWindows:
-    """Workload generator ``f(cluster, rng)``: the first ``jobs`` Philly jobs (that fit the cluster) submitted after a
-    start drawn uniformly between day ``first`` and day ``last`` of the trace, arrivals rescaled to offered load
-    ``load`` on the cluster's GPUs. Disjoint day ranges give disjoint train and held-out workloads.
-
-    Spec string (the env's ``workload`` argument): ``"philly-windows:first=20,last=80,jobs=150,load=1.0"``."""
-
-    KEYS = {"first": float, "last": float, "jobs": int, "load": float}
-
-    def __init__(self, first: float = 20.0, last: float = 80.0, jobs: int = 150, load: float = 1.0):
-        if not 0 <= first <= last:
-            raise ValueError(
-                f"philly-windows: need 0 <= first <= last (days), got first={first}, last={last}"
-            )
-        if jobs < 2 or not np.isfinite(load) or load <= 0:
-            raise ValueError(f"philly-windows: need jobs >= 2 and load > 0, got jobs={jobs}, load={load}")
-        self.first, self.last, self.jobs, self.load = float(first), float(last), int(jobs), float(load)
-
-    @classmethod
-    def parse(cls, spec: str) -> PhillyWindows:
-        kwargs: dict[str, Any] = {}
-        for item in filter(None, spec.split(":", 1)[1].split(",") if ":" in spec else []):
-            key, _, value = item.partition("=")
-            if key not in cls.KEYS or not value:
-                raise ValueError(f"workload {spec!r}: bad item {item!r} (keys: {', '.join(cls.KEYS)})")
-            try:
-                kwargs[key] = cls.KEYS[key](value)
-            except ValueError:
-                raise ValueError(f"workload {spec!r}: {key}={value!r} is not a number") from None
-        return cls(**kwargs)
-
-    def __call__(self, cluster: Cluster, rng: np.random.Generator) -> Workload:
-        from gpusched_envs.workloads import scale_to_load, select
-
-        trace = _philly_trace()
-        start = float(rng.uniform(self.first, self.last)) * 86400.0
-        window = select(trace, start=start)
-        window = window.subset(np.flatnonzero(window.num_gpus <= cluster.num_gpus)[: self.jobs])
-        return scale_to_load(window, self.load, cluster.num_gpus)
-
-
-@functools.cache
-def _philly_trace() -> Workload:
-    from gpusched_envs.workloads import load_workload
-
-    return load_workload("philly", seed=0)
-
-
-def resolve_multi_workload(workload):
-    """``"philly-windows:..."`` becomes a :class:`PhillyWindows`; anything else is the envs' workload argument."""
-    if isinstance(workload, str) and workload.split(":", 1)[0] == "philly-windows":
-        return PhillyWindows.parse(workload)
-    return workload
 
 
 class MultiSchedulerEnv(ParallelEnv):
@@ -1031,3 +921,24 @@ class HeuristicMultiAgent:
                 a = int(np.flatnonzero(obs["action_mask"])[0])
             actions[agent] = a
         return actions
+
+
+# the public names of this module, with those that moved (re-exported here for one release): the data-centre
+# cluster builder (gpusched_envs.sim.datacenter), the Philly-window workloads (gpusched_envs.workloads.windows)
+__all__ = [
+    "BASE_CANDIDATES",
+    "CANDIDATE_FEATURES",
+    "CLAIRVOYANT_ORDERS",
+    "COORDINATION_FEATURES",
+    "DATACENTER_KEYS",
+    "HEURISTIC_ORDERS",
+    "QUEUE_ORDERS",
+    "ROUTINGS",
+    "EpisodeEndedError",
+    "HeuristicMultiAgent",
+    "MultiSchedulerEnv",
+    "PhillyWindows",
+    "datacenter_cluster",
+    "resolve_multi_cluster",
+    "resolve_multi_workload",
+]
