@@ -167,7 +167,6 @@ def test_the_cycle_finder_finds_a_cycle():
 KNOWN_CYCLES = [
     ["gpusched_envs.policies.gittins", "gpusched_envs.policies.netsens", "gpusched_envs.policies.schedulers"],
     ["gpusched_envs.sim.engine", "gpusched_envs.sim.metrics"],
-    ["gpusched_lab.agents.nets.dag", "gpusched_lab.agents.nets.networks"],
     [
         "gpusched_lab.evaluate.agents",
         "gpusched_lab.evaluate.dag_bench",

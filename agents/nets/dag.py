@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from gpusched_lab.agents.nets.networks import NetworkConfig, mlp
+from gpusched_lab.agents.nets.common import NetworkConfig, mlp
 from torch_geometric.nn import MessagePassing
 
 from gpusched_envs.envs.dag_schedule import GPU_FEATURES, TASK_FEATURES

@@ -13,549 +13,72 @@ the slot it sits in), the last action (wait / defer) by its own head:
 - ``slots="none"``: a generic linear head on the pooled embedding (any other discrete action space).
 
 Masking is left to the caller (:func:`masked`), so the same network serves Q-learning and policy gradients.
+
+The pieces live by job: :mod:`agents.nets.common` (:class:`NetworkConfig`, :func:`mlp`, :func:`masked`,
+:func:`obs_to_tensors`), :mod:`agents.nets.gnn` (:class:`GraphEncoder`), :mod:`agents.nets.cnn`
+(:class:`MultiBranchCNN`); this module holds the flat encoder, the action heads and the factory, and re-exports the
+others' names.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-from torch_geometric.nn import MessagePassing
+from gpusched_lab.agents.nets.cnn import MultiBranchCNN
+from gpusched_lab.agents.nets.common import (
+    ENCODERS,
+    OBS_MODE_OF_ENCODER,
+    SLOT_KINDS,
+    NetworkConfig,
+    ParamView,
+    config_for_env,
+    config_for_layout,
+    masked,
+    mlp,
+    obs_to_tensors,
+    param_view,
+    run_mlp,
+)
+from gpusched_lab.agents.nets.gnn import (
+    CONV_PARAMS,
+    EDGE_KEYS,
+    GNN_IMPLS,
+    GraphEncoder,
+    LevelConv,
+    _Tree,
+    tree_blocks,
+    tree_index,
+)
 
-from gpusched_envs.envs.encoding import KINDS
-from gpusched_envs.graph import to_pyg
-
-ENCODERS = ("gnn", "cnn", "mlp")
-OBS_MODE_OF_ENCODER = {"gnn": "graph", "cnn": "image", "mlp": "flat"}
-SLOT_KINDS = ("jobs", "servers", "none")
-
-
-@dataclass(frozen=True)
-class NetworkConfig:
-    """Everything needed to rebuild a network (stored in a checkpoint's ``meta.json``)."""
-
-    encoder: str  # gnn | cnn | mlp
-    num_actions: int  # A = action_mask length
-    slots: str  # jobs | servers | none
-    num_gpus: int  # padded layout sizes of the env
-    num_servers: int
-    num_racks: int
-    max_server_gpus: int
-    window: int
-    hidden: int = 64
-    layers: int = 2  # GNN: up/down sweeps; CNN/MLP: hidden layers
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def config_for_env(
-    env, encoder: str, hidden: int = 64, layers: int = 2, slots: str | None = None
-) -> NetworkConfig:
-    """The network config matching an env's layout and action space (``slots`` detected when not given)."""
-    if encoder not in ENCODERS:
-        raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {encoder!r}")
-    u = env.unwrapped
-    a = int(env.observation_space["action_mask"].shape[-1])
-    lo = getattr(u, "layout", None)
-    if lo is None:  # not a cluster env (DAGSchedule-v0): its own GNN (agents.nets.dag) or the MLP
-        env_id = u.spec.id if u.spec is not None else type(u).__name__
-        if encoder == "gnn" and hasattr(u, "max_tasks") and getattr(u, "obs_mode", None) == "graph":
-            return NetworkConfig(encoder, a, "dag", a, 0, 0, 0, int(u.max_tasks), hidden, layers)
-        if encoder != "mlp":
-            raise ValueError(
-                f"encoder {encoder!r} reads the cluster observations of JobSelect, WorkerPlacement and DelayTuning; "
-                f"{env_id} has none: use encoder=mlp (flat), or encoder=gnn with obs_mode='graph' (a DAG env's "
-                "own task-DAG network)"
-            )
-        return NetworkConfig(encoder, a, "none", 0, 0, 0, 0, 0, hidden, layers)
-    if slots is None:
-        if encoder == "mlp":
-            slots = "none"
-        elif a == lo.window + 1 and hasattr(u, "wait_action"):
-            slots = "jobs"
-        elif a == lo.num_servers + 1 and hasattr(u, "defer_action"):
-            slots = "servers"
-        else:
-            slots = "none"
-    if slots not in SLOT_KINDS:
-        raise ValueError(f"slots must be one of {', '.join(SLOT_KINDS)}, got {slots!r}")
-    return config_for_layout(lo, encoder, a, slots, hidden, layers)
-
-
-def config_for_layout(
-    lo, encoder: str, num_actions: int, slots: str, hidden: int = 64, layers: int = 2
-) -> NetworkConfig:
-    """The network config of a cluster encoder's padded layout (``envs.encoding.Layout``)."""
-    return NetworkConfig(
-        encoder=encoder,
-        num_actions=num_actions,
-        slots=slots,
-        num_gpus=lo.num_gpus,
-        num_servers=lo.num_servers,
-        num_racks=lo.num_racks,
-        max_server_gpus=lo.max_server_gpus,
-        window=lo.window,
-        hidden=hidden,
-        layers=layers,
-    )
-
-
-def mlp(sizes: list[int], last_activation: bool = False) -> nn.Sequential:
-    mods: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        mods.append(nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2 or last_activation:
-            mods.append(nn.ReLU())
-    return nn.Sequential(*mods)
-
-
-class ParamView:
-    """A module's parameters as a forward reads them, by name: the Parameters themselves while autograd records,
-    else detached views of them. The views share the Parameters' storage, so optimizer steps and
-    ``load_state_dict`` show through, and they skip autograd's dispatch, which at batch 1 costs about half as much
-    again as the op itself (a rollout's forward is ~35 small matmuls). Stale once a parameter is replaced
-    (``load_state_dict(assign=True)``, attribute assignment) or the module moved (``.to()``, ``.double()``: every
-    parameter's storage changes, so the first one's tells): :func:`param_view` checks both on every call and
-    rebuilds. (Assigning ``p.data`` of one parameter by hand is not seen.)"""
-
-    def __init__(self, module: nn.Module):
-        self.checks = [
-            (mod._parameters, name, p)
-            for mod in module.modules()
-            for name, p in mod._parameters.items()
-            if p is not None
-        ]
-        self.first = self.checks[0][2] if self.checks else None
-        self.first_ptr = self.first.data_ptr() if self.first is not None else 0
-        self.live = dict(module.named_parameters())
-        self.frozen = {k: v.detach() for k, v in self.live.items()}
-        # a Sequential of Linear / ReLU (an :func:`mlp`): its layers as (weight name, bias name) or None (ReLU)
-        self.layers = (
-            [(f"{i}.weight", f"{i}.bias") if type(m) is nn.Linear else None for i, m in enumerate(module)]
-            if isinstance(module, nn.Sequential) and all(type(m) in (nn.Linear, nn.ReLU) for m in module)
-            else None
-        )
-
-    def valid(self) -> bool:
-        if self.first is not None and self.first.data_ptr() != self.first_ptr:
-            return False
-        return all(d.get(name) is p for d, name, p in self.checks)
-
-
-def param_view(module: nn.Module) -> ParamView:
-    """The module's :class:`ParamView` (cached on the module, rebuilt when stale)."""
-    view = module.__dict__.get("_param_view")
-    if view is None or not view.valid():
-        view = module.__dict__["_param_view"] = ParamView(module)
-    return view
-
-
-def run_mlp(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """``seq(x)`` for a :func:`mlp` (Linear / ReLU layers) as plain function calls: at batch 1 the GNN is bound by
-    the number of ops, and a module call (hooks, Python dispatch) or autograd's dispatch of a Parameter outside
-    autograd costs about as much as the op itself (:class:`ParamView`)."""
-    view = param_view(seq)
-    if view.layers is None:
-        return seq(x)
-    params = view.live if torch.is_grad_enabled() else view.frozen
-    for layer in view.layers:
-        x = torch.relu(x) if layer is None else F.linear(x, params[layer[0]], params[layer[1]])
-    return x
-
-
-def masked(scores: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
-    """Scores with invalid actions set to −inf (a row with no valid action is left unmasked)."""
-    valid = action_mask > 0
-    valid = valid | ~valid.any(dim=-1, keepdim=True)
-    return scores.masked_fill(~valid, float("-inf"))
-
-
-# ---------------------------------------------------------------------------------------------------------- GNN
-class LevelConv(MessagePassing):
-    """One hop of the hierarchy: ``h_dst ← h_dst + MLP([h_dst, mean_src MLP([h_src, edge])])``."""
-
-    def __init__(self, hidden: int, edge_dim: int):
-        super().__init__(aggr="mean")
-        self.message_mlp = mlp([hidden + edge_dim, hidden, hidden], last_activation=True)
-        self.update_mlp = mlp([2 * hidden, hidden, hidden])
-        self.norm = nn.LayerNorm(hidden)
-
-    def forward(
-        self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor, dst: torch.Tensor
-    ) -> torch.Tensor:
-        """``dst``: the nodes with an incoming edge (only they are updated; one level is a small share of them)."""
-        agg = self.propagate(edge_index, h=h, edge_attr=edge_attr)
-        delta = torch.zeros_like(h).index_copy(0, dst, self.update_mlp(torch.cat([h[dst], agg[dst]], dim=-1)))
-        return self.norm(h + delta)
-
-    def message(self, h_j: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
-        return self.message_mlp(torch.cat([h_j, edge_attr], dim=-1))
-
-
-GNN_IMPLS = ("dense", "scatter", "pyg")
-
-
-def tree_blocks(obs: dict[str, torch.Tensor]) -> tuple[int, int, int]:
-    """Padded ``(G, S, R)`` of a graph observation, read from the observation itself (so one network runs on any
-    cluster): node blocks are GPUs, servers, racks, cluster in that order, and the first server and the first rack
-    are always real nodes, so their positions (from the ``kind`` one-hot of the first sample) are ``G`` and ``G+S``.
-    """
-    kinds = obs["node_features"][0, :, 1:3]  # server, rack columns of the kind one-hot
-    n = obs["node_features"].shape[1]
-    first = (kinds > 0).to(torch.uint8).argmax(dim=0).tolist()  # first server, first rack
-    g, gs = int(first[0]), int(first[1])
-    return g, gs - g, n - 1 - gs
-
-
-def tree_index(
-    edge_index: torch.Tensor, edge_features: torch.Tensor, edge_mask: torch.Tensor, n: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The tree of a batch of padded graph observations, read from its edges: ``(parent, link, has_parent,
-    children)``, each ``(B, N, ...)``: a node's parent (0 when it has none), the features of its link to it, whether
-    it has one, and its number of children. Child → parent edges are the unmasked ones whose head is the later node
-    (parents always sit in a later block); masked edges go to a dummy column ``n`` that is cut off."""
-    b = edge_index.shape[0]
-    ei = edge_index.long()  # SB3 hands it over as float
-    up = (edge_mask > 0) & (ei[:, 1] > ei[:, 0])
-    child = torch.where(up, ei[:, 0], n)  # (B, E)
-    parent = ei.new_zeros(b, n + 1).scatter_(1, child, ei[:, 1])[:, :n]  # (B, N)
-    fe = edge_features.shape[-1]
-    link = edge_features.new_zeros(b, n + 1, fe)
-    link = link.scatter_(1, child.unsqueeze(-1).expand(-1, -1, fe), edge_features)[:, :n]  # (B, N, Fe)
-    has_parent = edge_features.new_zeros(b, n + 1).scatter_(1, child, 1.0)[:, :n]
-    children = torch.zeros_like(has_parent).scatter_add_(1, parent, has_parent)  # (B, N) child counts
-    return parent, link, has_parent, children
-
-
-EDGE_KEYS = ("edge_index", "edge_features", "edge_mask")
-CONV_PARAMS = tuple(
-    f"{mlp_name}.{i}.{kind}"
-    for mlp_name in ("message_mlp", "update_mlp")
-    for i in (0, 2)
-    for kind in ("weight", "bias")
-) + ("norm.weight", "norm.bias")
-
-
-class _Tree:
-    """One padded tree, shared by every sample of a batch, as the dense operators of :class:`GraphEncoder`'s
-    ``"dense"`` implementation: per level ``lv`` (children in block ``lv``, parents in block ``lv + 1``) the
-    ``(P, C)`` matrix that averages children into their parent, each child's parent within the parent block, and
-    the masks of children with a parent and of parents with children. Built once per distinct tree (a cluster's
-    edges do not change between steps), checked against every batch by value."""
-
-    def __init__(self, obs: dict[str, torch.Tensor], g: int, s: int):
-        # normal tensors even when the first batch comes in torch.inference_mode (a rollout): training's forward
-        # saves them for backward, which inference tensors cannot be
-        with torch.inference_mode(False):
-            self._build(obs, g, s)
-
-    def _build(self, obs: dict[str, torch.Tensor], g: int, s: int) -> None:
-        nf = obs["node_features"]
-        n = nf.shape[1]
-        self.key = (g, s, obs["edge_index"].dtype, nf.dtype, nf.device)
-        self.edges = tuple(obs[k][0].clone() for k in EDGE_KEYS)
-        self._link_cache: tuple | None = None
-        with torch.no_grad():
-            parent, link, has_parent, children = (
-                t[0] for t in tree_index(obs["edge_index"][:1], *(obs[k][:1] for k in EDGE_KEYS[1:]), n)
-            )
-            self.bounds = bounds = (0, g, g + s, n - 1, n)  # GPU, server, rack, cluster blocks
-            # (n-1, Fe): every child's link (the cluster, the last node, has no parent)
-            self.link = link[: n - 1].to(nf.dtype)
-            self.mean, self.pidx, self.mask_p, self.mask_c = [], [], [], []
-            for lv in range(3):
-                c0, c1, p0, p1 = bounds[lv], bounds[lv + 1], bounds[lv + 1], bounds[lv + 2]
-                # as the scatter implementation: a child's parent clamped into the parent block
-                pidx = (parent[c0:c1] - p0).clamp(0, p1 - p0 - 1)
-                count = children[p0:p1]
-                mean = nf.new_zeros(p1 - p0, c1 - c0)
-                mean[pidx, torch.arange(c1 - c0, device=nf.device)] = has_parent[c0:c1].to(nf.dtype)
-                self.mean.append(mean / count.clamp(min=1.0).to(nf.dtype).unsqueeze(-1))
-                self.pidx.append(pidx)
-                # the masks of children with a parent and of parents with children; None: no padding, all ones
-                for masks, m in ((self.mask_p, has_parent[c0:c1]), (self.mask_c, (count > 0))):
-                    masks.append(None if bool(m.all()) else m.to(nf.dtype).unsqueeze(-1))
-
-    def link_terms(self, params: list[tuple], hd: int) -> torch.Tensor:
-        """The link part (+ bias) of every conv's first message layer for every child node, in one matmul:
-        ``(n-1, convs · h)``. Outside autograd it depends only on the parameters' values, so it is kept until an
-        optimizer step or ``load_state_dict`` changes them (their version counters)."""
-        grad = torch.is_grad_enabled()
-        if not grad:  # the very same detached views (rebuilt after a move), none changed since
-            views = [t for p in params for t in p[:2]]
-            versions = tuple(t._version for t in views)
-            cache = self._link_cache
-            if (
-                cache is not None
-                and cache[1] == versions
-                and all(a is b for a, b in zip(cache[0], views, strict=True))
-            ):
-                return cache[2]
-        weight = torch.cat([p[0][:, hd:] for p in params])
-        terms = F.linear(self.link, weight, torch.cat([p[1] for p in params]))
-        if not grad:
-            self._link_cache = (views, versions, terms)
-        return terms
-
-    def matches(self, obs: dict[str, torch.Tensor], g: int, s: int) -> bool:
-        """Is this the tree of every sample of ``obs``?"""
-        nf = obs["node_features"]
-        if self.key != (g, s, obs["edge_index"].dtype, nf.dtype, nf.device):
-            return False
-        for k, mine in zip(EDGE_KEYS, self.edges, strict=True):
-            t = obs[k]
-            if t.shape[1:] != mine.shape or not torch.equal(t[0], mine):
-                return False
-            if t.shape[0] > 1 and not torch.equal(t, mine.expand_as(t)):
-                return False
-        return True
-
-
-class GraphEncoder(nn.Module):
-    """Hierarchical message passing over the GPU–server–rack–cluster tree.
-
-    A sweep goes up (GPU → server, server → rack, rack → cluster, one :class:`LevelConv` per level) and back down
-    (cluster → rack → server → GPU), so after one sweep every GPU has seen the whole cluster through its ancestors.
-    The cluster embedding is the cluster node ⊕ the masked mean of GPU nodes ⊕ the context.
-
-    Three implementations of the same function (same parameters, same outputs up to float rounding):
-
-    - ``impl="dense"`` (default): the tree of a cluster does not change between steps, so its operators are built
-      once (:class:`_Tree`) and each level is a few wide ops on the whole batch: the mean over a parent's children is
-      one ``(P, C)`` matmul, a child reading its parent one ``index_select``; the first message layer's link part
-      is computed for every level in one matmul, its node part on the parents (fewer rows) before the gather; one
-      LayerNorm call per level over all nodes; the MLPs are called as functions (no module overhead). A batch whose
-      samples do not all share one tree (several clusters in one batch) takes the scatter path.
-    - ``impl="scatter"``: each level is a gather (down: every child reads its one parent) or a segment mean (up:
-      ``scatter_add`` of the children's messages into their parent's row) on dense ``(B, nodes, h)`` tensors, with
-      the tree read from each sample's ``edge_index`` / ``edge_features`` per forward.
-    - ``impl="pyg"``: the original ``torch_geometric`` message passing over :func:`gpusched_envs.graph.to_pyg`
-      batches (the encoder before issue 10, kept as the reference for tests and ``gpusched bench``).
-
-    Nothing in the parameters depends on the cluster's size: block sizes are read from each observation
-    (:func:`tree_blocks`), so a checkpoint trained on one preset runs on any other.
-    """
-
-    def __init__(
-        self,
-        cfg: NetworkConfig,
-        node_dim: int,
-        edge_dim: int,
-        job_dim: int,
-        context_dim: int,
-        impl: str = "dense",
-    ):
-        super().__init__()
-        if impl not in GNN_IMPLS:
-            raise ValueError(f"gnn_impl must be one of {', '.join(GNN_IMPLS)}, got {impl!r}")
-        h = cfg.hidden
-        self.cfg = cfg
-        self.impl = impl
-        self.node_in = mlp([node_dim, h, h], last_activation=True)
-        self.up = nn.ModuleList(LevelConv(h, edge_dim) for _ in range(3 * cfg.layers))
-        self.down = nn.ModuleList(LevelConv(h, edge_dim) for _ in range(3 * cfg.layers))
-        self.job_in = mlp([job_dim, h, h], last_activation=True)
-        self.context_dim = context_dim
-        self.out_dim = h
-        self.cluster_out = mlp([2 * h + context_dim, h, h], last_activation=True)
-        self._trees: list[_Tree] = []  # dense impl: the trees seen lately (not parameters, not saved)
-
-    def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        g, s, _ = tree_blocks(obs)
-        if self.impl == "dense":
-            tree = self.tree_of(obs, g, s)
-            if tree is not None:
-                return self._forward_dense(obs, tree)
-            h = self._propagate_scatter(obs, g, s)  # samples of different clusters in one batch
-        elif self.impl == "scatter":
-            h = self._propagate_scatter(obs, g, s)
-        else:
-            h = self._propagate_pyg(obs)
-        node_mask = obs["node_mask"].float()
-        cluster_node = h[:, -1]
-        gpu_mask = node_mask[:, :g].unsqueeze(-1)
-        gpu_mean = (h[:, :g] * gpu_mask).sum(1) / gpu_mask.sum(1).clamp(min=1.0)
-        jobs = run_mlp(self.job_in, obs["job_features"])  # (B, W, h)
-        cluster = run_mlp(self.cluster_out, torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
-        return cluster, jobs, h[:, g : g + s]
-
-    def tree_of(self, obs: dict[str, torch.Tensor], g: int, s: int) -> _Tree | None:
-        """The dense operators of the batch's tree (cached), or None when its samples have different trees."""
-        for tree in self._trees:
-            if tree.matches(obs, g, s):
-                return tree
-        tree = _Tree(obs, g, s)
-        if not tree.matches(obs, g, s):  # the samples differ among themselves
-            return None
-        self._trees = [tree, *self._trees[:7]]  # a few clusters (WorkerPlacement's task clusters) stay cached
-        return tree
-
-    def _conv_params(self) -> list[tuple]:
-        """Per conv (up convs, then down convs): the parameters of its two MLPs and its norm (:class:`ParamView`)."""
-        out = []
-        for conv in (*self.up, *self.down):
-            view = param_view(conv)
-            p = view.live if torch.is_grad_enabled() else view.frozen
-            out.append(tuple(p[name] for name in CONV_PARAMS) + (conv.norm.eps,))
-        return out
-
-    def _forward_dense(self, obs: dict[str, torch.Tensor], tree: _Tree):
-        """The dense implementation, node-major: each block of the tree is a contiguous ``(rows · B, h)`` matrix
-        (rows of one node are its B samples), so every layer is one 2-D matmul, the children's mean is
-        ``(P, C) @ (C, B·h)``, a child reading its parent one ``index_select`` of rows, and a level's LayerNorm one
-        call over the blocks concatenated (split again into views, whose backward is one concatenation)."""
-        nf = obs["node_features"]
-        b, n, f = nf.shape
-        hd = self.out_dim
-        bounds = tree.bounds
-        sizes = [(bounds[k + 1] - bounds[k]) * b for k in range(4)]
-        params = self._conv_params()
-        link_all = tree.link_terms(params, hd)  # (n-1, convs · h): links' part of the first message layers
-        x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
-        # GPU, server, rack, cluster blocks, each (rows · B, h)
-        hs = list(run_mlp(self.node_in, x).split_with_sizes(sizes))
-
-        def plus_link(x: torch.Tensor, k: int, lv: int) -> torch.Tensor:
-            """``x`` (children of level lv, (C · B, h)) + conv k's link terms of each child."""
-            link = link_all[bounds[lv] : bounds[lv + 1], k * hd : (k + 1) * hd]
-            if b == 1:
-                return x + link
-            return (x.view(-1, b, hd) + link.unsqueeze(1)).view(-1, hd)
-
-        def update(p: tuple, lv: int, other: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
-            """``norm(h + mask · update_mlp([h_lv, other]))``: block lv updated, every node normed."""
-            dst = hs[lv]
-            u = torch.relu(F.linear(torch.cat([dst, other], dim=-1), p[4], p[5]))
-            delta = F.linear(u, p[6], p[7])
-            if mask is not None:
-                delta = (delta.view(-1, b, hd) * mask.unsqueeze(1)).view(-1, hd)
-            x = torch.cat([dst + delta if k == lv else hs[k] for k in range(4)])
-            return list(F.layer_norm(x, (hd,), p[8], p[9], p[10]).split_with_sizes(sizes))
-
-        nup = len(self.up)
-        for sweep in range(self.cfg.layers):
-            for lv in range(3):  # up: children lv → parents lv + 1, mean over children
-                k = 3 * sweep + lv
-                p = params[k]
-                msg = torch.relu(plus_link(F.linear(hs[lv], p[0][:, :hd]), k, lv))
-                msg = torch.relu(F.linear(msg, p[2], p[3]))  # (C · B, h)
-                agg = tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)  # children without a parent weigh 0
-                hs = update(p, lv + 1, agg, tree.mask_c[lv])
-            for lv in (2, 1, 0):  # down: every child lv reads its one parent (first layer on the parents)
-                k = 3 * sweep + lv
-                p = params[nup + k]
-                par = F.linear(hs[lv + 1], p[0][:, :hd]).view(-1, b * hd)  # (P, B · h)
-                msg = torch.relu(plus_link(par.index_select(0, tree.pidx[lv]).view(-1, hd), nup + k, lv))
-                msg = torch.relu(F.linear(msg, p[2], p[3]))
-                hs = update(p, lv, msg, tree.mask_p[lv])
-        gpus, servers, cluster_node = hs[0].view(-1, b, hd), hs[1].view(-1, b, hd), hs[3]
-        gpu_mask = obs["node_mask"][:, : bounds[1]].float()  # (B, G)
-        gpu_mean = (gpus * gpu_mask.t().unsqueeze(-1)).sum(0) / gpu_mask.sum(1, keepdim=True).clamp(min=1.0)
-        jobs = run_mlp(self.job_in, obs["job_features"])  # (B, W, h)
-        cluster = run_mlp(self.cluster_out, torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
-        return cluster, jobs, servers.transpose(0, 1)
-
-    def _propagate_scatter(self, obs: dict[str, torch.Tensor], g: int, s: int) -> torch.Tensor:
-        nf = obs["node_features"]
-        n = nf.shape[1]
-        parent, link, has_parent, children = tree_index(
-            obs["edge_index"], obs["edge_features"], obs["edge_mask"], n
-        )
-        has_parent = has_parent.to(nf.dtype)
-        children = children.to(nf.dtype)
-        bounds = (0, g, g + s, n - 1, n)  # GPU, server, rack, cluster blocks
-        blocks = [slice(bounds[k], bounds[k + 1]) for k in range(4)]
-        has_p = [has_parent[:, sl, None] for sl in blocks]
-        count = [children[:, sl, None] for sl in blocks]
-        links = [link[:, sl] for sl in blocks]
-        # parent of each child as an index into the parent block, expanded over the hidden width
-        hdim = self.out_dim
-        pidx = [
-            (parent[:, blocks[k]] - bounds[k + 1]).clamp(0, bounds[k + 2] - bounds[k + 1] - 1)
-            for k in range(3)
-        ]
-        pidx = [i.unsqueeze(-1).expand(-1, -1, hdim) for i in pidx]
-        # h is kept as one tensor per block: LayerNorm is per node, so norming every block is norming every node
-        h = self.node_in(nf)
-        hs = [h[:, sl] for sl in blocks]
-        for sweep in range(self.cfg.layers):
-            for lv in range(3):  # up: children lv → parents lv + 1, mean over children
-                conv = self.up[3 * sweep + lv]
-                msg = conv.message_mlp(torch.cat([hs[lv], links[lv]], dim=-1)) * has_p[lv]
-                hp = hs[lv + 1]
-                agg = msg.new_zeros(hp.shape).scatter_add_(1, pidx[lv], msg) / count[lv + 1].clamp(min=1.0)
-                delta = conv.update_mlp(torch.cat([hp, agg], dim=-1)) * (count[lv + 1] > 0)
-                hs = [conv.norm(x + delta if k == lv + 1 else x) for k, x in enumerate(hs)]
-            for lv in (2, 1, 0):  # down: every child lv reads its one parent lv + 1
-                conv = self.down[3 * sweep + lv]
-                src = hs[lv + 1].gather(1, pidx[lv])
-                msg = conv.message_mlp(torch.cat([src, links[lv]], dim=-1))
-                delta = conv.update_mlp(torch.cat([hs[lv], msg], dim=-1)) * has_p[lv]
-                hs = [conv.norm(x + delta if k == lv else x) for k, x in enumerate(hs)]
-        return torch.cat(hs, dim=1)
-
-    def _propagate_pyg(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        b, n, _ = obs["node_features"].shape
-        graph = to_pyg(obs, keep_padding=True)  # node i of sample s is row s·N + i
-        x, edge_index, edge_attr = graph.x, graph.edge_index, graph.edge_attr
-        kind = x[:, :KINDS].argmax(dim=-1)  # 0 gpu, 1 server, 2 rack, 3 cluster (padding: 0, isolated)
-        level = edge_attr[:, 1:4].argmax(dim=-1)  # 0 gpu–server, 1 server–rack, 2 rack–cluster
-        upward = kind[edge_index[0]] < kind[edge_index[1]]
-        routes = []  # up levels 0, 1, 2 then down levels 0, 1, 2: (edge_index, edge_attr, destination nodes)
-        for d in (upward, ~upward):
-            for lv in range(3):
-                sel = (level == lv) & d
-                routes.append((edge_index[:, sel], edge_attr[sel], torch.unique(edge_index[1, sel])))
-        h = self.node_in(x)
-        for sweep in range(self.cfg.layers):
-            for lv in range(3):
-                h = self.up[3 * sweep + lv](h, *routes[lv])
-            for lv in (2, 1, 0):
-                h = self.down[3 * sweep + lv](h, *routes[3 + lv])
-        return h.view(b, n, -1)
-
-
-# ---------------------------------------------------------------------------------------------------------- CNN
-class MultiBranchCNN(nn.Module):
-    """TopDRL's multi-branch CNN over ``cluster_image (C, servers, GPUs per server)`` and the queue.
-
-    Branches: (1) a per-machine convolution (kernel spanning one server's GPU slots) giving one embedding per
-    server row; (2) a whole-cluster convolution (3×3 over the server × slot grid, capturing neighbouring machines
-    of a rack); (3) a per-job 1-D convolution over the queue window (kernel 1, i.e. shared weights per job);
-    (4) the flat cluster features ⊕ context. Branches (1) pooled, (2), (4) form the cluster embedding.
-    """
-
-    def __init__(self, cfg: NetworkConfig, channels: int, job_dim: int, cluster_dim: int, context_dim: int):
-        super().__init__()
-        h = cfg.hidden
-        self.cfg = cfg
-        m = cfg.max_server_gpus
-        self.machine = nn.Sequential(nn.Conv2d(channels, h, kernel_size=(1, m)), nn.ReLU())  # (B, h, S, 1)
-        self.grid = nn.Sequential(
-            nn.Conv2d(channels, h // 2, kernel_size=3, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(h // 2, h // 2, kernel_size=3, padding=1),
-            nn.ReLU(),
-            nn.AdaptiveMaxPool2d(1),
-        )
-        self.queue = nn.Sequential(nn.Conv1d(job_dim, h, 1), nn.ReLU(), nn.Conv1d(h, h, 1), nn.ReLU())
-        self.flat = mlp([cluster_dim + context_dim, h, h], last_activation=True)
-        self.cluster_out = mlp([h + h // 2 + h + h, h, h], last_activation=True)
-        self.out_dim = h
-
-    def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        img = obs["cluster_image"]
-        servers = self.machine(img).squeeze(-1).transpose(1, 2)  # (B, S, h)
-        grid = self.grid(img).flatten(1)  # (B, h/2)
-        jobs = self.queue(obs["queue"].transpose(1, 2)).transpose(1, 2)  # (B, W, h)
-        jm = obs["job_mask"].float().unsqueeze(-1)
-        job_mean = (jobs * jm).sum(1) / jm.sum(1).clamp(min=1.0)
-        flat = self.flat(torch.cat([obs["cluster_features"], obs["context"]], dim=-1))
-        cluster = self.cluster_out(torch.cat([servers.max(dim=1).values, grid, job_mean, flat], dim=-1))
-        return cluster, jobs, servers
+__all__ = [
+    "CONV_PARAMS",
+    "EDGE_KEYS",
+    "ENCODERS",
+    "GNN_FEATURE_KEYS",
+    "GNN_IMPLS",
+    "OBS_MODE_OF_ENCODER",
+    "SLOT_KINDS",
+    "ActionScorer",
+    "FlatMLP",
+    "GraphEncoder",
+    "LevelConv",
+    "MultiBranchCNN",
+    "NetworkConfig",
+    "ParamView",
+    "_Tree",
+    "build_network",
+    "config_for_env",
+    "config_for_layout",
+    "for_env",
+    "layout_mismatch",
+    "masked",
+    "mlp",
+    "obs_to_tensors",
+    "param_view",
+    "run_mlp",
+    "tree_blocks",
+    "tree_index",
+]
 
 
 # ---------------------------------------------------------------------------------------------------------- MLP
@@ -677,17 +200,3 @@ def for_env(cfg: NetworkConfig, env) -> NetworkConfig:
     if cfg.encoder != "gnn":
         return cfg
     return config_for_env(env, cfg.encoder, cfg.hidden, cfg.layers, cfg.slots)
-
-
-def obs_to_tensors(obs: dict, device: torch.device | str = "cpu", batched: bool | None = None) -> dict:
-    """numpy observations (one or a batch) → float tensors with a batch dimension (``edge_index`` stays int64)."""
-    out = {}
-    for k, v in obs.items():
-        t = torch.as_tensor(v, device=device)
-        t = t.long() if k == "edge_index" else t.float()
-        out[k] = t
-    if batched is None:
-        batched = out["action_mask"].dim() == 2
-    if not batched:
-        out = {k: v.unsqueeze(0) for k, v in out.items()}
-    return out

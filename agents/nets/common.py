@@ -1,0 +1,171 @@
+"""What every network of :mod:`agents.nets` shares: the network description stored in checkpoints
+(:class:`NetworkConfig`, built from an env by :func:`config_for_env`), the :func:`mlp` building block and its fast
+functional call (:func:`run_mlp` over a :class:`ParamView`), action masking (:func:`masked`) and numpy → tensor
+conversion of observations (:func:`obs_to_tensors`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ENCODERS = ("gnn", "cnn", "mlp")
+OBS_MODE_OF_ENCODER = {"gnn": "graph", "cnn": "image", "mlp": "flat"}
+SLOT_KINDS = ("jobs", "servers", "none")
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Everything needed to rebuild a network (stored in a checkpoint's ``meta.json``)."""
+
+    encoder: str  # gnn | cnn | mlp
+    num_actions: int  # A = action_mask length
+    slots: str  # jobs | servers | none
+    num_gpus: int  # padded layout sizes of the env
+    num_servers: int
+    num_racks: int
+    max_server_gpus: int
+    window: int
+    hidden: int = 64
+    layers: int = 2  # GNN: up/down sweeps; CNN/MLP: hidden layers
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def config_for_env(
+    env, encoder: str, hidden: int = 64, layers: int = 2, slots: str | None = None
+) -> NetworkConfig:
+    """The network config matching an env's layout and action space (``slots`` detected when not given)."""
+    if encoder not in ENCODERS:
+        raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {encoder!r}")
+    u = env.unwrapped
+    a = int(env.observation_space["action_mask"].shape[-1])
+    lo = getattr(u, "layout", None)
+    if lo is None:  # not a cluster env (DAGSchedule-v0): its own GNN (agents.nets.dag) or the MLP
+        env_id = u.spec.id if u.spec is not None else type(u).__name__
+        if encoder == "gnn" and hasattr(u, "max_tasks") and getattr(u, "obs_mode", None) == "graph":
+            return NetworkConfig(encoder, a, "dag", a, 0, 0, 0, int(u.max_tasks), hidden, layers)
+        if encoder != "mlp":
+            raise ValueError(
+                f"encoder {encoder!r} reads the cluster observations of JobSelect, WorkerPlacement and DelayTuning; "
+                f"{env_id} has none: use encoder=mlp (flat), or encoder=gnn with obs_mode='graph' (a DAG env's "
+                "own task-DAG network)"
+            )
+        return NetworkConfig(encoder, a, "none", 0, 0, 0, 0, 0, hidden, layers)
+    if slots is None:
+        if encoder == "mlp":
+            slots = "none"
+        elif a == lo.window + 1 and hasattr(u, "wait_action"):
+            slots = "jobs"
+        elif a == lo.num_servers + 1 and hasattr(u, "defer_action"):
+            slots = "servers"
+        else:
+            slots = "none"
+    if slots not in SLOT_KINDS:
+        raise ValueError(f"slots must be one of {', '.join(SLOT_KINDS)}, got {slots!r}")
+    return config_for_layout(lo, encoder, a, slots, hidden, layers)
+
+
+def config_for_layout(
+    lo, encoder: str, num_actions: int, slots: str, hidden: int = 64, layers: int = 2
+) -> NetworkConfig:
+    """The network config of a cluster encoder's padded layout (``envs.encoding.Layout``)."""
+    return NetworkConfig(
+        encoder=encoder,
+        num_actions=num_actions,
+        slots=slots,
+        num_gpus=lo.num_gpus,
+        num_servers=lo.num_servers,
+        num_racks=lo.num_racks,
+        max_server_gpus=lo.max_server_gpus,
+        window=lo.window,
+        hidden=hidden,
+        layers=layers,
+    )
+
+
+def mlp(sizes: list[int], last_activation: bool = False) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        mods.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2 or last_activation:
+            mods.append(nn.ReLU())
+    return nn.Sequential(*mods)
+
+
+class ParamView:
+    """A module's parameters as a forward reads them, by name: the Parameters themselves while autograd records,
+    else detached views of them. The views share the Parameters' storage, so optimizer steps and
+    ``load_state_dict`` show through, and they skip autograd's dispatch, which at batch 1 costs about half as much
+    again as the op itself (a rollout's forward is ~35 small matmuls). Stale once a parameter is replaced
+    (``load_state_dict(assign=True)``, attribute assignment) or the module moved (``.to()``, ``.double()``: every
+    parameter's storage changes, so the first one's tells): :func:`param_view` checks both on every call and
+    rebuilds. (Assigning ``p.data`` of one parameter by hand is not seen.)"""
+
+    def __init__(self, module: nn.Module):
+        self.checks = [
+            (mod._parameters, name, p)
+            for mod in module.modules()
+            for name, p in mod._parameters.items()
+            if p is not None
+        ]
+        self.first = self.checks[0][2] if self.checks else None
+        self.first_ptr = self.first.data_ptr() if self.first is not None else 0
+        self.live = dict(module.named_parameters())
+        self.frozen = {k: v.detach() for k, v in self.live.items()}
+        # a Sequential of Linear / ReLU (an :func:`mlp`): its layers as (weight name, bias name) or None (ReLU)
+        self.layers = (
+            [(f"{i}.weight", f"{i}.bias") if type(m) is nn.Linear else None for i, m in enumerate(module)]
+            if isinstance(module, nn.Sequential) and all(type(m) in (nn.Linear, nn.ReLU) for m in module)
+            else None
+        )
+
+    def valid(self) -> bool:
+        if self.first is not None and self.first.data_ptr() != self.first_ptr:
+            return False
+        return all(d.get(name) is p for d, name, p in self.checks)
+
+
+def param_view(module: nn.Module) -> ParamView:
+    """The module's :class:`ParamView` (cached on the module, rebuilt when stale)."""
+    view = module.__dict__.get("_param_view")
+    if view is None or not view.valid():
+        view = module.__dict__["_param_view"] = ParamView(module)
+    return view
+
+
+def run_mlp(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``seq(x)`` for a :func:`mlp` (Linear / ReLU layers) as plain function calls: at batch 1 the GNN is bound by
+    the number of ops, and a module call (hooks, Python dispatch) or autograd's dispatch of a Parameter outside
+    autograd costs about as much as the op itself (:class:`ParamView`)."""
+    view = param_view(seq)
+    if view.layers is None:
+        return seq(x)
+    params = view.live if torch.is_grad_enabled() else view.frozen
+    for layer in view.layers:
+        x = torch.relu(x) if layer is None else F.linear(x, params[layer[0]], params[layer[1]])
+    return x
+
+
+def masked(scores: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+    """Scores with invalid actions set to −inf (a row with no valid action is left unmasked)."""
+    valid = action_mask > 0
+    valid = valid | ~valid.any(dim=-1, keepdim=True)
+    return scores.masked_fill(~valid, float("-inf"))
+
+
+def obs_to_tensors(obs: dict, device: torch.device | str = "cpu", batched: bool | None = None) -> dict:
+    """numpy observations (one or a batch) → float tensors with a batch dimension (``edge_index`` stays int64)."""
+    out = {}
+    for k, v in obs.items():
+        t = torch.as_tensor(v, device=device)
+        t = t.long() if k == "edge_index" else t.float()
+        out[k] = t
+    if batched is None:
+        batched = out["action_mask"].dim() == 2
+    if not batched:
+        out = {k: v.unsqueeze(0) for k, v in out.items()}
+    return out
