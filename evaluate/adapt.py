@@ -35,8 +35,8 @@ import typer
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
 LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "metaplace-nomodel", "multitask", "scratch", "previous")
 DEFAULT_AGENTS = tuple(a for a in LEARNED_AGENTS if a != "previous") + HEURISTIC_AGENTS
-DEFAULT_META = "checkpoints/metaplace/workerplacement_gnn"
-DEFAULT_MULTITASK = "checkpoints/metaplace/multitask_gnn"
+DEFAULT_META = "checkpoints/workerplacement_gnn"
+DEFAULT_MULTITASK = "checkpoints/multitask_gnn"
 
 
 def _heuristic_jct(env, task, placement: str, seed: int) -> float:

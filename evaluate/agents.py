@@ -8,8 +8,7 @@ Agent specs (:func:`resolve_agent`):
 - a checkpoint folder (``model.pt`` + ``meta.json``) or its ``model.pt``: loaded with ``agents.load``, evaluated
   only on scenarios with its env id and observation layout; a MetaPlace checkpoint (``meta_rl`` in its meta, issue
   15) runs as ``gpusched adapt`` evaluates it at K = 0 (:class:`MetaPlaceEvalAgent`: GNN logits minus ``w`` × its
-  performance model's cautious score), and the ``checkpoints`` group lists ``checkpoints/*/`` and MetaPlace's
-  ``checkpoints/metaplace/workerplacement_gnn``;
+  performance model's cautious score), and the ``checkpoints`` group lists ``checkpoints/*/``;
 - ``module:callable`` or ``path/to/file.py:callable``: ``callable()`` returns either an agent with
   ``act(obs) -> action`` (optional ``reset()`` before each episode; optional attributes ``env_ids`` — the env ids
   it runs on — and ``obs_mode``) or a scheduler with ``schedule(sim)`` (the :class:`~gpusched_envs.policies.Policy`
@@ -529,18 +528,21 @@ class UserEvalAgent(EvalAgent):
 
 
 # ---------------------------------------------------------------------------------------------- resolution
+# shipped checkpoints another agent uses as a part, left out of the ``checkpoints`` group: the DAG plan generators
+# (planners of the dag-* agents) and MetaPlace's multi-task baseline (compared against it in ``gpusched adapt``)
+COMPONENT_CHECKPOINTS = ("ddqn_dagschedule_gnn", "ppo_dagschedule_gnn", "multitask_gnn")
+
+
 def shipped_checkpoints(folder: str | Path | None = None) -> list[str]:
     """Checkpoint folders under ``folder`` (default: the repository's ``checkpoints/``), sorted: every
-    ``*/meta.json`` beside a ``model.pt``, and the MetaPlace checkpoints one level deeper (``algorithm: metaplace``)."""
+    ``*/meta.json`` beside a ``model.pt``, except the parts of other agents (:data:`COMPONENT_CHECKPOINTS`)."""
     folder = Path(folder) if folder is not None else default_checkpoint_dir()
     if not folder.is_dir():
         return []
-    found = [p.parent for p in folder.glob("*/meta.json") if (p.parent / "model.pt").is_file()]
-    # MetaPlace (issue 15) lives one level deeper, beside its multi-task baseline (which stays out of the group)
-    found += [
+    found = [
         p.parent
-        for p in folder.glob("*/*/meta.json")
-        if (p.parent / "model.pt").is_file() and (_read_json(p) or {}).get("algorithm") == "metaplace"
+        for p in folder.glob("*/meta.json")
+        if (p.parent / "model.pt").is_file() and p.parent.name not in COMPONENT_CHECKPOINTS
     ]
     return [str(p) for p in sorted(found)]
 

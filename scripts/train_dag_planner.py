@@ -5,8 +5,8 @@ training DAGs), then score the greedy policy on held-out DAG seeds against HEFT 
 
 Usage::
 
-    OMP_NUM_THREADS=1 python scripts/train_dag_planner.py --algo ddqn --steps 8000 --out checkpoints/dag/ddqn_dagschedule_gnn
-    OMP_NUM_THREADS=1 python scripts/train_dag_planner.py --algo ppo --steps 8000 --out checkpoints/dag/ppo_dagschedule_gnn
+    OMP_NUM_THREADS=1 python scripts/train_dag_planner.py --algo ddqn --steps 8000 --out checkpoints/ddqn_dagschedule_gnn
+    OMP_NUM_THREADS=1 python scripts/train_dag_planner.py --algo ppo --steps 8000 --out checkpoints/ppo_dagschedule_gnn
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from gpusched_lab.evaluate.runner import run_cell
 from gpusched_lab.evaluate.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-METAPLACE = ROOT / "checkpoints" / "metaplace" / "workerplacement_gnn"
-MULTITASK = ROOT / "checkpoints" / "metaplace" / "multitask_gnn"
+METAPLACE = ROOT / "checkpoints" / "workerplacement_gnn"
+MULTITASK = ROOT / "checkpoints" / "multitask_gnn"
 
 
 def _heldout(i: int):

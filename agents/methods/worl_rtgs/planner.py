@@ -26,7 +26,7 @@ from gpusched_lab.agents.common import SHIPPED_CHECKPOINTS
 from gpusched_lab.agents.nets.networks import masked, obs_to_tensors
 
 ENV_ID = "gpusched/DAGSchedule-v0"
-SHIPPED = SHIPPED_CHECKPOINTS / "dag"  # one level down: not JobSelect-style
+SHIPPED = SHIPPED_CHECKPOINTS
 
 
 class PolicyPlanner:
