@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pettingzoo.utils import conversions, wrappers
 
-from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent, MultiSchedulerEnv
+from gpusched_envs.multi_agent.multi_scheduler import MultiSchedulerEnv
+from gpusched_envs.policies.multi_agent import HeuristicMultiAgent
 
 
 def parallel_env(**kwargs) -> MultiSchedulerEnv:
