@@ -7,7 +7,7 @@ TORCH_VERSION := 2.13.0
 # wheel index of a CUDA build of torch (pick the CUDA version of your driver: cu126, cu128, ...)
 TORCH_INDEX ?= https://download.pytorch.org/whl/cu128
 
-.PHONY: run test test-all lint format bench clean venv venv-cuda train-gpu
+.PHONY: run test test-all lint format bench clean venv venv-cuda train-gpu docs docs-check
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,10 +37,20 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) docs-check
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m '' -p no:cacheprovider
+
+# The documentation site (MkDocs + Material + mkdocstrings) into site/; --strict fails on a broken link or reference.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# The same strict build into a temporary folder (run by `make test`).
+docs-check: $(STAMP)
+	d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$d/site; \
+	  rc=$$?; rm -rf $$d; exit $$rc
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
@@ -52,4 +62,4 @@ bench: $(STAMP)
 	$(BIN)/gpusched bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info site
