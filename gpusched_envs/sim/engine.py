@@ -25,15 +25,22 @@ import numpy as np
 
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.defaults import sim_defaults
+from gpusched_envs.sim.metrics import compute_metrics
+from gpusched_envs.sim.status import (  # noqa: F401  (re-exported: policies and envs import them from here)
+    COMPLETION,
+    DONE,
+    DROPPED,
+    FULL_GPU,
+    FUTURE,
+    QUEUED,
+    RESTART_DONE,
+    RESTARTING,
+    RUNNING,
+    STATUS_NAMES,
+    TIMER,
+)
 from gpusched_envs.sim.topology import Cluster
 from gpusched_envs.sim.workload import Workload
-
-# job status
-FUTURE, QUEUED, RUNNING, RESTARTING, DONE, DROPPED = 0, 1, 2, 3, 4, 5
-STATUS_NAMES = ("future", "queued", "running", "restarting", "done", "dropped")
-# event kinds (the dispatch order of simultaneous events is their seq, i.e. the order they were pushed)
-COMPLETION, RESTART_DONE, TIMER = 0, 1, 2
-FULL_GPU = 1000  # milli-GPUs
 
 
 def default_restart_delay() -> float:
@@ -725,6 +732,4 @@ class Simulator:
 
     # ------------------------------------------------------------------ results
     def metrics(self) -> dict:
-        from gpusched_envs.sim.metrics import compute_metrics
-
         return compute_metrics(self)

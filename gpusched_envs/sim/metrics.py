@@ -1,4 +1,4 @@
-"""Run metrics (SPEC §3) and the two lower bounds printed beside them.
+"""Run metrics and the two lower bounds printed beside them.
 
 Keys of the returned dict (also the documented ``--json`` schema of ``gpusched simulate``):
 
@@ -32,6 +32,8 @@ Keys of the returned dict (also the documented ``--json`` schema of ``gpusched s
 from __future__ import annotations
 
 import numpy as np
+
+from gpusched_envs.sim.status import DONE, DROPPED
 
 METRIC_KEYS = (
     "jobs",
@@ -69,8 +71,6 @@ def _mean(x: np.ndarray) -> float:
 
 
 def compute_metrics(sim) -> dict:
-    from gpusched_envs.sim.engine import DONE, DROPPED
-
     w = sim.workload
     g = sim.cluster.num_gpus
     done = sim.status == DONE
