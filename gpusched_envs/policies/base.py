@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from gpusched_envs.sim.defaults import sim_defaults
+
+policy_defaults = sim_defaults  # the policies' defaults live in data/sim_defaults.yaml too
+
 
 class Policy(ABC):
     """A scheduler. Subclasses implement :meth:`schedule`; :meth:`reset` is called once before a run."""

@@ -23,7 +23,7 @@ from importlib import resources
 
 import numpy as np
 
-from gpusched_envs.policies.schedulers import Tiresias
+from gpusched_envs.policies.preemptive import Tiresias
 
 
 def gittins_index(service, grid) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpusched_envs.policies.schedulers import Tiresias
+from gpusched_envs.policies.preemptive import Tiresias
 
 # the candidate placements every agent may choose among (then one per rack: ``rack-r``)
 BASE_CANDIDATES = ("closest", "consolidate", "first-fit", "pack", "spread")

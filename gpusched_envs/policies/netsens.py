@@ -23,9 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpusched_envs.policies.base import Policy
+from gpusched_envs.policies.base import Policy, policy_defaults
 from gpusched_envs.policies.placement import closest, consolidate
-from gpusched_envs.policies.schedulers import policy_defaults
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.engine import DONE, FULL_GPU, RUNNING
 from gpusched_envs.sim.sensitivity import job_sensitivities, sensitivity_classes
