@@ -170,7 +170,7 @@ def _planner(which: str, checkpoints: str | None):
         path = folder / PLANNERS[which]
         if not (path / "meta.json").exists():
             raise DagBenchError(
-                f"--agents {which}: no checkpoint at {path} (train: scripts/train_dag_planner.py)"
+                f"--agents {which}: no checkpoint at {path} (train: scripts/data/train_dag_planner.py)"
             )
         _PLANNERS[which] = PolicyPlanner(path)
     return _PLANNERS[which]

@@ -241,7 +241,7 @@ def test_shipped_dag_planners_load_and_plan(name):
     meta = json.loads((SHIPPED / name / "meta.json").read_text())
     assert (SHIPPED / name / "model.pt").stat().st_size <= 2 * 2**20
     assert meta["env_id"] == "gpusched/DAGSchedule-v0" and meta["obs_mode"] == "graph"
-    assert meta["command"].startswith("python scripts/train_dag_planner.py")
+    assert meta["command"].startswith("python scripts/data/train_dag_planner.py")
     assert len(meta["evaluation"]["ratio_to_heft_per_seed"]) == 20
     planner = shipped_planner(name)
     dag = load_dag("dag:tpch:q=2,ccr=1.0")

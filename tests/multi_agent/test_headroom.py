@@ -1,4 +1,4 @@
-"""``scripts/marl_headroom.py`` (issue 16): the rollout over SRTF is never worse than SRTF on its window, and nothing
+"""``scripts/studies/marl_headroom.py`` (issue 16): the rollout over SRTF is never worse than SRTF on its window, and nothing
 goes below the lower bound."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "marl_headroom.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "studies" / "marl_headroom.py"
 
 
 def _module():

@@ -1,4 +1,4 @@
-"""The bundled catalogue (``gpusched_envs/data/catalog.yaml``, built by ``scripts/build_catalog.py``) is complete and
+"""The bundled catalogue (``gpusched_envs/data/catalog.yaml``, built by ``scripts/data/build_catalog.py``) is complete and
 agrees with facts from its sources. Reads only package data, never the shared traces."""
 
 from __future__ import annotations

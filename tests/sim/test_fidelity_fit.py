@@ -1,5 +1,5 @@
 """The catalogue's link/overlap fit rule (held-out accuracy) and the held-out bookkeeping of
-``scripts/fidelity.py --heldout``, on tiny hand-built rows: no shared traces are read."""
+``scripts/data/fidelity.py --heldout``, on tiny hand-built rows: no shared traces are read."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "data"
 sys.path.insert(0, str(SCRIPTS))
 bc = pytest.importorskip("build_catalog")
 fd = pytest.importorskip("fidelity")

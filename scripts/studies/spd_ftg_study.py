@@ -12,7 +12,7 @@ For each set and way: the Pearson and Spearman correlation between SPD and FTG w
 
 Usage::
 
-    OMP_NUM_THREADS=1 python scripts/spd_ftg_study.py [--pairs 400] [--json results/spd_ftg.json]
+    OMP_NUM_THREADS=1 python scripts/studies/spd_ftg_study.py [--pairs 400] [--json results/spd_ftg.json]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import PlanSpace  # noqa: E402
 from gpusched_lab.agents.methods.worl_rtgs.plan_metrics import finish_time_gap, spd_matrix_to  # noqa: E402

@@ -6,7 +6,7 @@ Writes ``gpusched_envs/data/fits/philly_fit.yaml`` with:
   (sampled by log-linear interpolation, so mean and tail percentiles are kept, not just the median);
 - ``arrivals``: the mean arrival rate (jobs/hour) and a 24-hour diurnal profile (relative rate per hour, mean 1).
 
-Usage: ``python scripts/fit_philly.py [--out PATH]``. The command and the input's sha256 are stored in the file.
+Usage: ``python scripts/data/fit_philly.py [--out PATH]``. The command and the input's sha256 are stored in the file.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from gpusched_envs.workloads.philly import PHILLY_JOBS, load_philly  # noqa: E402
@@ -77,7 +77,7 @@ def fit(path: Path | None = None) -> dict:
             "citation": "Jeon et al., Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training "
             "Workloads, USENIX ATC 2019 (data CC-BY-4.0)",
         },
-        "command": "python scripts/fit_philly.py",
+        "command": "python scripts/data/fit_philly.py",
         "method": "empirical GPU-size pmf; per-size-class duration quantile function (log-linear inverse-CDF "
         "sampling); Poisson rate = jobs / arrival span; diurnal profile = submissions per hour of day over "
         "whole days, normalised to mean 1",
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     header = (
         "# Synthetic-workload fit to the bundled Philly job list. GENERATED: do not edit by hand.\n"
-        "# Regenerate with: python scripts/fit_philly.py\n"
+        "# Regenerate with: python scripts/data/fit_philly.py\n"
     )
     tmp = args.out.with_suffix(".yaml.tmp")
     tmp.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=None))

@@ -13,9 +13,9 @@ Before asking a learned scheduler to beat SRTF, measure the room there is. Per P
 - ``bound``: the mean of the jobs' ideal runtimes (no queueing, no preemption, fastest placement), below which no
   scheduler goes (``lower_bound_avg_jct`` of the simulator's metrics).
 
-    python scripts/marl_headroom.py --days 80-85 --seeds 10000-10011 --out runs/marl_headroom_val.json
-    python scripts/marl_headroom.py --days 85-105 --seeds 20000-20009 --out runs/marl_headroom_heldout.json
-    python scripts/marl_headroom.py --days 80-85 --seeds 10000-10011 --load 2.0   # more queueing, more room
+    python scripts/studies/marl_headroom.py --days 80-85 --seeds 10000-10011 --out runs/marl_headroom_val.json
+    python scripts/studies/marl_headroom.py --days 85-105 --seeds 20000-20009 --out runs/marl_headroom_heldout.json
+    python scripts/studies/marl_headroom.py --days 80-85 --seeds 10000-10011 --load 2.0   # more queueing, more room
 
 It fits and selects nothing, so it may run on the held-out windows. A few seconds to a minute per window on a CPU.
 """

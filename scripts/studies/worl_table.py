@@ -3,7 +3,7 @@ stability comparison (seed-to-seed std, WORL-RTGS vs WOA) and the issue's two go
 
 Usage::
 
-    python scripts/worl_table.py results/worl/*.json > results/worl/table.md
+    python scripts/studies/worl_table.py results/worl/*.json > results/worl/table.md
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gpusched_lab.evaluate.dag_bench import AGENTS, markdown_table, summarise  # noqa: E402
 from gpusched_lab.evaluate.stats import mean_ci  # noqa: E402

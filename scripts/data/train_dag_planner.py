@@ -5,8 +5,8 @@ training DAGs), then score the greedy policy on held-out DAG seeds against HEFT 
 
 Usage::
 
-    OMP_NUM_THREADS=1 python scripts/train_dag_planner.py --algo ddqn --steps 8000 --out checkpoints/ddqn_dagschedule_gnn
-    OMP_NUM_THREADS=1 python scripts/train_dag_planner.py --algo ppo --steps 8000 --out checkpoints/ppo_dagschedule_gnn
+    OMP_NUM_THREADS=1 python scripts/data/train_dag_planner.py --algo ddqn --steps 8000 --out checkpoints/ddqn_dagschedule_gnn
+    OMP_NUM_THREADS=1 python scripts/data/train_dag_planner.py --algo ppo --steps 8000 --out checkpoints/ppo_dagschedule_gnn
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gpusched_lab.agents.checkpoint import save  # noqa: E402
 from gpusched_lab.agents.common import make_env  # noqa: E402

@@ -7,7 +7,7 @@ against the measured ``step_time``. In Pollux/adaptdl ``step_time`` is the whole
 ``sync_time`` (the exposed all-reduce wait): Pollux's simulator uses ``step_time`` as the iteration time and
 ``step_time - sync_time`` as the compute part, so the measured total is ``step_time``.
 
-    .venv/bin/python scripts/fidelity.py [--out results/fidelity.txt] [--scalability] [--csv rows.csv]
+    .venv/bin/python scripts/data/fidelity.py [--out results/fidelity.txt] [--scalability] [--csv rows.csv]
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def predict(catalog: Catalog, model: str, cluster: str, rows: pd.DataFrame) -> t
         np.where(multi, link_nic.latency, link_intra.latency),
         float(catalog.overlap_gamma[mi]),
     )
-    return out, "scripts/fidelity.py reference_predict_iteration_time"
+    return out, "scripts/data/fidelity.py reference_predict_iteration_time"
 
 
 def _row_placement(row, per_node: int) -> tuple[int, ...]:

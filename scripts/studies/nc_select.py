@@ -2,7 +2,7 @@
 2017-11-01, not trained on by any candidate), never on the held-out suite. Prints each candidate's average JCT per
 window (simulator seed 0) next to Tiresias and LAS on the same workload, and writes them as JSON.
 
-    python scripts/nc_select.py CKPT [CKPT ...] --out runs/nc_select.json
+    python scripts/studies/nc_select.py CKPT [CKPT ...] --out runs/nc_select.json
 """
 
 from __future__ import annotations

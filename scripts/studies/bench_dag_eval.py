@@ -2,12 +2,12 @@
 
 Usage::
 
-    .venv/bin/python scripts/bench_dag_eval.py [--tasks 50] [--population 1000] [--gpus 8] [--repeats 30]
+    .venv/bin/python scripts/studies/bench_dag_eval.py [--tasks 50] [--population 1000] [--gpus 8] [--repeats 30]
     # against another version of the evaluator, timed in the same run (interleaved, CPU time):
     git show REV:gpusched_envs/sim/dag_eval.py > /tmp/old_dag_eval.py
-    .venv/bin/python scripts/bench_dag_eval.py --reference /tmp/old_dag_eval.py
+    .venv/bin/python scripts/studies/bench_dag_eval.py --reference /tmp/old_dag_eval.py
     # exactly `gpusched bench`'s DAG, GPUs and plans:
-    .venv/bin/python scripts/bench_dag_eval.py --cluster hetero64 --seeds 1 --repeats 50 --reference ...
+    .venv/bin/python scripts/studies/bench_dag_eval.py --cluster hetero64 --seeds 1 --repeats 50 --reference ...
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gpusched_envs.policies.dag import random_plans  # noqa: E402
 from gpusched_envs.sim import dag_eval, load_cluster  # noqa: E402

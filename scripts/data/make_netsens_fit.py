@@ -6,7 +6,7 @@ keeps everything of ``philly_fit.yaml`` (per-size duration quantiles, arrival ra
 the GPU-size pmf: a share ``--single`` of one-GPU jobs (the insensitive class, and the victims of network-sensitive
 preemption), the rest distributed over sizes >= 2 in Philly's own relative frequencies. The share is our assumption.
 
-    python scripts/make_netsens_fit.py --single 0.5
+    python scripts/data/make_netsens_fit.py --single 0.5
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-DATA = Path(__file__).resolve().parent.parent / "gpusched_envs" / "data" / "fits"
+DATA = Path(__file__).resolve().parents[2] / "gpusched_envs" / "data" / "fits"
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     new = np.where(multi, probs / probs[multi].sum() * (1.0 - args.single), 0.0)
     new[sizes == 1] = args.single
     doc["gpu_sizes"]["probs"] = [round(float(p), 8) for p in new]
-    doc["command"] = f"python scripts/make_netsens_fit.py --single {args.single}"
+    doc["command"] = f"python scripts/data/make_netsens_fit.py --single {args.single}"
     doc["method"] = (
         f"philly_fit.yaml with the GPU-size pmf replaced: {args.single:.0%} one-GPU jobs, the rest over sizes >= 2 "
         "in Philly's relative frequencies (distributed-job mix for the NetSens scenarios; the share is assumed). "
@@ -41,7 +41,7 @@ def main() -> None:
     )
     header = (
         "# Synthetic-workload fit for the NetSens congested-network scenarios. GENERATED: do not edit by hand.\n"
-        f"# Regenerate with: python scripts/make_netsens_fit.py --single {args.single}\n"
+        f"# Regenerate with: python scripts/data/make_netsens_fit.py --single {args.single}\n"
     )
     out = DATA / "netsens_fit.yaml"
     out.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=118))

@@ -4,7 +4,7 @@ Only jobs submitted BEFORE the cut-off (default 2017-11-01) are used: the held-o
 ``evaluate/suites/philly_heldout.yaml`` start on or after it. GPU-service S = traced duration × GPUs requested
 (GPU-seconds); one index row per GPU-count class.
 
-    python scripts/fit_gittins.py            # writes gpusched_envs/data/fits/philly_gittins.yaml
+    python scripts/data/fit_gittins.py            # writes gpusched_envs/data/fits/philly_gittins.yaml
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def main(argv=None) -> None:
             "submitted_before": a.cutoff,
             "citation": "Jeon et al., USENIX ATC 2019 (Philly trace, CC-BY-4.0); index: Gu et al., Tiresias, NSDI 2019",
         },
-        "command": "python scripts/fit_gittins.py"
+        "command": "python scripts/data/fit_gittins.py"
         + ("" if a.cutoff == "2017-11-01" else f" --cutoff {a.cutoff}"),
         "method": (
             "Gittins index of attained GPU-service a, G(a) = sup_D P(S-a <= D | S>a) / E[min(S-a, D) | S>a], S ="
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
         "classes": classes,
     }
     text = "# 2D-Gittins table for the `gittins` heuristic. GENERATED: do not edit by hand.\n"
-    text += "# Regenerate with: python scripts/fit_gittins.py\n"
+    text += "# Regenerate with: python scripts/data/fit_gittins.py\n"
     text += yaml.safe_dump(doc, sort_keys=False, width=110)
     atomic_write_text(a.out, text)
     print(f"wrote {a.out}: {int(held_in.sum())} jobs before {a.cutoff}, {len(grid)} grid points")

@@ -4,9 +4,9 @@ Runs candidate non-clairvoyant rules with ``Simulator.run`` (seconds per episode
 (jobs submitted before 2017-11-01) at offered load 0.9 on ``topdrl``, the held-out suite's setting, and prints the
 average JCT of each rule relative to default Tiresias (one 1-GPU-hour threshold), paired per (window, seed).
 
-    python scripts/nc_heuristic_study.py --size 300 --seeds 2 --out runs/nc_study_300.json
-    python scripts/nc_heuristic_study.py --size 1000 --seeds 1
-    python scripts/nc_heuristic_study.py --size 300 --seeds 10 --only las,srtf --heldout   # the chosen rule, once
+    python scripts/studies/nc_heuristic_study.py --size 300 --seeds 2 --out runs/nc_study_300.json
+    python scripts/studies/nc_heuristic_study.py --size 1000 --seeds 1
+    python scripts/studies/nc_heuristic_study.py --size 300 --seeds 10 --only las,srtf --heldout   # the chosen rule, once
 
 Never run this on the held-out windows to choose a rule: the chosen rule is checked once on ``philly_heldout``.
 """

@@ -1,7 +1,7 @@
 """Merge ``train compare --out`` JSON files (e.g. one per seed) and print the issue-10 tables: per (window, seed)
 pair and per window (seeds averaged first, bootstrap over windows), split by window size.
 
-    python scripts/nc_tables.py runs/cmp_s0_300.json runs/cmp1000/s*.json --out compare.json
+    python scripts/studies/nc_tables.py runs/cmp_s0_300.json runs/cmp1000/s*.json --out compare.json
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ The recomputed mean is checked against the source's ``mean_task_duration_ms`` co
 
 Usage::
 
-    .venv/bin/python scripts/bundle_tpch.py --src ../shared/traces/tpch_dag
+    .venv/bin/python scripts/data/bundle_tpch.py --src ../shared/traces/tpch_dag
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:
