@@ -1,5 +1,5 @@
 """What every learning agent shares: device choice, seeding in one place, env construction, episode rollouts, a fresh
-simulator for the heuristics, and the bootstrap interval of a mean.
+simulator for the heuristics, reading a YAML run configuration, and the bootstrap interval of a mean.
 
 torch is imported only by the functions that use it, so :mod:`evaluate` can use :func:`fresh_simulator` and
 :func:`bootstrap_ci` without loading it.
@@ -128,6 +128,34 @@ def discounted_returns(rewards, gamma: float) -> np.ndarray:
         g = rewards[t] + gamma * g
         out[t] = g
     return out
+
+
+def resolve_config_path(name: str | Path, config_dir: Path) -> Path:
+    """A path, or the name of a file in ``config_dir`` (with or without ``.yaml``)."""
+    p = Path(name)
+    if p.exists():
+        return p
+    for candidate in (config_dir / p, config_dir / f"{p}.yaml"):
+        if candidate.exists():
+            return candidate
+    known = ", ".join(sorted(c.stem for c in config_dir.glob("*.yaml")))
+    raise FileNotFoundError(f"config {name!s} not found (neither a path nor one of {config_dir}: {known})")
+
+
+def read_config(name: str | Path, config_dir: Path, known) -> tuple[Path, dict]:
+    """A YAML run configuration (:func:`resolve_config_path`) read with :func:`gpusched_envs.safety.load_yaml` (limits
+    on size and alias expansion): a mapping whose keys are all in ``known`` (an empty file is ``{}``). Returns the
+    file's path and the mapping; anything else raises one ``ValueError`` naming the file."""
+    from gpusched_envs.safety import load_yaml
+
+    path = resolve_config_path(name, config_dir)
+    doc = load_yaml(path.read_bytes(), str(path)) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: a config is a mapping of keys to values")
+    unknown = set(doc) - set(known)
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)} (known: {sorted(known)})")
+    return path, doc
 
 
 def bootstrap_ci(
