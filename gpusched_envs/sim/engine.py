@@ -314,6 +314,8 @@ class Simulator:
         self.gpu_free_milli = np.full(c.num_gpus, FULL_GPU, dtype=np.int64)
         self.gpu_job = np.full(c.num_gpus, -1, dtype=np.int64)
         self.server_free = c.server_num_gpus.astype(np.int64).copy()  # (S,) wholly free GPUs per server
+        self._free_total = int(c.num_gpus)  # wholly free GPUs in all (the sum of server_free)
+        self._submit = self.workload.submit_time.tolist()  # arrival times as Python floats (the event loop's)
         self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
         self.gpu_sharers: dict[int, dict[int, None]] = {}  # GPU -> jobs holding a fraction of it
         # network sharing (throughput.py): only jobs making progress send, so a job holds NIC / uplink shares from
@@ -360,7 +362,8 @@ class Simulator:
         return self.finished >= self.to_finish
 
     def free_gpus(self) -> int:
-        return int(np.count_nonzero(self.gpu_free_milli == FULL_GPU))
+        """GPUs with no job on them (kept as a count, updated where ``server_free`` is)."""
+        return self._free_total
 
     def free_mask(self, job: int) -> np.ndarray:
         """(G,) GPUs where ``job`` may start now (its share free, and allowed by its pool / type constraint)."""
@@ -416,10 +419,12 @@ class Simulator:
         if milli >= FULL_GPU:
             for s in servers:
                 self.server_free[s] -= 1
+            self._free_total -= len(servers)
         else:
             g = int(gpus[0])
             if self.gpu_free_milli[g] + milli == FULL_GPU:  # first sharer: the GPU stops being wholly free
                 self.server_free[servers[0]] -= 1
+                self._free_total -= 1
             self.gpu_sharers.setdefault(g, {})[job] = None
         del self.queue[job]
         self.running[job] = None
@@ -481,11 +486,7 @@ class Simulator:
                 self._integrate_to_now()
                 return False
             t_event = self._heap[0][0] if self._heap else math.inf
-            t_arrival = (
-                self.workload.submit_time[self.next_arrival]
-                if self.next_arrival < self.num_jobs
-                else math.inf
-            )
+            t_arrival = self._submit[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
             t = min(t_event, t_arrival)
             if t == math.inf:
                 stuck = [int(j) for j in list(self.queue)[:5]]
@@ -501,7 +502,7 @@ class Simulator:
             self._integrate_to_now()
             timer_fired = False
             # every arrival and event at this instant, in (time, seq) order; arrivals first
-            while self.next_arrival < self.num_jobs and self.workload.submit_time[self.next_arrival] <= t:
+            while self.next_arrival < self.num_jobs and self._submit[self.next_arrival] <= t:
                 j = self.next_arrival
                 self.next_arrival += 1
                 if self.status[j] == DROPPED:
@@ -589,6 +590,7 @@ class Simulator:
         if milli >= FULL_GPU:
             for s in servers:
                 self.server_free[s] += 1
+            self._free_total += len(servers)
             self.gpu_job[gpus] = -1
         else:
             g = int(gpus[0])
@@ -598,6 +600,7 @@ class Simulator:
             self.gpu_job[g] = next(iter(self.gpu_sharers[g])) if g in self.gpu_sharers else -1
             if self.gpu_free_milli[g] == FULL_GPU:
                 self.server_free[servers[0]] += 1
+                self._free_total += 1
         held = self.now - self.run_start[job]
         self.allocated_time[job] += held
         self.attained[job] += self.job_gpus_n[job] * held
@@ -713,17 +716,23 @@ class Simulator:
                                 self.cluster.gpu_type[g], m, self.job_model[sharers]
                             ].min()
                         )
-                it = tp.iteration_time_of_shape(
-                    self.cluster,
-                    m,
-                    self._shape[job],
-                    None,
-                    slowdown,
-                    share,
-                    nic_load=self.nic_load,
-                    uplink_load=self.uplink_load,
-                )
-                rate, comm = 1.0 / it.total, it.communication_fraction
+                shape = self._shape[job]
+                if shape.num_gpus <= 1:  # no all-reduce: iteration_time_of_shape's arithmetic, inlined
+                    base = shape.compute
+                    rate = 1.0 / (base * slowdown / share)
+                    comm = 0.0 if base <= 0 else max(0.0, 1.0 - shape.compute / base)
+                else:
+                    it = tp.iteration_time_of_shape(
+                        self.cluster,
+                        m,
+                        shape,
+                        None,
+                        slowdown,
+                        share,
+                        nic_load=self.nic_load,
+                        uplink_load=self.uplink_load,
+                    )
+                    rate, comm = 1.0 / it.total, it.communication_fraction
             self.rate[job] = rate
             self.comm_fraction[job] = comm
             self.version[job] += 1
