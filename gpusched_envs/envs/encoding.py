@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
+from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.topology import Cluster
 
 INFORMATION = ("non-clairvoyant", "clairvoyant")
@@ -396,6 +397,9 @@ class ClusterEncoder:
         self.inv_server_gpus = 1.0 / cluster.server_num_gpus
         self.gpu_slot = np.arange(G) - cluster.server_first_gpu[cluster.gpu_server]
         self._gpu_seconds = np.zeros(G)
+        self._gpu_server = np.ascontiguousarray(cluster.gpu_server, dtype=np.int64)
+        self._server_rack = np.ascontiguousarray(cluster.server_rack, dtype=np.int64)
+        self.inv_server_gpus = np.ascontiguousarray(self.inv_server_gpus, dtype=np.float64)
         if self.mode == "graph":
             Gm, Sm, Rm = lo.num_gpus, lo.num_servers, lo.num_racks
             nf, nm = self.node_features, self.node_mask
@@ -455,24 +459,30 @@ class ClusterEncoder:
             raise ValueError(
                 "a non-clairvoyant encoder computes its GPU time column itself: pass gpu_seconds=None"
             )
-        busy = 1.0 - sim.gpu_free_milli * 1e-3
         gpu, server, rack = self.gpu, self.server, self.rack
-        gpu[:G, _GPU["busy"]] = busy
+        placement = _NO_PLACEMENT if in_placement is None else np.asarray(in_placement, dtype=np.float64)
+        if len(placement) not in (0, G):
+            raise ValueError(f"in_placement must have one entry per GPU ({G}), got {len(placement)}")
+        _kernels.cluster_columns(  # busy, in_placement, server and rack free: one compiled pass
+            gpu,
+            server,
+            rack,
+            sim.gpu_free_milli,
+            sim.server_free,
+            self.inv_server_gpus,
+            self._gpu_server,
+            self._server_rack,
+            self.inv_rack_gpus,
+            placement,
+            _GPU["busy"],
+            _SERVER["free"],
+            _GPU["in_placement"],
+            _SERVER["in_placement"],
+            _RACK["free"],
+        )
         gpu_time = np.log1p(gpu_seconds * (1.0 / self.time_scale))
         gpu[:G, _GPU["remaining_time"]] = gpu_time  # the time column (time_in_use when non-clairvoyant)
-        server[:S, _SERVER["free"]] = sim.server_free * self.inv_server_gpus
         server[:S, _SERVER["jobs"]] = list(map(len, sim.server_jobs))
-        if in_placement is None:
-            gpu[:G, _GPU["in_placement"]] = 0.0
-            server[:S, _SERVER["in_placement"]] = 0.0
-        else:
-            gpu[:G, _GPU["in_placement"]] = in_placement
-            server[:S, _SERVER["in_placement"]] = (
-                np.bincount(c.gpu_server, weights=in_placement, minlength=S) * self.inv_server_gpus
-            )
-        rack[:R, _RACK["free"]] = (
-            np.bincount(c.server_rack, weights=sim.server_free, minlength=R) * self.inv_rack_gpus
-        )
         rack[:R, _RACK["crossing_jobs"]] = np.log1p(sim.rack_crossing)
         cl = self.cluster
         cl[_CLUSTER["free"]] = free_gpus / G
@@ -482,7 +492,7 @@ class ClusterEncoder:
         if self.mode == "image":
             img = self.image
             s, slot = c.gpu_server, self.gpu_slot
-            img[_IMG["busy"], s, slot] = busy
+            img[_IMG["busy"], s, slot] = gpu[:G, _GPU["busy"]]
             img[_IMG["remaining_time"], s, slot] = gpu_time
             img[_IMG["in_placement"], s, slot] = 0.0 if in_placement is None else in_placement
 
@@ -568,6 +578,7 @@ class ClusterEncoder:
         return f"job{i}" if i < self.queue_rows else f"running{i - self.queue_rows}"
 
 
+_NO_PLACEMENT = np.zeros(0)
 # column indices by name (the clairvoyant names; the non-clairvoyant columns sit at the same indices)
 _GPU = {n: i for i, n in enumerate(GPU_FEATURES)}
 _SERVER = {n: i for i, n in enumerate(SERVER_FEATURES)}
@@ -590,11 +601,7 @@ def gpu_time_column(sim, out: np.ndarray, information: str) -> np.ndarray:
 def gpu_time_in_use(sim, out: np.ndarray) -> np.ndarray:
     """(G,) seconds since the job on each GPU started its current allocation (0 on free GPUs; a shared GPU shows
     one of its jobs); written into ``out``."""
-    out[:] = 0.0
-    held = np.flatnonzero(sim.gpu_job >= 0)
-    if len(held):
-        out[held] = sim.now - sim.run_start[sim.gpu_job[held]]
-    return out
+    return _kernels.time_in_use(out, sim.gpu_job, sim.run_start, float(sim.now))
 
 
 def gpu_remaining_time(sim, out: np.ndarray) -> np.ndarray:
