@@ -1,5 +1,5 @@
-"""``gpusched adapt``: the MetaPlace adaptation evaluation on held-out ``WorkerPlacement-v0`` tasks, and
-``gpusched meta-train``: meta-training (or multi-task training) of the MetaPlace policy.
+"""``gpusched adapt``: the MetaPlace adaptation evaluation on held-out ``WorkerPlacement-v0`` tasks (meta-training,
+``gpusched meta-train``, is :mod:`gpusched_lab.train.meta_train`).
 
 For each seed ``i`` (one held-out task per seed, :func:`gpusched_envs.envs.placement_tasks.heldout_tasks`, or a
 drifting one with ``--drift``), every learning agent adapts for ``K`` episodes on the task (``inner_steps``
@@ -31,12 +31,11 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from gpusched_lab.train.meta_train import DEFAULT_META, DEFAULT_MULTITASK, meta_train_cmd  # noqa: F401
 
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
 LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "metaplace-nomodel", "multitask", "scratch", "previous")
 DEFAULT_AGENTS = tuple(a for a in LEARNED_AGENTS if a != "previous") + HEURISTIC_AGENTS
-DEFAULT_META = "checkpoints/workerplacement_gnn"
-DEFAULT_MULTITASK = "checkpoints/multitask_gnn"
 
 
 def _heuristic_jct(env, task, placement: str, seed: int) -> float:
@@ -338,51 +337,3 @@ def adapt_cmd(
     atomic_write_text(Path(out) / "adapt.md", md)
     typer.echo(md)
     typer.echo(f"wrote {out}/adapt.json, {out}/adapt.md")
-
-
-def meta_train_cmd(
-    out: Annotated[Path, typer.Option(help="Checkpoint folder (resumed when it exists).")] = Path(
-        DEFAULT_META
-    ),
-    mode: Annotated[str, typer.Option(help="meta (Reptile / FOMAML) | multitask (baseline)")] = "meta",
-    config: Annotated[
-        Path | None, typer.Option(help="YAML of MetaArgs fields (e.g. train/configs/meta.yaml).")
-    ] = None,
-    iterations: Annotated[
-        int | None, typer.Option(min=1, help="Outer iterations (overrides the config).")
-    ] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed (overrides the config).")] = None,
-    resume: Annotated[bool, typer.Option(help="Resume from OUT when it holds a checkpoint.")] = True,
-) -> None:
-    """Meta-train the MetaPlace worker-placement policy (or the multi-task baseline) on the training tasks."""
-    import dataclasses
-
-    import yaml
-    from gpusched_lab.agents.methods.metaplace.agent import MetaArgs, meta_train
-
-    if mode not in ("meta", "multitask"):
-        _fail(f"--mode: expected meta or multitask, got {mode!r}")
-    kv: dict = {}
-    if config is not None:
-        if not config.exists():
-            _fail(f"--config {config}: no such file")
-        kv = yaml.safe_load(config.read_text()) or {}
-        if not isinstance(kv, dict):
-            _fail(f"--config {config}: expected a mapping of MetaArgs fields")
-        fields = {f.name for f in dataclasses.fields(MetaArgs)}
-        unknown = sorted(set(kv) - fields)
-        if unknown:
-            _fail(
-                f"--config {config}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(sorted(fields))}"
-            )
-    if iterations is not None:
-        kv["iterations"] = iterations
-    if seed is not None:
-        kv["seed"] = seed
-    try:
-        args = MetaArgs(**kv)
-    except TypeError as exc:
-        _fail(f"--config {config}: {exc}")
-    if args.outer not in ("reptile", "fomaml"):
-        _fail(f"outer must be reptile or fomaml, got {args.outer!r}")
-    meta_train(args, out, mode=mode, resume=resume, log=lambda m: typer.echo(m))

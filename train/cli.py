@@ -18,7 +18,8 @@ from typing import Annotated
 import typer
 
 app = typer.Typer(
-    help="Train learning schedulers (DDQN, MaskablePPO, TopDRL) on the gpusched envs.",
+    help="Train learning schedulers (DDQN, MaskablePPO, TopDRL, HMARL) on the gpusched envs; `compare` (registered "
+    "by the evaluation package) scores a checkpoint against the heuristics of its information class.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -246,65 +247,20 @@ def hmarl(
     )
 
 
-@app.command()
-def compare(
-    checkpoint: Annotated[Path, typer.Argument(help="Checkpoint folder (model.pt + meta.json).")],
-    seeds: Annotated[int, typer.Option("--seeds", help="Number of held-out seeds.")] = 10,
-    first_seed: Annotated[int, typer.Option("--first-seed", help="First held-out seed.")] = 20_000,
-    env_kwargs: Annotated[
-        str | None,
-        typer.Option(
-            "--env-kwargs",
-            help="Env kwargs as JSON, over the checkpoint's (another cluster, workload, load); the kwargs that "
-            "define the policy (obs_mode, placement, preemption, information) stay the checkpoint's.",
-        ),
-    ] = None,
-    suite: Annotated[
-        str | None,
-        typer.Option(
-            "--suite", help="Run on every scenario of this leaderboard suite (e.g. philly_heldout)."
-        ),
-    ] = None,
-    scenarios: Annotated[
-        str | None,
-        typer.Option("--scenarios", help="With --suite: comma list of its scenarios to run (default: all)."),
-    ] = None,
-    in_env: Annotated[
-        bool,
-        typer.Option(
-            "--in-env/--no-in-env",
-            help="Also pair a preemptive JobSelect agent with Tiresias / SRTF acting through its own env "
-            "(same window, lease and scheduling rounds): rows NAME@env.",
-        ),
-    ] = True,
-    out: Annotated[Path | None, typer.Option("--out", help="Write the full result as JSON here.")] = None,
-) -> None:
-    """Average JCT of a checkpoint vs the heuristics of its information class, paired per (scenario, seed)."""
-    from gpusched_lab.train.compare import compare as run_compare
-    from gpusched_lab.train.compare import markdown_table, write_result
+def _add_plugin_commands() -> None:
+    """Subcommands of ``gpusched train`` from other packages, found by entry point (group
+    ``gpusched.train_commands``): ``compare`` (a checkpoint against the heuristics of its information class) is
+    registered by ``gpusched_lab.evaluate``, so this package does not import the evaluation package."""
+    import warnings
+    from importlib.metadata import entry_points
 
-    from gpusched_envs.errors import USER_ERRORS
+    for ep in entry_points(group="gpusched.train_commands"):
+        try:
+            app.command(name=ep.name)(ep.load())
+        except Exception as exc:  # a broken plugin must not break the training commands
+            warnings.warn(
+                f"gpusched train: cannot load command {ep.name!r} ({ep.value}): {exc}", stacklevel=2
+            )
 
-    try:
-        if seeds < 1 or first_seed < 0:
-            raise ValueError("--seeds must be >= 1 and --first-seed >= 0")
-        if env_kwargs is not None and suite is not None:
-            raise ValueError("give --env-kwargs or --suite, not both")
-        if scenarios is not None and suite is None:
-            raise ValueError("--scenarios selects scenarios of a --suite")
-        extra = parse_env_kwargs(env_kwargs) if env_kwargs else None
-        result = run_compare(
-            checkpoint,
-            list(range(first_seed, first_seed + seeds)),
-            progress=lambda msg: typer.echo(msg, err=True),
-            env_kwargs=extra,
-            suite=suite,
-            in_env_references=in_env,
-            only=None if scenarios is None else [x.strip() for x in scenarios.split(",") if x.strip()],
-        )
-    except USER_ERRORS as exc:
-        typer.echo(f"error: {user_error_message(exc)}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(markdown_table(result))
-    if out is not None:
-        write_result(result, out)
+
+_add_plugin_commands()

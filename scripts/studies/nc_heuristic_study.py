@@ -85,7 +85,7 @@ def main(argv=None) -> None:
         cands = {k: v for k, v in cands.items() if k in keep or k == "tiresias"}
     starts = HELD_IN_300 if a.size == 300 else HELD_IN_1000
     if a.heldout:
-        from gpusched_lab.train.compare import suite_scenarios
+        from gpusched_lab.evaluate.compare import suite_scenarios
 
         starts = [
             kw["workload"].split("start=")[1].split(",")[0]

@@ -26,7 +26,7 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     from gpusched_lab import agents
     from gpusched_lab.agents.common import fresh_simulator, make_env, run_episode, set_torch_threads
-    from gpusched_lab.train.compare import scenario_kwargs
+    from gpusched_lab.evaluate.compare import scenario_kwargs
 
     from gpusched_envs.policies import make_policy
 

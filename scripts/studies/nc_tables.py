@@ -17,7 +17,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", default="", help="write the merged rows and summaries here")
     p.add_argument("--checkpoint", default="", help="name the checkpoint so (it was evaluated from a copy)")
     a = p.parse_args(argv)
-    from gpusched_lab.train.compare import summarize_by_scenario, summarize_pairs
+    from gpusched_lab.evaluate.compare import summarize_by_scenario, summarize_pairs
 
     docs = [json.loads(Path(f).read_text()) for f in a.files]
     rows = [r for d in docs for r in d["rows"]]

@@ -64,7 +64,7 @@ def test_stratified_bootstrap_is_reproducible_and_leaves_the_global_rng_alone():
 
 
 def test_fresh_simulator_is_shared_by_compare_and_evaluate():
-    from gpusched_lab.train.compare import heuristic_jct
+    from gpusched_lab.evaluate.compare import heuristic_jct
 
     from gpusched_envs.policies import make_policy
 

@@ -11,7 +11,7 @@ from gpusched_lab.agents import checkpoint as ckpt
 from gpusched_lab.agents.common import make_env
 from gpusched_lab.agents.nets.networks import build_network, config_for_env
 from gpusched_lab.train.cli import app
-from gpusched_lab.train.compare import (
+from gpusched_lab.evaluate.compare import (
     compare,
     heuristics_for,
     information_of,
@@ -168,7 +168,7 @@ def test_compare_cli_env_kwargs_and_errors(gnn_checkpoint, tmp_path):
 
 
 def test_suite_scenarios_read_the_heldout_family_as_data():
-    from gpusched_lab.train.compare import suite_scenarios
+    from gpusched_lab.evaluate.compare import suite_scenarios
 
     rows = suite_scenarios("philly_heldout")
     assert len(rows) == 14 and all(env_id == "gpusched/JobSelect-v0" for _, env_id, _ in rows)
@@ -182,7 +182,7 @@ def test_suite_scenarios_read_the_heldout_family_as_data():
 def test_a_workerplacement_checkpoint_meets_the_placement_rules_of_its_class(tmp_path):
     """A WorkerPlacement agent is compared with FIFO-with-backfill under each placement rule (the env's head rule)
     and Tiresias; each rule's figure is what the env's heuristic_action scores playing that rule."""
-    from gpusched_lab.train.compare import PLACEMENT_HEURISTICS
+    from gpusched_lab.evaluate.compare import PLACEMENT_HEURISTICS
 
     kwargs = {"cluster": "tiny", "num_jobs": 10, "load": 0.9, "obs_mode": "flat"}
     env = make_env("gpusched/WorkerPlacement-v0", kwargs, "flat")

@@ -1,9 +1,9 @@
 """Score a checkpoint against the heuristics of its own information class, paired on the same workloads: average JCT
 per (scenario, seed), mean and 95% bootstrap interval per policy, and the paired difference agent − heuristic.
 
-    python -m gpusched_lab.train compare checkpoints/ppo_jobselect_gnn --seeds 10 --first-seed 20000
-    python -m gpusched_lab.train compare CKPT --env-kwargs '{"cluster": "hetero64", "workload": "philly:start=2017-11-06,jobs=300,load=0.9,gpus=64"}'
-    python -m gpusched_lab.train compare CKPT --suite philly_heldout --seeds 3 --out results.json
+    gpusched train compare checkpoints/ppo_jobselect_gnn --seeds 10 --first-seed 20000
+    gpusched train compare CKPT --env-kwargs '{"cluster": "hetero64", "workload": "philly:start=2017-11-06,jobs=300,load=0.9,gpus=64"}'
+    gpusched train compare CKPT --suite philly_heldout --seeds 3 --out results.json
 
 The heuristics are those a scheduler with the agent's information could run (``information`` in the checkpoint's
 metadata; checkpoints from before the setting existed saw traced durations, so they count as clairvoyant):
@@ -25,9 +25,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+import typer
 from gpusched_lab.agents.common import bootstrap_ci, fresh_simulator, run_episode
+from gpusched_lab.train.cli import parse_env_kwargs, user_error_message
+
+from gpusched_envs.errors import USER_ERRORS
 
 # env kwargs a checkpoint's policy depends on (taken from the checkpoint, never from the scenario)
 POLICY_KWARGS = (
@@ -94,12 +99,12 @@ def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
     return float(fresh_simulator(env, seed).run(make_policy(name, placement))["avg_jct"])
 
 
-SUITES_DIR = Path(__file__).resolve().parents[1] / "evaluate" / "suites"
+SUITES_DIR = Path(__file__).resolve().parent / "suites"
 
 
 def suite_scenarios(name_or_path: str) -> list[tuple[str, str, dict]]:
     """``(name, env_id, env_kwargs)`` of a leaderboard suite file (a path or a name in ``evaluate/suites``), read
-    as data (``train`` does not import ``evaluate``); defaults are merged as the leaderboard merges them."""
+    as data; defaults are merged as the leaderboard merges them."""
     import yaml
 
     path = Path(name_or_path)
@@ -307,3 +312,64 @@ def write_result(result: dict, out: Path) -> None:
     from gpusched_envs.io import atomic_write_text
 
     atomic_write_text(out, json.dumps(result, indent=2) + "\n")
+
+
+# ``gpusched train compare``: registered under ``gpusched train`` by this package (entry point group
+# ``gpusched.train_commands``), since the training package does not import the evaluation package
+def compare_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="Checkpoint folder (model.pt + meta.json).")],
+    seeds: Annotated[int, typer.Option("--seeds", help="Number of held-out seeds.")] = 10,
+    first_seed: Annotated[int, typer.Option("--first-seed", help="First held-out seed.")] = 20_000,
+    env_kwargs: Annotated[
+        str | None,
+        typer.Option(
+            "--env-kwargs",
+            help="Env kwargs as JSON, over the checkpoint's (another cluster, workload, load); the kwargs that "
+            "define the policy (obs_mode, placement, preemption, information) stay the checkpoint's.",
+        ),
+    ] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            "--suite", help="Run on every scenario of this leaderboard suite (e.g. philly_heldout)."
+        ),
+    ] = None,
+    scenarios: Annotated[
+        str | None,
+        typer.Option("--scenarios", help="With --suite: comma list of its scenarios to run (default: all)."),
+    ] = None,
+    in_env: Annotated[
+        bool,
+        typer.Option(
+            "--in-env/--no-in-env",
+            help="Also pair a preemptive JobSelect agent with Tiresias / SRTF acting through its own env "
+            "(same window, lease and scheduling rounds): rows NAME@env.",
+        ),
+    ] = True,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the full result as JSON here.")] = None,
+) -> None:
+    """Average JCT of a checkpoint vs the heuristics of its information class, paired per (scenario, seed)."""
+
+    try:
+        if seeds < 1 or first_seed < 0:
+            raise ValueError("--seeds must be >= 1 and --first-seed >= 0")
+        if env_kwargs is not None and suite is not None:
+            raise ValueError("give --env-kwargs or --suite, not both")
+        if scenarios is not None and suite is None:
+            raise ValueError("--scenarios selects scenarios of a --suite")
+        extra = parse_env_kwargs(env_kwargs) if env_kwargs else None
+        result = compare(
+            checkpoint,
+            list(range(first_seed, first_seed + seeds)),
+            progress=lambda msg: typer.echo(msg, err=True),
+            env_kwargs=extra,
+            suite=suite,
+            in_env_references=in_env,
+            only=None if scenarios is None else [x.strip() for x in scenarios.split(",") if x.strip()],
+        )
+    except USER_ERRORS as exc:
+        typer.echo(f"error: {user_error_message(exc)}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(markdown_table(result))
+    if out is not None:
+        write_result(result, out)
