@@ -1,4 +1,4 @@
-"""``gpusched bench``: the SPEC §8 speed figures, measured on this machine.
+"""``gpusched bench``: the project's speed figures, measured on this machine.
 
 Each benchmark returns ``{"name", "value", "unit", "target", "meets", "detail"}``. Benchmarks of parts that are not
 installed are skipped, never faked. Other packages add benchmarks through the ``gpusched.benchmarks`` entry-point
@@ -7,6 +7,7 @@ group (``agents`` adds training samples per second), so the library never import
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
@@ -90,7 +91,7 @@ def bench_dag_plans(quick: bool = False) -> dict | None:
         "name": f"DAG plan evaluations ({n}-task DAG, 8 GPUs, population {population})",
         "value": rate,
         "unit": "plans/s",
-        "target": ">= 100,000 (issue 13; SPEC §8: >= 20,000)",
+        "target": ">= 100,000",
         "meets": rate >= 100_000,
         "detail": {
             "plans_per_cpu_s": cpu_rate
@@ -209,3 +210,192 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
         "quick": quick,
         "benchmarks": results,
     }
+
+
+# ---------------------------------------------------------------------------------------------------------- A/B
+# ``python -m gpusched_envs.bench --against REV``: each figure measured on the code of commit REV (extracted with
+# ``git archive`` into a temporary folder) and on the working tree, in alternating subprocesses of one run, printed
+# as new / old. The load average is sampled beside each figure (a shared machine slows both sides).
+
+_AB_FIGURES = {
+    # name: (kind, arguments)
+    "JobSelect graph": ("env", {"id": "gpusched/JobSelect-v0", "obs_mode": "graph", "cluster": "hetero64"}),
+    "WorkerPlacement graph": (
+        "env",
+        {"id": "gpusched/WorkerPlacement-v0", "obs_mode": "graph", "cluster": "hetero64"},
+    ),
+    "DAGSchedule flat": ("env", {"id": "gpusched/DAGSchedule-v0", "obs_mode": "flat"}),
+    "DAGSchedule graph": ("env", {"id": "gpusched/DAGSchedule-v0", "obs_mode": "graph"}),
+    "DelayTuning graph": (
+        "env",
+        {"id": "gpusched/DelayTuning-v0", "obs_mode": "graph", "cluster": "hetero64"},
+    ),
+    "multi_scheduler_v0 graph (4 agents)": (
+        "multi",
+        {"num_agents": 4, "cluster": "hetero64", "num_jobs": 400},
+    ),
+    "Philly replay, 5,000 jobs": ("replay", {"spec": "philly:jobs=5000"}),
+    "Philly replay, full": ("replay", {"spec": "philly"}),
+}
+
+_AB_RUNNER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+kind, args, steps = sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+import gpusched_envs
+assert gpusched_envs.__file__.startswith(sys.argv[1]), gpusched_envs.__file__
+u = np.random.default_rng(0).random(steps + 1)  # the masked random actions' draws, made before timing
+def pick(mask, i):
+    ok = np.flatnonzero(mask)
+    return int(ok[int(u[i] * len(ok))])
+if kind == "env":
+    import gymnasium as gym
+    import gpusched_envs.envs
+    kw = {k: v for k, v in args.items() if k != "id"}
+    env = gym.make(args["id"], **kw)
+    obs, _ = env.reset(seed=0)
+    spent = 0.0
+    for i in range(steps):
+        a = pick(obs["action_mask"], i)
+        t0 = time.perf_counter()
+        obs, _, term, trunc, _ = env.step(a)
+        spent += time.perf_counter() - t0
+        if term or trunc:
+            obs, _ = env.reset()
+    out = {"value": steps / spent, "unit": "steps/s"}
+elif kind == "multi":
+    from gpusched_envs.multi_agent import multi_scheduler_v0
+    env = multi_scheduler_v0.parallel_env(**args)
+    obs, _ = env.reset(seed=0)
+    spent = 0.0
+    for i in range(steps):
+        actions = {a: pick(o["action_mask"], (i * 7 + k) % len(u)) for k, (a, o) in enumerate(sorted(obs.items()))}
+        t0 = time.perf_counter()
+        obs, _, _, _, _ = env.step(actions)
+        spent += time.perf_counter() - t0
+        if not env.agents:
+            obs, _ = env.reset()
+    out = {"value": steps / spent, "unit": "joint steps/s"}
+else:
+    from gpusched_envs.policies import make_policy
+    from gpusched_envs.sim import SimConfig, Simulator, load_cluster
+    from gpusched_envs.workloads import load_workload
+    w, c = load_workload(args["spec"], seed=0), load_cluster("philly")
+    t0 = time.perf_counter()
+    m = Simulator(c, w, SimConfig(seed=0)).run(make_policy("fifo", "closest"))
+    out = {"value": time.perf_counter() - t0, "unit": "s", "avg_jct": m["avg_jct"]}
+print(json.dumps(out))
+"""
+
+_REFERENCE_RUNNER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from tests.sim.test_crossvalidation import reference_replay
+from gpusched_envs.workloads import load_workload, philly_vc_nodes
+w = load_workload(sys.argv[2], seed=0)
+vcs = [w.vc_names[v] for v in w.vc]
+args = (w.submit_time, w.duration, w.num_gpus.tolist(), vcs, philly_vc_nodes())
+t0 = time.perf_counter()
+reference_replay(*args)
+print(json.dumps({"value": time.perf_counter() - t0, "unit": "s"}))
+"""
+
+
+def _run_json(code: str, *argv: str) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark subprocess failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compare_with_commit(
+    rev: str, quick: bool = False, figures: list[str] | None = None, repeats: int = 3, say=print
+) -> dict:
+    """Each figure of :data:`_AB_FIGURES` on commit ``rev`` and on the working tree, in one run (the median of
+    ``repeats`` fresh processes per side, taking turns); replays also against the plain reference replayer of
+    ``tests/sim/test_crossvalidation.py`` on the same jobs. The load average before and after each figure is kept."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent.parent  # the folder holding gpusched_envs (the repository root)
+    top = subprocess.run(
+        ["git", "-C", str(here), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    names = figures or list(_AB_FIGURES)
+    if quick:
+        names = [n for n in names if n != "Philly replay, full"]
+    steps = 1000 if quick else 5000
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gpusched-ab-") as old:
+        archive = subprocess.run(
+            ["git", "-C", top, "archive", rev, "gpusched_envs", "tests/sim/test_crossvalidation.py"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", old], input=archive, check=True)
+        (Path(old) / "tests" / "__init__.py").touch()
+        (Path(old) / "tests" / "sim" / "__init__.py").touch()
+        for name in names:
+            kind, args = _AB_FIGURES[name]
+            n = steps // 5 if kind == "multi" else steps
+            load = [round(x, 2) for x in os.getloadavg()]
+            runs: dict[str, list[dict]] = {"old": [], "new": []}
+            for _ in range(repeats):  # taking turns, so that a burst of load hits both sides
+                runs["old"].append(_run_json(_AB_RUNNER, old, kind, json.dumps(args), str(n)))
+                runs["new"].append(_run_json(_AB_RUNNER, str(here), kind, json.dumps(args), str(n)))
+            a, b = (
+                sorted(runs[k], key=lambda r: r["value"])[repeats // 2] for k in ("old", "new")
+            )  # medians
+            load = [load, [round(x, 2) for x in os.getloadavg()]]
+            row = {"name": name, "old": a, "new": b, "load_average": load, "repeats": repeats}
+            if kind == "replay":
+                ref = _run_json(_REFERENCE_RUNNER, old, args["spec"])
+                row["reference"] = ref
+                row["ratio"] = a["value"] / b["value"]  # speed-up
+                row["vs_reference"] = b["value"] / ref["value"]
+                say(
+                    f"{name}: old {a['value']:.2f} s, new {b['value']:.2f} s, speed-up {row['ratio']:.2f}x; "
+                    f"reference replayer {ref['value']:.2f} s, new / reference {row['vs_reference']:.2f}x "
+                    f"(load {load})"
+                )
+            else:
+                row["ratio"] = b["value"] / a["value"]
+                say(
+                    f"{name}: old {a['value']:,.0f} {a['unit']}, new {b['value']:,.0f} {b['unit']}, "
+                    f"speed-up {row['ratio']:.2f}x (load {load})"
+                )
+            rows.append(row)
+    return {"schema": "gpusched.bench-ab/1", "against": rev, "machine": _machine(), "figures": rows}
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m gpusched_envs.bench", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--against", metavar="REV", help="compare with the code of this git commit, same run")
+    parser.add_argument("--quick", action="store_true", help="fewer steps, no full Philly replay")
+    parser.add_argument("--figure", action="append", choices=list(_AB_FIGURES), help="only these figures")
+    parser.add_argument("--repeats", type=int, default=3, help="processes per side and figure (median)")
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON here")
+    ns = parser.parse_args(argv)
+    if ns.against:
+        out = compare_with_commit(ns.against, ns.quick, ns.figure, ns.repeats)
+    else:
+        out = run_benchmarks(ns.quick)
+        for r in out["benchmarks"]:
+            print(f"{r['name']}: {r['value']:,.2f} {r['unit']}")
+    if ns.json:
+        with open(ns.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
