@@ -1,94 +1,47 @@
-"""What the cluster envs share: resolving and checking arguments, one simulator per episode, the one ``step`` (each
-env supplies only how an action acts, :meth:`ClusterEnv._apply`, and what it observes), the exact reward integrals,
-the observation encoder and its information setting, invalid-action handling and rendering."""
+"""The base of the single-agent cluster envs: one simulator per episode from the env's
+:class:`~gpusched_envs.envs.core.EpisodeSpec`, the one ``step`` (each env supplies only how an action acts,
+:meth:`ClusterEnv._apply`, and what it observes), the exact reward integrals, the observation encoder and its
+information setting, invalid-action handling and rendering. What the multi-agent env shares with them (argument
+checks, action parsing and its errors, the episode spec, the reward integral) is in :mod:`gpusched_envs.envs.core`
+and re-exported here."""
 
 from __future__ import annotations
 
 import itertools
-import math
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from gpusched_envs.envs.encoding import INFORMATION, NON_CLAIRVOYANT, OBS_MODES, ClusterEncoder, Layout
+from gpusched_envs.envs.core import (
+    INVALID_ACTIONS,
+    OBS_MODES,
+    RENDER_MODES,
+    REWARDS,
+    SPEED_MODELS,
+    EpisodeEndedError,
+    EpisodeSpec,
+    EpisodeSpecHolder,
+    InvalidActionError,
+    RewardIntegral,
+    WorkloadArg,
+    check_action_value,
+    check_bool,
+    check_choice,
+    check_env_args,
+    check_int,
+    check_number,
+    default_workload_spec,
+    make_workload,
+    resolve_cluster,
+)
+from gpusched_envs.envs.encoding import NON_CLAIRVOYANT, ClusterEncoder, Layout
 from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
 from gpusched_envs.envs.render import render_ansi, render_rgb
-from gpusched_envs.sim import SimConfig, Simulator
+from gpusched_envs.sim import Simulator
 from gpusched_envs.sim.engine import FULL_GPU
 from gpusched_envs.sim.sensitivity import job_sensitivities
-from gpusched_envs.sim.topology import Cluster, load_cluster
-from gpusched_envs.sim.workload import Workload
-
-REWARDS = ("throughput", "jct", "slowdown")
-INVALID_ACTIONS = ("penalize", "raise")
-SPEED_MODELS = ("throughput", "duration")
-
-WorkloadArg = str | Workload | Callable[[Cluster, np.random.Generator], Workload] | None
-
-
-class InvalidActionError(ValueError):
-    """An action that is malformed (not one integer of the action space) or, with ``invalid_action="raise"``, one
-    the mask forbids."""
-
-
-class EpisodeEndedError(gym.error.ResetNeeded, RuntimeError):
-    """``step`` after the episode terminated (every job finished): call ``reset()``."""
-
-
-def check_int(name: str, value, low: int | None = None) -> int:
-    """``value`` as an int (Python or numpy integer, not a bool / float / string), ``>= low``; else a ValueError
-    naming ``name``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    if low is not None and value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
-
-
-def check_number(name: str, value, low: float | None = None, positive: bool = False) -> float:
-    """``value`` as a finite float (``> 0`` with ``positive``, ``>= low``); else a ValueError naming ``name``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if positive and v <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    if low is not None and v < low:
-        raise ValueError(f"{name} must be >= {low}, got {value!r}")
-    return v
-
-
-def check_bool(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return bool(value)
-
-
-def check_action_value(action, n: int) -> int:
-    """One action of ``Discrete(n)``: an integer (or an integral float, or a one-element array of one), in
-    ``0..n-1``; anything else (NaN, inf, 0.7, a vector, a string) raises :class:`InvalidActionError` naming it."""
-    if type(action) is int or type(action) is np.int64:  # the usual case, without the array round trip
-        if 0 <= action < n:
-            return int(action)
-        raise InvalidActionError(f"action {action} outside 0..{n - 1}")
-    try:
-        arr = np.asarray(action)
-    except Exception as exc:  # an object numpy cannot read
-        raise InvalidActionError(f"action must be one integer in 0..{n - 1}, got {action!r}") from exc
-    if arr.size != 1:
-        raise InvalidActionError(f"action must be one integer in 0..{n - 1}, got shape {arr.shape}")
-    value = arr.reshape(()).item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidActionError(f"action must be one integer in 0..{n - 1}, got {action!r}")
-    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-        raise InvalidActionError(f"action must be an integer in 0..{n - 1}, got {value!r}")
-    a = int(value)
-    if not 0 <= a < n:
-        raise InvalidActionError(f"action {a} outside 0..{n - 1}")
-    return a
+from gpusched_envs.sim.topology import Cluster
 
 
 class EpisodeMetrics(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -107,59 +60,7 @@ class EpisodeMetrics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, reward, terminated, truncated, info
 
 
-def resolve_cluster(cluster: str | Cluster, catalog=None) -> Cluster:
-    """A preset name, a YAML path or a built :class:`Cluster`."""
-    if isinstance(cluster, Cluster):
-        return cluster
-    return load_cluster(cluster, catalog=catalog)
-
-
-def default_workload_spec(cluster: Cluster, num_jobs: int, load: float) -> str:
-    """Philly-fitted synthetic arrivals at the given offered load on this cluster, job sizes capped at its size."""
-    return f"synthetic:jobs={num_jobs},load={load},gpus={cluster.num_gpus},max_gpus={cluster.num_gpus}"
-
-
-def make_workload(workload: WorkloadArg, cluster: Cluster, seed: int, num_jobs: int, load: float) -> Workload:
-    """The workload of one episode: a fixed :class:`Workload`, a spec string loaded with ``seed``, or a generator
-    ``f(cluster, rng)``; ``None`` is :func:`default_workload_spec`."""
-    from gpusched_envs.workloads import load_workload
-
-    if isinstance(workload, Workload):
-        return workload
-    if workload is None:
-        return load_workload(default_workload_spec(cluster, num_jobs, load), seed=seed)
-    if isinstance(workload, str):
-        return load_workload(workload, seed=seed)
-    if callable(workload):
-        return workload(cluster, np.random.default_rng(seed))
-    raise TypeError(
-        f"workload must be a spec string, a Workload or a callable, got {type(workload).__name__}"
-    )
-
-
-def episode_simulator(env, rng: np.random.Generator) -> Simulator:
-    """The simulator of a new episode of ``env`` (a :class:`ClusterEnv` or ``multi_scheduler_v0``): workload and
-    simulator seeds drawn from ``rng`` in that order (the workload seed unless ``env.workload_seed`` fixes it), the
-    env's workload argument, interference and speed model. On a cluster of VC pools a job larger than its VC's quota
-    is dropped with a warning, as in ``gpusched simulate``."""
-    wl_seed = int(rng.integers(2**31)) if env.workload_seed is None else int(env.workload_seed)
-    sim_seed = int(rng.integers(2**31))
-    workload = make_workload(env.workload_arg, env.cluster, wl_seed, env.num_jobs, env.load)
-    config = SimConfig(
-        seed=sim_seed,
-        interference=env.interference,
-        speed_model=env.speed_model,
-        oversize="drop" if env.cluster.pool_names else "error",
-    )
-    return Simulator(env.cluster, workload, config)
-
-
-def check_choice(name: str, value, choices) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-
-
-class ClusterEnv(gym.Env):
+class ClusterEnv(EpisodeSpecHolder, gym.Env):
     """Base of the envs that drive :class:`~gpusched_envs.sim.Simulator` (not registered itself).
 
     Subclasses supply :meth:`_first_decision` (run a new episode to the first decision), :meth:`_apply` (act and run
@@ -167,7 +68,7 @@ class ClusterEnv(gym.Env):
     :meth:`_why_invalid` (the message for a masked action); :meth:`step` is shared.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
     obs_modes_offered: tuple[str, ...] = OBS_MODES
     context_names: tuple[str, ...] = ()  # one name per context entry (the subclass sets them)
 
@@ -195,30 +96,25 @@ class ClusterEnv(gym.Env):
         information: str = NON_CLAIRVOYANT,
         running_rows: int = 0,
     ):
-        check_choice("obs_mode", obs_mode, OBS_MODES)
+        self.window, self.time_scale, self.invalid_penalty = check_env_args(
+            type(self).__name__,
+            obs_mode=obs_mode,
+            obs_modes_offered=self.obs_modes_offered,
+            render_mode=render_mode,
+            render_modes=self.metadata["render_modes"],
+            invalid_action=invalid_action,
+            information=information,
+            window=window,
+            time_scale=time_scale,
+            invalid_penalty=invalid_penalty,
+        )
         check_choice("reward", reward, REWARDS)
-        check_choice("invalid_action", invalid_action, INVALID_ACTIONS)
-        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
-        check_choice("information", information, INFORMATION)
-        check_choice("speed_model", speed_model, SPEED_MODELS)
-        if obs_mode not in self.obs_modes_offered:
-            raise ValueError(
-                f"{type(self).__name__} offers obs_mode 'graph' or 'flat'; 'image' observations are offered by "
-                "JobSelect-v0 and WorkerPlacement-v0"
-            )
-        self.num_jobs = check_int("num_jobs", num_jobs, 1)
-        self.load = check_number("load", load, positive=True)
-        self.window = check_int("window", window, 1)
         self.max_steps = None if max_steps is None else check_int("max_steps", max_steps, 1)
-        self.time_scale = check_number("time_scale", time_scale, positive=True)
-        self.invalid_penalty = check_number("invalid_penalty", invalid_penalty)
-        self.interference = check_bool("interference", interference)
-        self.workload_seed = None if workload_seed is None else check_int("workload_seed", workload_seed, 0)
-        self.cluster = resolve_cluster(cluster)
-        self.workload_arg = workload
+        self.episode = EpisodeSpec.checked(
+            resolve_cluster(cluster), workload, workload_seed, num_jobs, load, interference, speed_model
+        )
         self.obs_mode, self.reward_kind = obs_mode, reward
         self.invalid_action = invalid_action
-        self.speed_model = speed_model
         self.information = information
         self.render_mode = render_mode
         self.layout = Layout.for_clusters(
@@ -245,7 +141,7 @@ class ClusterEnv(gym.Env):
 
     # ------------------------------------------------------------------ episode
     def _new_episode(self) -> None:
-        self.sim = episode_simulator(self, self.np_random)
+        self.sim = self.episode.simulator(self.np_random)
         sim = self.sim
         if self._static_cluster is not self.cluster:
             self.encoder.set_cluster(self.cluster, gpu_relative_speed(self.cluster))
@@ -254,6 +150,7 @@ class ClusterEnv(gym.Env):
         self.log_sensitivity = np.log(self.sensitivity)
         ideal = np.maximum(sim.job_work * sim.job_ideal_iter, 1e-9)
         self.totals = RunningTotals(sim, 1.0 / ideal if self.reward_kind == "slowdown" else None)
+        self.reward_integral = RewardIntegral(self.totals, self.reward_kind, self.time_scale)
         self.steps = 0
         self.drained = False
         self._terminated = False
@@ -317,25 +214,18 @@ class ClusterEnv(gym.Env):
     # ------------------------------------------------------------------ rewards
     def _mark(self) -> tuple[float, float, float]:
         """(time, accrued weighted time, goodput) now; the integrals only change when time passes."""
-        now = self.sim.now
         last = self._last_mark
-        if last is not None and last[0] == now:
+        if last is not None and last[0] == self.sim.now:
             return last
-        t = self.totals
-        self._last_mark = (now, t.weighted_time(), t.goodput() if self.reward_kind == "throughput" else 0.0)
+        self._last_mark = self.reward_integral.mark()
         return self._last_mark
 
     def _reward_since(self, mark: tuple[float, float, float]) -> float:
         """Reward for the simulated time since ``mark`` (see the env docstrings, section Rewards)."""
-        now, weighted, goodput = self._mark()
-        if now == mark[0]:
+        now = self._mark()
+        if now[0] == mark[0]:
             return 0.0
-        if self.reward_kind == "throughput":
-            g = self.cluster.num_gpus
-            return (goodput - mark[2] - g * (now - mark[0])) / (g * self.time_scale)
-        if self.reward_kind == "jct":
-            return -(weighted - mark[1]) / self.time_scale
-        return -(weighted - mark[1])
+        return self.reward_integral.between(mark, now)
 
     # ------------------------------------------------------------------ queue helpers
     def _window_jobs(self) -> np.ndarray:
@@ -415,3 +305,27 @@ class ClusterEnv(gym.Env):
         if self.render_mode == "ansi":
             return render_ansi(self.sim, self._render_window(), type(self).__name__, self._render_extra())
         return render_rgb(self.sim, self._render_window(), self.layout.max_server_gpus)
+
+
+# the shared pieces of gpusched_envs.envs.core, importable from here as before
+__all__ = [
+    "INVALID_ACTIONS",
+    "OBS_MODES",
+    "RENDER_MODES",
+    "REWARDS",
+    "SPEED_MODELS",
+    "ClusterEnv",
+    "EpisodeEndedError",
+    "EpisodeMetrics",
+    "EpisodeSpec",
+    "InvalidActionError",
+    "WorkloadArg",
+    "check_action_value",
+    "check_bool",
+    "check_choice",
+    "check_int",
+    "check_number",
+    "default_workload_spec",
+    "make_workload",
+    "resolve_cluster",
+]

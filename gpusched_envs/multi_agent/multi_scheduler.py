@@ -72,14 +72,19 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from gpusched_envs.envs import base
-from gpusched_envs.envs.base import (
+from gpusched_envs.envs.core import (
+    NON_IMAGE_OBS_MODES,
+    EpisodeEndedError,
+    EpisodeSpec,
+    EpisodeSpecHolder,
     InvalidActionError,
+    RewardIntegral,
+    check_action_value,
     check_choice,
-    episode_simulator,
-    make_workload,
+    check_env_args,
 )
-from gpusched_envs.envs.encoding import INFORMATION, ClusterEncoder, Layout
+from gpusched_envs.envs.core import RENDER_MODES as _ENV_RENDER_MODES
+from gpusched_envs.envs.encoding import ClusterEncoder, Layout
 from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
 from gpusched_envs.envs.render import render_ansi, render_rgb
 from gpusched_envs.policies.multi_agent import (
@@ -99,8 +104,8 @@ from gpusched_envs.workloads.windows import PhillyWindows, resolve_multi_workloa
 
 CANDIDATE_FEATURES = ("valid", "servers", "racks", "log_slowdown", "colocated_jobs")
 ROUTINGS = ("auto", "vc", "tenant", "round_robin")
-OBS_MODES = ("graph", "flat")
-RENDER_MODES = ("human", "ansi", "rgb_array")
+OBS_MODES = NON_IMAGE_OBS_MODES
+RENDER_MODES = ("human", *_ENV_RENDER_MODES)
 CONTEXT = 3
 RUNNING_STATES = (RUNNING, RESTARTING)
 QUEUE_ORDERS = ("fifo", "srtf", "las")
@@ -112,12 +117,7 @@ QUEUE_ORDERS = ("fifo", "srtf", "las")
 COORDINATION_FEATURES = ("claimed_before", "claimed", "blocked_before", "running_after", "gpus", "filled")
 
 
-class EpisodeEndedError(base.EpisodeEndedError, InvalidActionError):
-    """``step()`` called when no agent is alive: before ``reset()`` or after the episode ended (the single-agent
-    envs' error, and a ``ValueError`` as issue 12 asks of misused multi-agent steps)."""
-
-
-class MultiSchedulerEnv(ParallelEnv):
+class MultiSchedulerEnv(EpisodeSpecHolder, ParallelEnv):
     """K schedulers sharing one cluster (see the module docstring for spaces, rewards and arguments)."""
 
     metadata = {"name": "multi_scheduler_v0", "render_modes": list(RENDER_MODES), "is_parallelizable": True}
@@ -150,7 +150,18 @@ class MultiSchedulerEnv(ParallelEnv):
         min_run: float = 0.0,
     ):
         check_choice("routing", routing, ROUTINGS)
-        check_choice("information", information, INFORMATION)
+        window, time_scale, invalid_penalty = check_env_args(
+            type(self).__name__,
+            obs_mode=obs_mode,
+            obs_modes_offered=OBS_MODES,
+            render_mode=render_mode,
+            render_modes=RENDER_MODES,
+            invalid_action=invalid_action,
+            information=information,
+            window=window,
+            time_scale=time_scale,
+            invalid_penalty=invalid_penalty,
+        )
         check_choice("queue_order", queue_order, QUEUE_ORDERS)
         if queue_order == "srtf" and information != "clairvoyant":
             raise ValueError(
@@ -158,13 +169,8 @@ class MultiSchedulerEnv(ParallelEnv):
             )
         self.queue_order = queue_order
         self.information = information
-        check_choice("obs_mode", obs_mode, OBS_MODES)
-        check_choice("invalid_action", invalid_action, ("penalize", "raise"))
-        check_choice("render_mode", render_mode, (None, *RENDER_MODES))
         if not 0.0 <= agent_share <= 1.0:
             raise ValueError(f"agent_share must be in [0, 1], got {agent_share}")
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
         if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or not 1 <= heads <= window:
             raise ValueError(f"heads must be an integer in 1..window ({window}), got {heads!r}")
         if isinstance(preempt, bool) or not isinstance(preempt, (int, np.integer)) or not 0 <= preempt <= 64:
@@ -182,25 +188,26 @@ class MultiSchedulerEnv(ParallelEnv):
             isinstance(max_cycles, bool) or int(max_cycles) != max_cycles or max_cycles < 1
         ):
             raise ValueError(f"max_cycles must be an integer >= 1 or None, got {max_cycles!r}")
-        if not np.isfinite(time_scale) or time_scale <= 0:
-            raise ValueError(f"time_scale must be a finite number > 0 (seconds), got {time_scale}")
-        if not np.isfinite(invalid_penalty):
-            raise ValueError(f"invalid_penalty must be finite, got {invalid_penalty}")
-        self.cluster = resolve_multi_cluster(cluster)
-        self.workload_arg = resolve_multi_workload(workload)
-        self.num_jobs, self.load = int(num_jobs), float(load)
-        self.window, self.obs_mode, self.agent_share = int(window), obs_mode, float(agent_share)
+        self.episode = EpisodeSpec.checked(
+            resolve_multi_cluster(cluster),
+            resolve_multi_workload(workload),
+            workload_seed,
+            num_jobs,
+            load,
+            interference,
+            speed_model,
+        )
+        self.window, self.obs_mode, self.agent_share = window, obs_mode, float(agent_share)
         self.heads = int(heads)
         self.preempt = int(preempt)
         self.coordination = bool(coordination)
         if not np.isfinite(min_run) or min_run < 0:
             raise ValueError(f"min_run must be a finite number of seconds >= 0, got {min_run!r}")
         self.min_run = float(min_run)
-        self.interference, self.speed_model = bool(interference), speed_model
         self.max_cycles = None if max_cycles is None else int(max_cycles)
-        self.time_scale = float(time_scale)
-        self.invalid_action, self.invalid_penalty = invalid_action, float(invalid_penalty)
-        self.workload_seed, self.render_mode = workload_seed, render_mode
+        self.time_scale = time_scale
+        self.invalid_action, self.invalid_penalty = invalid_action, invalid_penalty
+        self.render_mode = render_mode
 
         # agents are fixed at construction: per pool, per VC of the (seed-0 or fixed) workload, or a given count
         self.vc_agents: tuple[str, ...] = ()
@@ -208,9 +215,7 @@ class MultiSchedulerEnv(ParallelEnv):
             if self.cluster.pool_names:
                 self.vc_agents = self.cluster.pool_names
             else:
-                probe = make_workload(
-                    self.workload_arg, self.cluster, workload_seed or 0, self.num_jobs, self.load
-                )
+                probe = self.episode.workload(self.workload_seed or 0)
                 self.vc_agents = tuple(probe.vc_names)
             num_agents = len(self.vc_agents) or 4
         if num_agents < 1:
@@ -296,13 +301,15 @@ class MultiSchedulerEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None or self.sim is None:
             self._rng = np.random.default_rng(seed)
-        self.sim = sim = episode_simulator(self, self._rng)  # the single-agent envs' episode setup
+        self.sim = sim = self.episode.simulator(self._rng)  # as the single-agent envs' episodes
         self.owner = self._route(sim.workload)  # (J,) agent index of every job
         self.sensitivity = job_sensitivities(self.cluster, sim.job_model, sim.job_gpus_n)
         self.log_sensitivity = np.log(self.sensitivity)
         k = len(self.possible_agents)
         self.totals = RunningTotals(sim)
         self.own_totals = [RunningTotals(sim, (self.owner == i).astype(np.float64)) for i in range(k)]
+        # the shared reward, then each agent's own: the "jct" integral of the single-agent envs
+        self._rewards = [RewardIntegral(t, "jct", self.time_scale) for t in (self.totals, *self.own_totals)]
         self.own_count = np.bincount(self.owner[~sim.initially_dropped], minlength=k)
         self.agents = list(self.possible_agents)
         self.steps = 0
@@ -332,13 +339,7 @@ class MultiSchedulerEnv(ParallelEnv):
             )
         out = np.full(len(self.possible_agents), self.wait_action, dtype=np.int64)
         for agent, action in actions.items():
-            arr = np.asarray(action)
-            if arr.size != 1 or arr.dtype.kind not in "iuf" or (arr.dtype.kind == "b"):
-                raise InvalidActionError(f"actions[{agent!r}]: expected one integer action, got {action!r}")
-            value = arr.reshape(()).item()
-            if not np.isfinite(value) or float(value) != int(value):
-                raise InvalidActionError(f"actions[{agent!r}]: expected an integer action, got {value!r}")
-            out[self.agent_index[agent]] = int(value)
+            out[self.agent_index[agent]] = check_action_value(action, where=f"actions[{agent!r}]")
         return out
 
     def step(self, actions: dict[str, int]):
@@ -383,9 +384,9 @@ class MultiSchedulerEnv(ParallelEnv):
                 infos[agent]["conflict"] = True  # lost the arbitration: retries at the next step
         self.steps += 1
         self._advance(force=not placed)
-        shared = self._reward_since(mark, self.totals)
+        shared = self._rewards[0].since(mark[0])
         for i, agent in enumerate(self.possible_agents):
-            own = self._reward_since(mark, self.own_totals[i]) if self.agent_share else 0.0
+            own = self._rewards[i + 1].since(mark[i + 1]) if self.agent_share else 0.0
             rewards[agent] += (1 - self.agent_share) * shared + self.agent_share * own
         terminated = sim.drained
         truncated = not terminated and self.max_cycles is not None and self.steps >= self.max_cycles
@@ -445,14 +446,9 @@ class MultiSchedulerEnv(ParallelEnv):
         owner[unknown] = np.flatnonzero(unknown) % k  # jobs of other VCs: round-robin
         return owner
 
-    def _mark(self) -> tuple[float, float, list[float]]:
-        return (self.sim.now, self.totals.weighted_time(), [t.weighted_time() for t in self.own_totals])
-
-    def _reward_since(self, mark, totals: RunningTotals) -> float:
-        if totals is self.totals:
-            return -(totals.weighted_time() - mark[1]) / self.time_scale
-        i = self.own_totals.index(totals)
-        return -(totals.weighted_time() - mark[2][i]) / self.time_scale
+    def _mark(self) -> list[tuple[float, float, float]]:
+        """The marks of the shared reward and of every agent's own, now."""
+        return [r.mark() for r in self._rewards]
 
     def _compute_candidates(self) -> None:
         """Heads, candidate placements and masks of every agent at the current instant."""
@@ -739,18 +735,22 @@ class MultiSchedulerEnv(ParallelEnv):
 
 # the public names of this module, with those that moved (re-exported here for one release): the data-centre
 # cluster builder (gpusched_envs.sim.datacenter), the Philly-window workloads (gpusched_envs.workloads.windows), the
-# per-agent heuristics (gpusched_envs.policies.multi_agent)
+# per-agent heuristics (gpusched_envs.policies.multi_agent), the envs' shared errors (gpusched_envs.envs.core)
 __all__ = [
     "BASE_CANDIDATES",
     "CANDIDATE_FEATURES",
     "CLAIRVOYANT_ORDERS",
+    "CONTEXT",
     "COORDINATION_FEATURES",
     "DATACENTER_KEYS",
     "HEURISTIC_ORDERS",
+    "OBS_MODES",
     "QUEUE_ORDERS",
+    "RENDER_MODES",
     "ROUTINGS",
     "EpisodeEndedError",
     "HeuristicMultiAgent",
+    "InvalidActionError",
     "MultiSchedulerEnv",
     "PhillyWindows",
     "datacenter_cluster",

@@ -1,0 +1,283 @@
+"""What every cluster env shares, the single-agent Gymnasium envs (:class:`~gpusched_envs.envs.base.ClusterEnv`) and
+the multi-agent ``multi_scheduler_v0`` alike: the argument checks, the one-integer action parser and its errors, the
+observation / render / invalid-action choices, the episode spec (cluster, workload and simulator settings: what a new
+episode's :class:`~gpusched_envs.sim.Simulator` is built from) and the reward integral between two marks."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from gpusched_envs.envs.encoding import INFORMATION, OBS_MODES
+from gpusched_envs.envs.features import RunningTotals
+from gpusched_envs.sim import SimConfig, Simulator
+from gpusched_envs.sim.topology import Cluster, load_cluster
+from gpusched_envs.sim.workload import Workload
+
+# every observation mode of the encoder; the envs without an image encoding offer the other two
+NON_IMAGE_OBS_MODES = ("graph", "flat")
+RENDER_MODES = ("ansi", "rgb_array")
+INVALID_ACTIONS = ("penalize", "raise")
+SPEED_MODELS = ("throughput", "duration")
+
+WorkloadArg = str | Workload | Callable[[Cluster, np.random.Generator], Workload] | None
+
+
+class InvalidActionError(ValueError):
+    """An action that is malformed (not one integer of the action space) or, with ``invalid_action="raise"``, one
+    the mask forbids."""
+
+
+class EpisodeEndedError(gym.error.ResetNeeded, InvalidActionError, RuntimeError):
+    """``step`` when there is no episode to step: after it terminated (every job finished) or, multi-agent, before
+    ``reset()``. A ``ValueError`` (misuse) as well as Gymnasium's ``ResetNeeded``."""
+
+
+# ---------------------------------------------------------------------------------------------------- argument checks
+def check_int(name: str, value, low: int | None = None) -> int:
+    """``value`` as an int (Python or numpy integer, not a bool / float / string), ``>= low``; else a ValueError
+    naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
+def check_number(name: str, value, low: float | None = None, positive: bool = False) -> float:
+    """``value`` as a finite float (``> 0`` with ``positive``, ``>= low``); else a ValueError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if positive and v <= 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    if low is not None and v < low:
+        raise ValueError(f"{name} must be >= {low}, got {value!r}")
+    return v
+
+
+def check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def check_choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+def check_env_args(
+    env_name: str,
+    *,
+    obs_mode: str,
+    obs_modes_offered: tuple[str, ...],
+    render_mode: str | None,
+    render_modes,
+    invalid_action: str,
+    information: str,
+    window,
+    time_scale,
+    invalid_penalty,
+) -> tuple[int, float, float]:
+    """The checks of the arguments every cluster env takes; returns ``(window, time_scale, invalid_penalty)`` as
+    int / float."""
+    check_choice("obs_mode", obs_mode, OBS_MODES)
+    check_choice("invalid_action", invalid_action, INVALID_ACTIONS)
+    check_choice("render_mode", render_mode, (None, *render_modes))
+    check_choice("information", information, INFORMATION)
+    if obs_mode not in obs_modes_offered:
+        raise ValueError(
+            f"{env_name} offers obs_mode 'graph' or 'flat'; 'image' observations are offered by "
+            "JobSelect-v0 and WorkerPlacement-v0"
+        )
+    return (
+        check_int("window", window, 1),
+        check_number("time_scale", time_scale, positive=True),
+        check_number("invalid_penalty", invalid_penalty),
+    )
+
+
+def check_action_value(action, n: int | None = None, where: str = "action") -> int:
+    """One action: an integer (or an integral float, or a one-element array of one), in ``0..n-1`` when ``n`` is
+    given; anything else (NaN, inf, 0.7, a vector, a string) raises :class:`InvalidActionError` naming ``where``
+    (``"action"``, or ``"actions['scheduler_0']"`` for one agent's)."""
+    if type(action) is int or type(action) is np.int64:  # the usual case, without the array round trip
+        if n is None or 0 <= action < n:
+            return int(action)
+        raise InvalidActionError(f"{where} {action} outside 0..{n - 1}")
+    span = "" if n is None else f" in 0..{n - 1}"
+    try:
+        arr = np.asarray(action)
+    except Exception as exc:  # an object numpy cannot read
+        raise InvalidActionError(f"{where}: expected one integer{span}, got {action!r}") from exc
+    if arr.size != 1:
+        raise InvalidActionError(f"{where}: expected one integer{span}, got shape {arr.shape}")
+    value = arr.reshape(()).item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidActionError(f"{where}: expected one integer{span}, got {action!r}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise InvalidActionError(f"{where}: expected an integer{span}, got {value!r}")
+    a = int(value)
+    if n is not None and not 0 <= a < n:
+        raise InvalidActionError(f"{where} {a} outside 0..{n - 1}")
+    return a
+
+
+# ---------------------------------------------------------------------------------------------------- episodes
+def resolve_cluster(cluster: str | Cluster, catalog=None) -> Cluster:
+    """A preset name, a YAML path or a built :class:`Cluster`."""
+    if isinstance(cluster, Cluster):
+        return cluster
+    return load_cluster(cluster, catalog=catalog)
+
+
+def default_workload_spec(cluster: Cluster, num_jobs: int, load: float) -> str:
+    """Philly-fitted synthetic arrivals at the given offered load on this cluster, job sizes capped at its size."""
+    return f"synthetic:jobs={num_jobs},load={load},gpus={cluster.num_gpus},max_gpus={cluster.num_gpus}"
+
+
+def make_workload(workload: WorkloadArg, cluster: Cluster, seed: int, num_jobs: int, load: float) -> Workload:
+    """The workload of one episode: a fixed :class:`Workload`, a spec string loaded with ``seed``, or a generator
+    ``f(cluster, rng)``; ``None`` is :func:`default_workload_spec`."""
+    from gpusched_envs.workloads import load_workload
+
+    if isinstance(workload, Workload):
+        return workload
+    if workload is None:
+        return load_workload(default_workload_spec(cluster, num_jobs, load), seed=seed)
+    if isinstance(workload, str):
+        return load_workload(workload, seed=seed)
+    if callable(workload):
+        return workload(cluster, np.random.default_rng(seed))
+    raise TypeError(
+        f"workload must be a spec string, a Workload or a callable, got {type(workload).__name__}"
+    )
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """What a new episode is built from: the cluster, the workload argument (a spec string, a :class:`Workload`, a
+    generator ``f(cluster, rng)`` or None for :func:`default_workload_spec` of ``num_jobs`` jobs at offered load
+    ``load``), the workload seed (None: drawn per episode), and the simulator's interference and speed model.
+    :meth:`checked` builds one from an env's arguments; :meth:`simulator` builds an episode's simulator."""
+
+    cluster: Cluster
+    workload_arg: WorkloadArg
+    workload_seed: int | None
+    num_jobs: int
+    load: float
+    interference: bool
+    speed_model: str
+
+    @classmethod
+    def checked(
+        cls,
+        cluster: Cluster,
+        workload_arg: WorkloadArg,
+        workload_seed,
+        num_jobs,
+        load,
+        interference,
+        speed_model: str,
+    ) -> EpisodeSpec:
+        """A spec from an env's arguments, each checked (a ValueError names the bad one)."""
+        check_choice("speed_model", speed_model, SPEED_MODELS)
+        return cls(
+            cluster=cluster,
+            workload_arg=workload_arg,
+            workload_seed=None if workload_seed is None else check_int("workload_seed", workload_seed, 0),
+            num_jobs=check_int("num_jobs", num_jobs, 1),
+            load=check_number("load", load, positive=True),
+            interference=check_bool("interference", interference),
+            speed_model=speed_model,
+        )
+
+    def workload(self, seed: int) -> Workload:
+        """The workload of an episode whose workload seed is ``seed``."""
+        return make_workload(self.workload_arg, self.cluster, seed, self.num_jobs, self.load)
+
+    def simulator(self, rng: np.random.Generator) -> Simulator:
+        """The simulator of a new episode: workload and simulator seeds drawn from ``rng`` in that order (the
+        workload seed unless ``workload_seed`` fixes it). On a cluster of VC pools a job larger than its VC's quota
+        is dropped with a warning, as in ``gpusched simulate``."""
+        wl_seed = int(rng.integers(2**31)) if self.workload_seed is None else int(self.workload_seed)
+        sim_seed = int(rng.integers(2**31))
+        config = SimConfig(
+            seed=sim_seed,
+            interference=self.interference,
+            speed_model=self.speed_model,
+            oversize="drop" if self.cluster.pool_names else "error",
+        )
+        return Simulator(self.cluster, self.workload(wl_seed), config)
+
+
+class SpecField:
+    """An env attribute that reads one field of the env's :class:`EpisodeSpec` (``env.episode``); setting it
+    replaces the spec by a copy with that field changed (e.g. a new task's cluster from the next ``reset`` on)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, env, owner=None):
+        if env is None:
+            return self
+        return getattr(env.episode, self.name)
+
+    def __set__(self, env, value) -> None:
+        env.episode = dataclasses.replace(env.episode, **{self.name: value})
+
+
+class EpisodeSpecHolder:
+    """Mixin of the envs that hold an :class:`EpisodeSpec` in ``self.episode``: its fields read as env attributes
+    (``env.cluster``, ``env.num_jobs``, ...)."""
+
+    episode: EpisodeSpec
+    cluster = SpecField()
+    workload_arg = SpecField()
+    workload_seed = SpecField()
+    num_jobs = SpecField()
+    load = SpecField()
+    interference = SpecField()
+    speed_model = SpecField()
+
+
+# ---------------------------------------------------------------------------------------------------- rewards
+REWARDS = ("throughput", "jct", "slowdown")
+Mark = tuple[float, float, float]
+
+
+class RewardIntegral:
+    """The reward accrued by one :class:`RunningTotals` between two marks: ``"jct"`` ``−Δ(jobs in system × time) /
+    time_scale`` (weight 1: the return of a full episode is ``−Σ JCT / time_scale``), ``"slowdown"`` ``−Δ`` of the
+    weighted integral (weights 1 / ideal runtime), ``"throughput"`` the goodput made minus the GPU-seconds that
+    passed, over the cluster's GPUs × ``time_scale``."""
+
+    def __init__(self, totals: RunningTotals, kind: str, time_scale: float):
+        check_choice("reward", kind, REWARDS)
+        self.totals, self.kind, self.time_scale = totals, kind, time_scale
+
+    def mark(self) -> Mark:
+        """(time, accrued weighted time, goodput) now (goodput only for ``"throughput"``)."""
+        t = self.totals
+        return (t.sim.now, t.weighted_time(), t.goodput() if self.kind == "throughput" else 0.0)
+
+    def between(self, then: Mark, now: Mark) -> float:
+        """The reward from mark ``then`` to mark ``now``."""
+        if self.kind == "throughput":
+            g = self.totals.sim.cluster.num_gpus
+            return (now[2] - then[2] - g * (now[0] - then[0])) / (g * self.time_scale)
+        if self.kind == "jct":
+            return -(now[1] - then[1]) / self.time_scale
+        return -(now[1] - then[1])
+
+    def since(self, then: Mark) -> float:
+        """The reward from mark ``then`` to now."""
+        return self.between(then, self.mark())
