@@ -25,14 +25,29 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from abc import ABC, abstractmethod
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import numpy as np
+import gymnasium as gym
+from gpusched_lab.agents.common import NoSimulatorError, fresh_simulator
+from gpusched_lab.evaluate import episodes, registry
+from gpusched_lab.evaluate.episodes import (  # noqa: F401 - re-exported: the names this module had
+    JCT_QUANTILES,
+    MAX_CONSECUTIVE_INVALID,
+    finish_metrics,
+    jct_quantiles,
+    run_act_episode,
+)
 from gpusched_lab.evaluate.scenarios import Scenario, canonical_json, file_digest, sha256_hex
+
+import gpusched_envs
+from gpusched_envs.envs import ENTRY_POINTS
+from gpusched_envs.policies import PLACEMENTS, POLICIES, make_policy
 
 HEURISTICS: dict[str, str] = {
     "fifo": "closest",
@@ -56,9 +71,6 @@ LAYOUT_KWARGS = (
     "decision_interval",  # when the agent is asked (a periodic scheduling round)
     "min_run",  # the preemption lease
 )
-# consecutive invalid actions after which an episode is abandoned (the env would otherwise never end)
-MAX_CONSECUTIVE_INVALID = 10_000
-JCT_QUANTILES = np.linspace(0.0, 100.0, 101)
 EVAL_TORCH_THREADS = 1
 
 
@@ -76,18 +88,14 @@ def default_checkpoint_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """Version + digest of the code that determines a cell's result (the library and this module): a cached cell
-    computed by other code is recomputed."""
-    import gpusched_envs
-
+    """Version + digest of the code that determines a cell's result (the library, this module and the episode
+    runner): a cached cell computed by other code is recomputed."""
     h = hashlib.sha256()
     base = Path(gpusched_envs.__file__).resolve().parent
     files = [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    for p in sorted(files) + [Path(__file__).resolve()]:
+    for p in sorted(files) + [Path(__file__).resolve(), Path(episodes.__file__).resolve()]:
         h.update(p.name.encode())
         h.update(p.read_bytes())
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         v = version("gpusched-envs")
     except PackageNotFoundError:
@@ -96,27 +104,12 @@ def code_version() -> str:
 
 
 # ---------------------------------------------------------------------------------------------- episode helpers
-def jct_quantiles(sim) -> list[float]:
-    """JCT percentiles 0, 1, ..., 100 of the finished jobs (for the CDF plots)."""
-    done = np.isfinite(sim.finish_time)
-    jct = (sim.finish_time - sim.workload.submit_time)[done]
-    if not len(jct):
-        return []
-    return [float(x) for x in np.percentile(jct, JCT_QUANTILES)]
-
-
-def _finish(metrics: dict, sim) -> dict:
-    out = {k: (float(v) if isinstance(v, float | np.floating) else v) for k, v in metrics.items()}
-    if sim is not None and hasattr(sim, "finish_time"):
-        out["jct_quantiles"] = jct_quantiles(sim)
-    return out
+_finish = finish_metrics  # the name the bench modules used before finish_metrics was public
 
 
 def scenario_simulator(scenario: Scenario, seed: int):
     """A fresh simulator with the workload and settings the scenario's env uses after ``reset(seed=seed)``
     (:func:`agents.common.fresh_simulator`)."""
-    from gpusched_lab.agents.common import NoSimulatorError, fresh_simulator
-
     env = scenario.make_env()
     try:
         return fresh_simulator(env, seed)
@@ -130,31 +123,7 @@ def scenario_simulator(scenario: Scenario, seed: int):
 
 def run_scheduler_episode(scheduler, scenario: Scenario, seed: int) -> dict:
     sim = scenario_simulator(scenario, seed)
-    return _finish(sim.run(scheduler), sim)
-
-
-def run_act_episode(act, env, seed: int, reset=None) -> dict:
-    """One episode of ``act(obs) -> action``; adds ``episode_return``, ``steps`` and ``invalid_actions``."""
-    obs, info = env.reset(seed=int(seed))
-    if reset is not None:
-        reset()
-    total, steps, invalid, streak = 0.0, 0, 0, 0
-    while True:
-        obs, reward, terminated, truncated, info = env.step(act(obs))
-        total += float(reward)
-        steps += 1
-        if info.get("invalid_action"):
-            invalid += 1
-            streak += 1
-            if streak >= MAX_CONSECUTIVE_INVALID:
-                raise RuntimeError(f"{streak} invalid actions in a row (last: {info.get('reason', '?')})")
-        else:
-            streak = 0
-        if terminated or truncated:
-            break
-    metrics = dict(info.get("metrics") or {})
-    metrics.update(episode_return=total, steps=steps, invalid_actions=invalid)
-    return _finish(metrics, getattr(env.unwrapped, "sim", None))
+    return finish_metrics(sim.run(scheduler), sim)
 
 
 # ---------------------------------------------------------------------------------------------- agents
@@ -190,8 +159,6 @@ class HeuristicEvalAgent(EvalAgent):
     kind = "heuristic"
 
     def __init__(self, policy: str, placement: str, spec: str | None = None):
-        from gpusched_envs.policies import PLACEMENTS, POLICIES
-
         if policy not in POLICIES:
             raise AgentSpecError(f"unknown heuristic {policy!r}; valid: {', '.join(POLICIES)}")
         if placement not in PLACEMENTS:
@@ -208,8 +175,6 @@ class HeuristicEvalAgent(EvalAgent):
         return None
 
     def run_episode(self, scenario: Scenario, seed: int) -> dict:
-        from gpusched_envs.policies import make_policy
-
         return run_scheduler_episode(make_policy(self.policy, self.placement), scenario, seed)
 
 
@@ -226,8 +191,6 @@ _LOADED: dict[str, object] = {}
 
 
 def _gym_ids() -> tuple[str, ...]:
-    from gpusched_envs.envs import ENTRY_POINTS
-
     return tuple(ENTRY_POINTS)
 
 
@@ -282,10 +245,6 @@ class CheckpointEvalAgent(EvalAgent):
     def _check(self, scenario: Scenario) -> str | None:
         if scenario.env_id != self.meta["env_id"]:
             return f"trained on {self.meta['env_id']}"
-        import gymnasium as gym
-
-        import gpusched_envs.envs  # noqa: F401
-
         env = scenario.make_env(**self.env_overrides())
         trained = gym.make(
             self.meta["env_id"], **{**(self.meta.get("env_kwargs") or {}), **self.env_overrides()}
@@ -335,8 +294,6 @@ class CheckpointEvalAgent(EvalAgent):
 
 
 def _read_json(path: Path) -> dict | None:
-    import json
-
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -415,7 +372,6 @@ def run_metaplace_episode(policy, perf, env, seed: int, caution: float) -> dict:
     """One greedy episode of :func:`agents.methods.metaplace.agent.rollout` (no learning: ``observe=False``) in ``env`` (closed
     after); the metrics :func:`run_act_episode` returns (``episode_return``, ``steps``, ``invalid_actions`` counted
     by a wrapper, since the rollout keeps only the decisions that had a choice)."""
-    import gymnasium as gym
     from gpusched_lab.agents.methods.metaplace.agent import rollout
 
     class _Tally(gym.Wrapper):
@@ -435,7 +391,7 @@ def run_metaplace_episode(policy, perf, env, seed: int, caution: float) -> dict:
         ep = rollout(policy, tally, int(seed), greedy=True, perf=perf, observe=False, caution=caution)
         metrics = dict(ep.metrics)
         metrics.update(episode_return=tally.total, steps=tally.steps, invalid_actions=tally.invalid)
-        return _finish(metrics, getattr(env.unwrapped, "sim", None))
+        return finish_metrics(metrics, getattr(env.unwrapped, "sim", None))
     finally:
         env.close()
 
@@ -528,21 +484,23 @@ class UserEvalAgent(EvalAgent):
 
 
 # ---------------------------------------------------------------------------------------------- resolution
-# shipped checkpoints another agent uses as a part, left out of the ``checkpoints`` group: the DAG plan generators
-# (planners of the dag-* agents) and MetaPlace's multi-task baseline (compared against it in ``gpusched adapt``)
-COMPONENT_CHECKPOINTS = ("ddqn_dagschedule_gnn", "ppo_dagschedule_gnn", "multitask_gnn")
+# MetaPlace's multi-task baseline is compared against it in ``gpusched adapt``, not ranked on its own (the DAG plan
+# generators are parts of the dag-* agents: their module registers them)
+registry.register_component_checkpoints("multitask_gnn")
 
 
 def shipped_checkpoints(folder: str | Path | None = None) -> list[str]:
     """Checkpoint folders under ``folder`` (default: the repository's ``checkpoints/``), sorted: every
-    ``*/meta.json`` beside a ``model.pt``, except the parts of other agents (:data:`COMPONENT_CHECKPOINTS`)."""
+    ``*/meta.json`` beside a ``model.pt``, except the parts of other agents
+    (:func:`~gpusched_lab.evaluate.registry.component_checkpoints`)."""
     folder = Path(folder) if folder is not None else default_checkpoint_dir()
     if not folder.is_dir():
         return []
+    parts = registry.component_checkpoints()
     found = [
         p.parent
         for p in folder.glob("*/meta.json")
-        if (p.parent / "model.pt").is_file() and p.parent.name not in COMPONENT_CHECKPOINTS
+        if (p.parent / "model.pt").is_file() and p.parent.name not in parts
     ]
     return [str(p) for p in sorted(found)]
 
@@ -560,16 +518,7 @@ def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | 
                 continue
             if spec in ("all", "heuristics"):
                 out.extend(HEURISTICS)
-                from gpusched_lab.evaluate.dag_bench import (
-                    LEADERBOARD_AGENTS,  # DAG heuristics and searchers (issue 13)
-                )
-
-                out.extend(LEADERBOARD_AGENTS)
-                from gpusched_lab.evaluate.marl import (
-                    LEADERBOARD_AGENTS as MARL_AGENTS,  # per-agent heuristics (issue 16)
-                )
-
-                out.extend(MARL_AGENTS)
+                out.extend(registry.group_agents())  # DAG heuristics and searchers, per-agent heuristics
             if spec in ("all", "checkpoints"):
                 out.extend(shipped_checkpoints(checkpoints))
             if spec not in ("all", "heuristics", "checkpoints"):
@@ -580,28 +529,15 @@ def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | 
 _RESOLVED: dict[str, EvalAgent] = {}
 
 
-def _is_marl_checkpoint(spec: str) -> bool:
-    from gpusched_lab.evaluate.marl import is_marl_checkpoint
-
-    return Path(spec).exists() and is_marl_checkpoint(spec)
-
-
 def resolve_agent(spec: str) -> EvalAgent:
     """An :class:`EvalAgent` from a spec (see the module docstring); cached per process."""
     spec = spec.strip()
     if spec in _RESOLVED:
         return _RESOLVED[spec]
     policy, plus, placement = spec.partition("+")
-    from gpusched_envs.policies import POLICIES
-
-    if spec.startswith("dag-") and not Path(spec).exists():  # DAG agents of `gpusched dag-bench` (issue 13)
-        from gpusched_lab.evaluate.dag_bench import dag_eval_agent
-
-        agent: EvalAgent = dag_eval_agent(spec)
-    elif (spec.startswith("marl-") and not Path(spec).exists()) or _is_marl_checkpoint(spec):  # issue 16
-        from gpusched_lab.evaluate.marl import marl_eval_agent
-
-        agent = marl_eval_agent(spec)
+    kind = registry.kind_of(spec)  # the bench modules' kinds: dag-*, marl-* and HMARL checkpoints
+    if kind is not None:
+        agent: EvalAgent = kind.factory(spec)
     elif policy in POLICIES and ":" not in spec:
         agent = HeuristicEvalAgent(policy, placement if plus else HEURISTICS.get(policy, "closest"), spec)
     elif Path(spec).exists() and is_metaplace_checkpoint(spec):  # logits − w · model score (issue 15)

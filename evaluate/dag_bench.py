@@ -36,6 +36,9 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
+from gpusched_lab.evaluate.registry import register_agent_kind
+from gpusched_lab.evaluate.scenarios import file_digest
 
 AGENTS = (
     "heft",
@@ -534,58 +537,72 @@ LEADERBOARD_AGENTS = tuple(
 ``DAGSchedule-v0`` scenarios only (budgets: 40 x 60 plans; DDQN / PPO: the shipped planners)."""
 
 
-def dag_eval_agent(spec: str):
-    """The leaderboard's :class:`~evaluate.agents.EvalAgent` for ``dag-<agent>`` (``dag-heft``, ``dag-worl-rtgs``,
-    ...): on a ``DAGSchedule-v0`` scenario it takes the DAG and GPU set of ``env.reset(seed=seed)`` and returns its
-    plan's makespan (plus the analytic lower bound) as the episode's metrics."""
-    from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent, file_digest
+class DAGEvalAgent(EvalAgent):
+    """``dag-<agent>`` on a ``DAGSchedule-v0`` scenario: it takes the DAG and GPU set of ``env.reset(seed=seed)``
+    and returns its plan's makespan (plus the analytic lower bound) as the episode's metrics."""
 
-    name = spec[len("dag-") :]
-    if name not in AGENTS or name == "lower-bound":
-        raise AgentSpecError(
-            f"unknown DAG agent {spec!r}; valid: {', '.join(f'dag-{a}' for a in AGENTS[:-1])}"
-        )
+    kind = "dag"
 
-    class DAGEvalAgent(EvalAgent):
-        kind = "dag"
+    def __init__(self, spec: str):
+        name = spec[len("dag-") :]
+        if name not in AGENTS or name == "lower-bound":
+            raise AgentSpecError(
+                f"unknown DAG agent {spec!r}; valid: {', '.join(f'dag-{a}' for a in AGENTS[:-1])}"
+            )
+        super().__init__(spec, spec)
+        self.agent = name
 
-        def identity(self) -> dict:
-            return {"kind": self.kind, "agent": name, "source": file_digest(Path(__file__))}
+    def identity(self) -> dict:
+        return {"kind": self.kind, "agent": self.agent, "source": file_digest(Path(__file__))}
 
-        def applies_to(self, scenario) -> str | None:
-            return None if scenario.env_id == DAG_ENV_ID else f"runs on {DAG_ENV_ID} scenarios"
+    def applies_to(self, scenario) -> str | None:
+        return None if scenario.env_id == DAG_ENV_ID else f"runs on {DAG_ENV_ID} scenarios"
 
-        def run_episode(self, scenario, seed: int) -> dict:
-            from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import lower_bound
+    def run_episode(self, scenario, seed: int) -> dict:
+        from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import lower_bound
 
-            env = scenario.make_env()
-            try:
-                env.reset(seed=int(seed))
-                u = env.unwrapped
-                args = {
-                    "cluster": u.cluster,
-                    "gpus": u.num_gpus if len(u.gpu_ids) < u.cluster.num_gpus else None,
-                    "time_limit": 10.0,
-                    "population": 40,
-                    "iterations": 60,
-                    "injection_rate": 0.1,
-                    "refine": DEFAULT_REFINE,
-                    "planner_plans": 8,
-                    "temperature": 0.5,
-                    "cpsat_max_tasks": 30,
-                    "checkpoints": None,
-                }
-                inst = Instance(scenario.name, 0, u.dag, u, args)
-                rec = run_agent(name, inst, int(seed))
-                if "makespan" not in rec:
-                    raise RuntimeError(rec.get("skipped", "no makespan"))
-                lb = lower_bound(u.dag, u.speed, u.bandwidth, gpu_types=u.gpu_types)
-                return {
-                    "makespan": float(rec["makespan"]),
-                    "lower_bound_makespan": lb,
-                    "tasks": u.dag.num_tasks,
-                }
-            finally:
-                env.close()
+        env = scenario.make_env()
+        try:
+            env.reset(seed=int(seed))
+            u = env.unwrapped
+            args = {
+                "cluster": u.cluster,
+                "gpus": u.num_gpus if len(u.gpu_ids) < u.cluster.num_gpus else None,
+                "time_limit": 10.0,
+                "population": 40,
+                "iterations": 60,
+                "injection_rate": 0.1,
+                "refine": DEFAULT_REFINE,
+                "planner_plans": 8,
+                "temperature": 0.5,
+                "cpsat_max_tasks": 30,
+                "checkpoints": None,
+            }
+            inst = Instance(scenario.name, 0, u.dag, u, args)
+            rec = run_agent(self.agent, inst, int(seed))
+            if "makespan" not in rec:
+                raise RuntimeError(rec.get("skipped", "no makespan"))
+            lb = lower_bound(u.dag, u.speed, u.bandwidth, gpu_types=u.gpu_types)
+            return {
+                "makespan": float(rec["makespan"]),
+                "lower_bound_makespan": lb,
+                "tasks": u.dag.num_tasks,
+            }
+        finally:
+            env.close()
 
-    return DAGEvalAgent(spec, spec)
+
+def dag_eval_agent(spec: str) -> EvalAgent:
+    """The leaderboard's :class:`~gpusched_lab.evaluate.agents.EvalAgent` for ``dag-<agent>`` (``dag-heft``,
+    ``dag-worl-rtgs``, ...)."""
+    return DAGEvalAgent(spec)
+
+
+# the shipped DDQN / PPO planners are parts of the dag-ddqn, dag-ppo and dag-worl-rtgs agents
+register_agent_kind(
+    "dag",
+    dag_eval_agent,
+    prefix="dag-",
+    group_agents=LEADERBOARD_AGENTS,
+    component_checkpoints=tuple(PLANNERS.values()),
+)

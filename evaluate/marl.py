@@ -38,6 +38,12 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
+from gpusched_lab.evaluate.episodes import finish_metrics
+from gpusched_lab.evaluate.registry import register_agent_kind
+from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, file_digest, make_marl_env
+
+from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 
 HELDOUT = "philly-windows:first=85,last=105,jobs={jobs},load={load}"
 SCENARIOS: dict[str, dict] = {
@@ -410,7 +416,6 @@ def marl(
 # ``dc4-multi-agent``): the env is the PettingZoo ParallelEnv; the merged-queue heuristics (fifo, sjf, srtf, tiresias,
 # gandiva) run on a fresh simulator of its workload as on any scenario, the per-agent heuristics (``marl-...``) and
 # HMARL checkpoints (``checkpoints/hmarl*``) in the env.
-MARL_ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"  # = agents.methods.hmarl.agent.ENV_ID (the checkpoints' env_id)
 LEADERBOARD_AGENTS = (
     "marl-fifo-consolidate+backfill",
     "marl-sjf-consolidate+backfill",
@@ -420,20 +425,11 @@ LEADERBOARD_AGENTS = (
 only."""
 
 
-def make_marl_env(env_kwargs: dict):
-    """A multi-agent scenario's env (``multi_scheduler_v0.parallel_env``)."""
-    from gpusched_envs.multi_agent import multi_scheduler_v0
-
-    return multi_scheduler_v0.parallel_env(**env_kwargs)
-
-
 def _episode_metrics(env, policy, seed: int) -> dict:
-    from gpusched_lab.evaluate.agents import _finish
-
     r = run(env, "", policy, seed, latency_every=10**9)
     metrics = dict(env.sim.metrics())
     metrics.update(steps=r["steps"], agents=len(env.possible_agents))
-    return _finish(metrics, env.sim)
+    return finish_metrics(metrics, env.sim)
 
 
 def is_marl_checkpoint(path: str | Path) -> bool:
@@ -446,69 +442,83 @@ def is_marl_checkpoint(path: str | Path) -> bool:
         return False
 
 
-def marl_eval_agent(spec: str):
-    """The leaderboard agent of ``marl-<per-agent heuristic>`` (``marl-sjf-consolidate+backfill``) or of an HMARL
-    checkpoint folder; both run only on multi-agent scenarios."""
-    from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent, file_digest
+def _applies(scenario) -> str | None:
+    return None if scenario.env_id == MARL_ENV_ID else f"a multi-agent scheduler (runs on {MARL_ENV_ID})"
 
-    def applies(scenario) -> str | None:
-        return None if scenario.env_id == MARL_ENV_ID else f"a multi-agent scheduler (runs on {MARL_ENV_ID})"
 
-    if spec.startswith("marl-"):
-        from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
+class MarlHeuristicEvalAgent(EvalAgent):
+    """A per-agent heuristic (``marl-`` + a :class:`HeuristicMultiAgent` name) in the multi-agent env."""
 
+    kind = "marl-heuristic"
+
+    def __init__(self, spec: str):
         try:
-            heur = HeuristicMultiAgent.from_name(spec[len("marl-") :])
+            self.heuristic = HeuristicMultiAgent.from_name(spec[len("marl-") :])
         except ValueError as exc:
             raise AgentSpecError(str(exc)) from None
+        super().__init__(spec, spec)
 
-        class MarlHeuristicEvalAgent(EvalAgent):
-            kind = "marl-heuristic"
+    def identity(self) -> dict:
+        return {"kind": self.kind, "heuristic": self.heuristic.name}
 
-            def identity(self) -> dict:
-                return {"kind": self.kind, "heuristic": heur.name}
+    def applies_to(self, scenario) -> str | None:
+        return _applies(scenario)
 
-            def applies_to(self, scenario) -> str | None:
-                return applies(scenario)
+    def run_episode(self, scenario, seed: int) -> dict:
+        env_kw = heuristic_env_kwargs(self.heuristic.name, scenario.env_kwargs)
+        return _episode_metrics(make_marl_env(env_kw), self.heuristic, seed)
 
-            def run_episode(self, scenario, seed: int) -> dict:
-                env_kw = heuristic_env_kwargs(heur.name, scenario.env_kwargs)
-                return _episode_metrics(make_marl_env(env_kw), heur, seed)
 
-        return MarlHeuristicEvalAgent(spec, spec)
+class HMARLEvalAgent(EvalAgent):
+    """A trained HMARL actor (a checkpoint folder, or its model.pt) in the multi-agent env."""
 
-    folder = Path(spec) if Path(spec).is_dir() else Path(spec).parent
+    kind = "marl-checkpoint"
 
-    class HMARLEvalAgent(EvalAgent):
-        kind = "marl-checkpoint"
+    def __init__(self, spec: str):
+        self.folder = Path(spec) if Path(spec).is_dir() else Path(spec).parent
+        super().__init__(spec, f"ckpt:{self.folder.name}")
+        self._policy = None
 
-        def __init__(self):
-            super().__init__(spec, f"ckpt:{folder.name}")
-            self._policy = None
+    def identity(self) -> dict:
+        from gpusched_lab.agents.methods.hmarl import agent, interference
 
-        def identity(self) -> dict:
-            from gpusched_lab.agents.methods.hmarl import agent, interference
+        return {
+            "kind": self.kind,
+            "files": file_digest(self.folder),
+            "code": [file_digest(Path(m.__file__)) for m in (agent, interference)],
+        }
 
-            return {
-                "kind": self.kind,
-                "files": file_digest(folder),
-                "code": [file_digest(Path(m.__file__)) for m in (agent, interference)],
-            }
+    def applies_to(self, scenario) -> str | None:
+        return _applies(scenario)
 
-        def applies_to(self, scenario) -> str | None:
-            return applies(scenario)
+    def run_episode(self, scenario, seed: int) -> dict:
+        import torch
+        from gpusched_lab.agents.methods.hmarl.agent import load
 
-        def run_episode(self, scenario, seed: int) -> dict:
-            import torch
-            from gpusched_lab.agents.methods.hmarl.agent import load
+        if self._policy is None:
+            torch.set_num_threads(1)
+            self._policy = load(self.folder)
+        env_kw = actor_env_kwargs({**scenario.env_kwargs, "obs_mode": "graph"}, self._policy.meta)
+        return _episode_metrics(make_marl_env(env_kw), self._policy, seed)
 
-            if self._policy is None:
-                torch.set_num_threads(1)
-                self._policy = load(folder)
-            env_kw = actor_env_kwargs({**scenario.env_kwargs, "obs_mode": "graph"}, self._policy.meta)
-            return _episode_metrics(make_marl_env(env_kw), self._policy, seed)
 
-    return HMARLEvalAgent()
+def marl_eval_agent(spec: str) -> EvalAgent:
+    """The leaderboard agent of ``marl-<per-agent heuristic>`` (``marl-sjf-consolidate+backfill``) or of an HMARL
+    checkpoint folder; both run only on multi-agent scenarios."""
+    return MarlHeuristicEvalAgent(spec) if spec.startswith("marl-") else HMARLEvalAgent(spec)
+
+
+def _is_marl_checkpoint_spec(spec: str) -> bool:
+    return Path(spec).exists() and is_marl_checkpoint(spec)
+
+
+register_agent_kind(
+    "marl",
+    marl_eval_agent,
+    prefix="marl-",
+    matches=_is_marl_checkpoint_spec,
+    group_agents=LEADERBOARD_AGENTS,
+)
 
 
 if __name__ == "__main__":

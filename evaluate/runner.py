@@ -55,7 +55,8 @@ class GridResult:
 def run_cell(scenario_doc: dict, agent_spec: str, seed: int) -> dict:
     """Worker side: one episode; ``{"metrics", "jct_quantiles", "wall_s"}`` or ``{"error"}`` (never raises)."""
     try:
-        scenario = Scenario.from_dict(scenario_doc)
+        # the to_dict() of a scenario checked where it was made (a suite file's, or gpusched evaluate --env's)
+        scenario = Scenario(**{**scenario_doc, "seeds": tuple(scenario_doc["seeds"])})
         agent = resolve_agent(agent_spec)
         start = time.perf_counter()
         metrics = agent.run_episode(scenario, int(seed))

@@ -121,6 +121,13 @@ def parse_seeds(value) -> tuple[int, ...]:
     raise SuiteError(f"seeds: expected ints or a range like '0-9', got {value!r}")
 
 
+def make_marl_env(env_kwargs: dict):
+    """A multi-agent scenario's env (``multi_scheduler_v0.parallel_env``)."""
+    from gpusched_envs.multi_agent import multi_scheduler_v0
+
+    return multi_scheduler_v0.parallel_env(**env_kwargs)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One setting to evaluate on: ``gym.make(env_id, **env_kwargs)`` reset with each of ``seeds``."""
@@ -184,9 +191,7 @@ class Scenario:
 
         import gpusched_envs.envs  # noqa: F401 - registers the ids
 
-        if self.env_id == MARL_ENV_ID:  # a multi-agent scenario: the PettingZoo ParallelEnv (evaluate.marl)
-            from gpusched_lab.evaluate.marl import make_marl_env
-
+        if self.env_id == MARL_ENV_ID:  # a multi-agent scenario: the PettingZoo ParallelEnv
             return make_marl_env({**self.env_kwargs, **overrides})
         if self.env_id not in gym.registry:
             raise SuiteError(f"scenario {self.name}: env id {self.env_id!r} is not registered")

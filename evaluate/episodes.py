@@ -1,0 +1,52 @@
+"""One episode's metrics as the leaderboard records them, shared by every kind of evaluation agent: the run of an
+``act(obs) -> action`` agent in an env, and the finishing touch of any metrics dict (plain floats, the JCT
+percentiles of the simulator's finished jobs)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# consecutive invalid actions after which an episode is abandoned (the env would otherwise never end)
+MAX_CONSECUTIVE_INVALID = 10_000
+JCT_QUANTILES = np.linspace(0.0, 100.0, 101)
+
+
+def jct_quantiles(sim) -> list[float]:
+    """JCT percentiles 0, 1, ..., 100 of the finished jobs (for the CDF plots)."""
+    done = np.isfinite(sim.finish_time)
+    jct = (sim.finish_time - sim.workload.submit_time)[done]
+    if not len(jct):
+        return []
+    return [float(x) for x in np.percentile(jct, JCT_QUANTILES)]
+
+
+def finish_metrics(metrics: dict, sim) -> dict:
+    """``metrics`` with numpy floats as floats, plus ``jct_quantiles`` of ``sim`` when it is a simulator."""
+    out = {k: (float(v) if isinstance(v, float | np.floating) else v) for k, v in metrics.items()}
+    if sim is not None and hasattr(sim, "finish_time"):
+        out["jct_quantiles"] = jct_quantiles(sim)
+    return out
+
+
+def run_act_episode(act, env, seed: int, reset=None) -> dict:
+    """One episode of ``act(obs) -> action``; adds ``episode_return``, ``steps`` and ``invalid_actions``."""
+    obs, info = env.reset(seed=int(seed))
+    if reset is not None:
+        reset()
+    total, steps, invalid, streak = 0.0, 0, 0, 0
+    while True:
+        obs, reward, terminated, truncated, info = env.step(act(obs))
+        total += float(reward)
+        steps += 1
+        if info.get("invalid_action"):
+            invalid += 1
+            streak += 1
+            if streak >= MAX_CONSECUTIVE_INVALID:
+                raise RuntimeError(f"{streak} invalid actions in a row (last: {info.get('reason', '?')})")
+        else:
+            streak = 0
+        if terminated or truncated:
+            break
+    metrics = dict(info.get("metrics") or {})
+    metrics.update(episode_return=total, steps=steps, invalid_actions=invalid)
+    return finish_metrics(metrics, getattr(env.unwrapped, "sim", None))
