@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from gpusched_lab.agents.algos.pg import discounted_returns  # noqa: F401 - re-exported (train.bc)
 
 # The repository's folders, for an editable install (the shipped checkpoints and configs live there)
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -121,15 +122,6 @@ def fresh_simulator(env, seed: int) -> Simulator:
     return Simulator(sim.cluster, sim.workload, sim.config)
 
 
-def discounted_returns(rewards, gamma: float) -> np.ndarray:
-    """``G_t = r_t + γ G_{t+1}`` over one episode (``G`` after the last step is 0)."""
-    g, out = 0.0, np.empty(len(rewards))
-    for t in range(len(rewards) - 1, -1, -1):
-        g = rewards[t] + gamma * g
-        out[t] = g
-    return out
-
-
 def resolve_config_path(name: str | Path, config_dir: Path) -> Path:
     """A path, or the name of a file in ``config_dir`` (with or without ``.yaml``)."""
     p = Path(name)
@@ -143,9 +135,10 @@ def resolve_config_path(name: str | Path, config_dir: Path) -> Path:
 
 
 def read_config(name: str | Path, config_dir: Path, known) -> tuple[Path, dict]:
-    """A YAML run configuration (:func:`resolve_config_path`) read with :func:`gpusched_envs.safety.load_yaml` (limits
-    on size and alias expansion): a mapping whose keys are all in ``known`` (an empty file is ``{}``). Returns the
-    file's path and the mapping; anything else raises one ``ValueError`` naming the file."""
+    """A YAML run configuration (:func:`resolve_config_path`) read with
+    :func:`gpusched_envs.safety.load_yaml` (limits on size and alias expansion): a mapping whose keys are all in
+    ``known`` (an empty file is ``{}``). Returns the file's path and the mapping; anything else raises one
+    ``ValueError`` naming the file."""
     from gpusched_envs.safety import load_yaml
 
     path = resolve_config_path(name, config_dir)

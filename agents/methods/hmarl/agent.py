@@ -36,13 +36,15 @@ episodes are seeded from ``seed`` + the step count (reproducible, not identical 
 
 Modules by job: :mod:`~agents.methods.hmarl.config` (arguments, run configuration, YAML loading),
 :mod:`~agents.methods.hmarl.policy` (networks and acting), :mod:`~agents.methods.hmarl.mappo` (the MAPPO / IPPO
-learner), :mod:`~agents.methods.hmarl.dagger` (the imitation warm start), :mod:`~agents.methods.hmarl.checkpoint`
-(saving and loading actors), :mod:`~agents.methods.hmarl.run` (a training run). This module re-exports their public
-names, the import path the CLI, the evaluation and the checkpoints' README use.
+learner, on the policy-gradient core of :mod:`agents.algos.pg`), :mod:`~agents.methods.hmarl.dagger` (the imitation
+warm start), :mod:`~agents.methods.hmarl.checkpoint` (saving and loading actors), :mod:`~agents.methods.hmarl.run`
+(a training run). This module re-exports their public names, the import path the CLI, the evaluation and the
+checkpoints' README use.
 """
 
 from __future__ import annotations
 
+from gpusched_lab.agents.algos.pg import gae
 from gpusched_lab.agents.methods.hmarl.checkpoint import (
     interference_folder,
     load,
@@ -64,7 +66,6 @@ from gpusched_lab.agents.methods.hmarl.dagger import (
 )
 from gpusched_lab.agents.methods.hmarl.mappo import (
     Trainer,
-    gae,
 )
 from gpusched_lab.agents.methods.hmarl.policy import (
     ENV_ID,

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn as nn
-from gpusched_lab.agents.common import discounted_returns
+from gpusched_lab.agents.algos.pg import discounted_returns, gradient_step, minibatches
 from gpusched_lab.agents.methods.hmarl.config import ImitationArgs
 from gpusched_lab.agents.methods.hmarl.mappo import Trainer
 from gpusched_lab.agents.methods.hmarl.policy import to_tensors
@@ -68,24 +67,18 @@ def fit_imitation(trainer: Trainer, data: dict, args: ImitationArgs, rng: np.ran
     trainer.actor.train(True)
     losses, accs = [], []
     n = len(actions)
-    for _ in range(args.epochs):
-        order = rng.permutation(n)
-        for lo in range(0, n, args.batch_size):
-            idx = order[lo : lo + args.batch_size]
-            t = to_tensors({k: v[idx] for k, v in obs.items()}, dev)
-            logits, emb = trainer.actor(t)
-            logits = masked(logits, t["action_mask"])
-            act = torch.as_tensor(actions[idx], device=dev)
-            ce = torch.nn.functional.cross_entropy(logits, act)
-            value = trainer.critic(torch.as_tensor(states[idx], device=dev), t, emb)
-            value_loss = torch.nn.functional.mse_loss(value, torch.as_tensor(returns[idx], device=dev))
-            loss = ce + args.value_coef * value_loss / value_norm
-            optimiser.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(params, 1.0)
-            optimiser.step()
-            losses.append(ce.item())
-            accs.append(float((logits.argmax(-1) == act).float().mean()))
+    for idx in minibatches(rng, n, args.batch_size, args.epochs):
+        t = to_tensors({k: v[idx] for k, v in obs.items()}, dev)
+        logits, emb = trainer.actor(t)
+        logits = masked(logits, t["action_mask"])
+        act = torch.as_tensor(actions[idx], device=dev)
+        ce = torch.nn.functional.cross_entropy(logits, act)
+        value = trainer.critic(torch.as_tensor(states[idx], device=dev), t, emb)
+        value_loss = torch.nn.functional.mse_loss(value, torch.as_tensor(returns[idx], device=dev))
+        loss = ce + args.value_coef * value_loss / value_norm
+        gradient_step(optimiser, loss, params, 1.0)
+        losses.append(ce.item())
+        accs.append(float((logits.argmax(-1) == act).float().mean()))
     trainer.actor.train(False)
     return {"cross_entropy": float(np.mean(losses[-10:])), "train_accuracy": float(np.mean(accs[-10:]))}
 

@@ -10,6 +10,14 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
+from gpusched_lab.agents.algos.pg import (
+    clip_fraction,
+    clipped_surrogate,
+    gae,
+    gradient_step,
+    minibatches,
+    normalise_advantages,
+)
 from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
 from gpusched_lab.agents.methods.hmarl.checkpoint import save_actor
 from gpusched_lab.agents.methods.hmarl.config import CRITICS, HMARLArgs
@@ -155,42 +163,30 @@ class Trainer:
         adv = flat["advantage"]
         dec = flat["decisive"]
         if dec.any():
-            adv = (adv - adv[dec].mean()) / (adv[dec].std() + 1e-8)
+            adv = normalise_advantages(adv, dec)
         rng = np.random.default_rng(a.seed + self.steps)
         stats = {"policy_loss": [], "value_loss": [], "entropy": [], "clip_frac": []}
-        for _ in range(a.n_epochs):
-            perm = rng.permutation(n)
-            for lo in range(0, n, a.batch_size):
-                idx = perm[lo : lo + a.batch_size]
-                t = to_tensors({key: v[idx] for key, v in obs.items()}, self.device)
-                logits, emb = self.actor(t)
-                dist = torch.distributions.Categorical(logits=masked(logits, t["action_mask"]))
-                act = torch.as_tensor(flat["action"][idx], device=self.device)
-                logp = dist.log_prob(act)
-                old = torch.as_tensor(flat["logp"][idx], device=self.device)
-                ad = torch.as_tensor(adv[idx], device=self.device, dtype=torch.float32)
-                w = torch.as_tensor(dec[idx], device=self.device, dtype=torch.float32)
-                ratio = torch.exp(logp - old)
-                surr = torch.min(ratio * ad, torch.clamp(ratio, 1 - a.clip_range, 1 + a.clip_range) * ad)
-                denom = w.sum().clamp(min=1.0)
-                policy_loss = -(surr * w).sum() / denom
-                entropy = (dist.entropy() * w).sum() / denom
-                value = self.critic(torch.as_tensor(flat["state"][idx], device=self.device), t, emb)
-                ret = torch.as_tensor(flat["return"][idx], device=self.device, dtype=torch.float32)
-                value_loss = torch.nn.functional.mse_loss(value, ret)
-                loss = policy_loss + a.vf_coef * value_loss - a.ent_coef * entropy
-                self.optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(
-                    list(self.actor.parameters()) + list(self.critic.parameters()), a.max_grad_norm
-                )
-                self.optimizer.step()
-                stats["policy_loss"].append(policy_loss.item())
-                stats["value_loss"].append(value_loss.item())
-                stats["entropy"].append(entropy.item())
-                stats["clip_frac"].append(
-                    float(((ratio - 1).abs() > a.clip_range).float().mul(w).sum() / denom)
-                )
+        params = list(self.actor.parameters()) + list(self.critic.parameters())
+        for idx in minibatches(rng, n, a.batch_size, a.n_epochs):
+            t = to_tensors({key: v[idx] for key, v in obs.items()}, self.device)
+            logits, emb = self.actor(t)
+            dist = torch.distributions.Categorical(logits=masked(logits, t["action_mask"]))
+            act = torch.as_tensor(flat["action"][idx], device=self.device)
+            logp = dist.log_prob(act)
+            old = torch.as_tensor(flat["logp"][idx], device=self.device)
+            ad = torch.as_tensor(adv[idx], device=self.device, dtype=torch.float32)
+            w = torch.as_tensor(dec[idx], device=self.device, dtype=torch.float32)
+            policy_loss, ratio, denom = clipped_surrogate(logp, old, ad, a.clip_range, w)
+            entropy = (dist.entropy() * w).sum() / denom
+            value = self.critic(torch.as_tensor(flat["state"][idx], device=self.device), t, emb)
+            ret = torch.as_tensor(flat["return"][idx], device=self.device, dtype=torch.float32)
+            value_loss = torch.nn.functional.mse_loss(value, ret)
+            loss = policy_loss + a.vf_coef * value_loss - a.ent_coef * entropy
+            gradient_step(self.optimizer, loss, params, a.max_grad_norm)
+            stats["policy_loss"].append(policy_loss.item())
+            stats["value_loss"].append(value_loss.item())
+            stats["entropy"].append(entropy.item())
+            stats["clip_frac"].append(clip_fraction(ratio, a.clip_range, w, denom))
         self.actor.train(False)
         return {key: float(np.mean(v)) for key, v in stats.items()}
 
@@ -230,17 +226,3 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps = int(state["steps"])
         return True
-
-
-def gae(rewards, values, dones, last_value, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """Generalised advantage estimates over ``(T, M)`` arrays; ``dones[t]`` = the episode ended at step t."""
-    t_max = len(rewards)
-    adv = np.zeros_like(rewards, dtype=np.float32)
-    last = np.zeros(rewards.shape[1], dtype=np.float32)
-    for t in reversed(range(t_max)):
-        next_value = last_value if t == t_max - 1 else values[t + 1]
-        live = 1.0 - dones[t]
-        delta = rewards[t] + gamma * next_value * live - values[t]
-        last = delta + gamma * lam * live * last
-        adv[t] = last
-    return adv, adv + values

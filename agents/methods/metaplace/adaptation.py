@@ -8,7 +8,7 @@ import copy
 
 import numpy as np
 import torch
-import torch.nn as nn
+from gpusched_lab.agents.algos.pg import discounted_returns, gradient_step, normalise_advantages
 from gpusched_lab.agents.methods.metaplace.config import MetaArgs
 from gpusched_lab.agents.methods.metaplace.perf_model import PerformanceModel
 from gpusched_lab.agents.methods.metaplace.policy import (
@@ -35,7 +35,7 @@ def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) ->
         if not ep.actions:
             continue
         r = np.asarray(ep.rewards) * args.reward_scale
-        rets.append(np.cumsum(r[::-1])[::-1].copy())
+        rets.append(discounted_returns(r, 1.0))
         obs += ep.obs
         acts += ep.actions
         bon += ep.bonus
@@ -51,7 +51,7 @@ def pg_loss(policy: PlacementPolicy, episodes: list[Episode], args: MetaArgs) ->
     ret = torch.as_tensor(np.concatenate(rets), dtype=torch.float32)
     adv = (ret - v).detach()
     if len(adv) > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv = normalise_advantages(adv, ddof=1)
     # masked actions have log-probability −inf: zero them before the product, or 0 · −inf poisons the gradient
     safe = logp.masked_fill(~torch.isfinite(logp), 0.0)
     ent = -(safe.exp() * safe).sum(-1).mean()
@@ -87,10 +87,7 @@ def pg_step(
         loss = pg_loss(policy, episodes, args)
         if loss is None:
             return 0.0
-        opt.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-        opt.step()
+        gradient_step(opt, loss, policy.parameters(), 1.0)
     if ref_logp is None:
         return float("nan")
     with torch.no_grad():

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
+from gpusched_lab.agents.algos.pg import gradient_step, minibatches
 from gpusched_lab.agents.common import seed_everything, set_torch_threads
 from gpusched_lab.agents.methods.metaplace.adaptation import adapt, pg_loss, pg_step
 from gpusched_lab.agents.methods.metaplace.checkpoint import META_FILE, _save, load_meta
@@ -97,16 +98,12 @@ def imitation(
     obs = [o for ep in data for o in ep.obs]
     acts = torch.as_tensor([a for ep in data for a in ep.actions])
     for epoch in range(30):
-        perm = rng.permutation(len(acts))
         total = 0.0
-        for lo in range(0, len(perm), 64):
-            idx = perm[lo : lo + 64]
+        for idx in minibatches(rng, len(acts), 64):
             t = _batch([obs[i] for i in idx])
             logits, _ = policy(t)
             loss = nn.functional.cross_entropy(masked(logits, t["action_mask"]), acts[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            gradient_step(opt, loss)
             total += float(loss.detach()) * len(idx)
         if epoch % 10 == 9:
             log(
