@@ -42,6 +42,7 @@ from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.episodes import finish_metrics
 from gpusched_lab.evaluate.registry import register_agent_kind
 from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, file_digest, make_marl_env
+from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
 
 from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 
@@ -313,17 +314,8 @@ def markdown(report: dict) -> str:
 
 
 def parse_seeds(text: str) -> list[int]:
-    try:
-        if "-" in text:
-            lo, hi = text.split("-", 1)
-            seeds = list(range(int(lo), int(hi) + 1))
-        else:
-            seeds = [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise ValueError(f"--seeds: expected 'A-B' or 'A,B,C' (integers), got {text!r}") from None
-    if not seeds or min(seeds) < 0:
-        raise ValueError(f"--seeds: need at least one seed >= 0, got {text!r}")
-    return seeds
+    """``--seeds``: a range ``A-B`` or a list ``A,B,C`` of integers >= 0 (:func:`gpusched_lab.evaluate.seeds.parse_seeds`)."""
+    return list(parse_seed_list(text, single_form=True))
 
 
 @app.callback(invoke_without_command=True)

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from gpusched_envs.safety import check_seed_count, load_yaml
+from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
+
+from gpusched_envs.safety import load_yaml
 
 SUITES_PACKAGE = "evaluate"
 MARL_ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"  # multi-agent scenarios (evaluate.marl)
@@ -84,41 +86,9 @@ def input_file_hashes(env_kwargs: dict) -> dict[str, str]:
 
 
 def parse_seeds(value) -> tuple[int, ...]:
-    """``"0-9"``, ``"0,3,5"``, ``"0-2,7"``, an int or a list of ints → a tuple of distinct seeds in order."""
-    if isinstance(value, bool):
-        raise SuiteError(f"seeds: expected ints or a range like '0-9', got {value!r}")
-    if isinstance(value, int):
-        return (value,)
-    if isinstance(value, list | tuple):
-        items: list[int] = []
-        for v in value:
-            items.extend(parse_seeds(v))
-        return tuple(dict.fromkeys(items))
-    if isinstance(value, str):
-        out: list[int] = []
-        for part in (p.strip() for p in value.split(",")):
-            if not part:
-                continue
-            lo, dash, hi = part.partition("-")
-            try:
-                if dash:
-                    a, b = int(lo), int(hi)
-                    if b < a:
-                        raise SuiteError(f"seeds: empty range {part!r}")
-                    check_seed_count(
-                        len(out) + b - a + 1, f"seeds {value!r}", SuiteError
-                    )  # before allocating
-                    out.extend(range(a, b + 1))
-                else:
-                    out.append(int(part))
-            except ValueError as exc:
-                if isinstance(exc, SuiteError):
-                    raise
-                raise SuiteError(f"seeds: {part!r} is not an int or a range like '0-9'") from None
-        if not out:
-            raise SuiteError(f"seeds: no seed in {value!r}")
-        return tuple(dict.fromkeys(out))
-    raise SuiteError(f"seeds: expected ints or a range like '0-9', got {value!r}")
+    """``"0-9"``, ``"0,3,5"``, ``"0-2,7"``, an int or a list of ints → a tuple of distinct seeds in order
+    (:func:`gpusched_lab.evaluate.seeds.parse_seeds`; bad input raises :class:`SuiteError`)."""
+    return parse_seed_list(value, SuiteError)
 
 
 def make_marl_env(env_kwargs: dict):
