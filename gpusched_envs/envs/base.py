@@ -19,16 +19,15 @@ from gpusched_envs.envs.core import (
     RENDER_MODES,
     REWARDS,
     SPEED_MODELS,
+    EnvCore,
     EpisodeEndedError,
     EpisodeSpec,
-    EpisodeSpecHolder,
     InvalidActionError,
     RewardIntegral,
     WorkloadArg,
     check_action_value,
     check_bool,
     check_choice,
-    check_env_args,
     check_int,
     check_number,
     default_workload_spec,
@@ -60,7 +59,7 @@ class EpisodeMetrics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, reward, terminated, truncated, info
 
 
-class ClusterEnv(EpisodeSpecHolder, gym.Env):
+class ClusterEnv(EnvCore, gym.Env):
     """Base of the envs that drive :class:`~gpusched_envs.sim.Simulator` (not registered itself).
 
     Subclasses supply :meth:`_first_decision` (run a new episode to the first decision), :meth:`_apply` (act and run
@@ -69,7 +68,6 @@ class ClusterEnv(EpisodeSpecHolder, gym.Env):
     """
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
-    obs_modes_offered: tuple[str, ...] = OBS_MODES
     context_names: tuple[str, ...] = ()  # one name per context entry (the subclass sets them)
 
     def __init__(
@@ -96,27 +94,15 @@ class ClusterEnv(EpisodeSpecHolder, gym.Env):
         information: str = NON_CLAIRVOYANT,
         running_rows: int = 0,
     ):
-        self.window, self.time_scale, self.invalid_penalty = check_env_args(
-            type(self).__name__,
-            obs_mode=obs_mode,
-            obs_modes_offered=self.obs_modes_offered,
-            render_mode=render_mode,
-            render_modes=self.metadata["render_modes"],
-            invalid_action=invalid_action,
-            information=information,
-            window=window,
-            time_scale=time_scale,
-            invalid_penalty=invalid_penalty,
+        self._set_common_args(
+            obs_mode, render_mode, invalid_action, information, window, time_scale, invalid_penalty
         )
         check_choice("reward", reward, REWARDS)
         self.max_steps = None if max_steps is None else check_int("max_steps", max_steps, 1)
         self.episode = EpisodeSpec.checked(
             resolve_cluster(cluster), workload, workload_seed, num_jobs, load, interference, speed_model
         )
-        self.obs_mode, self.reward_kind = obs_mode, reward
-        self.invalid_action = invalid_action
-        self.information = information
-        self.render_mode = render_mode
+        self.reward_kind = reward
         self.layout = Layout.for_clusters(
             [self.cluster, *layout_clusters], self.window + running_rows, context_size, num_actions
         )

@@ -74,37 +74,6 @@ def check_choice(name: str, value, choices) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
-def check_env_args(
-    env_name: str,
-    *,
-    obs_mode: str,
-    obs_modes_offered: tuple[str, ...],
-    render_mode: str | None,
-    render_modes,
-    invalid_action: str,
-    information: str,
-    window,
-    time_scale,
-    invalid_penalty,
-) -> tuple[int, float, float]:
-    """The checks of the arguments every cluster env takes; returns ``(window, time_scale, invalid_penalty)`` as
-    int / float."""
-    check_choice("obs_mode", obs_mode, OBS_MODES)
-    check_choice("invalid_action", invalid_action, INVALID_ACTIONS)
-    check_choice("render_mode", render_mode, (None, *render_modes))
-    check_choice("information", information, INFORMATION)
-    if obs_mode not in obs_modes_offered:
-        raise ValueError(
-            f"{env_name} offers obs_mode 'graph' or 'flat'; 'image' observations are offered by "
-            "JobSelect-v0 and WorkerPlacement-v0"
-        )
-    return (
-        check_int("window", window, 1),
-        check_number("time_scale", time_scale, positive=True),
-        check_number("invalid_penalty", invalid_penalty),
-    )
-
-
 def check_action_value(action, n: int | None = None, where: str = "action") -> int:
     """One action: an integer (or an integral float, or a one-element array of one), in ``0..n-1`` when ``n`` is
     given; anything else (NaN, inf, 0.7, a vector, a string) raises :class:`InvalidActionError` naming ``where``
@@ -235,10 +204,14 @@ class SpecField:
         env.episode = dataclasses.replace(env.episode, **{self.name: value})
 
 
-class EpisodeSpecHolder:
-    """Mixin of the envs that hold an :class:`EpisodeSpec` in ``self.episode``: its fields read as env attributes
-    (``env.cluster``, ``env.num_jobs``, ...)."""
+class EnvCore:
+    """Mixin of every cluster env, single- or multi-agent: the fields of its :class:`EpisodeSpec` (``self.episode``)
+    read as env attributes (``env.cluster``, ``env.num_jobs``, ...), and :meth:`_set_common_args` checks and sets the
+    arguments every cluster env takes. A subclass names the observation modes it offers (``obs_modes_offered``) and
+    its render modes (``metadata["render_modes"]``)."""
 
+    metadata: dict
+    obs_modes_offered: tuple[str, ...] = OBS_MODES
     episode: EpisodeSpec
     cluster = SpecField()
     workload_arg = SpecField()
@@ -247,6 +220,30 @@ class EpisodeSpecHolder:
     load = SpecField()
     interference = SpecField()
     speed_model = SpecField()
+
+    def _set_common_args(
+        self, obs_mode, render_mode, invalid_action, information, window, time_scale, invalid_penalty
+    ) -> None:
+        """Check (a ValueError names the bad one) and set ``obs_mode``, ``render_mode``, ``invalid_action``,
+        ``information``, ``window``, ``time_scale`` and ``invalid_penalty``."""
+        check_choice("obs_mode", obs_mode, OBS_MODES)
+        check_choice("invalid_action", invalid_action, INVALID_ACTIONS)
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        check_choice("information", information, INFORMATION)
+        if obs_mode not in self.obs_modes_offered:
+            raise ValueError(
+                f"{type(self).__name__} offers obs_mode 'graph' or 'flat'; 'image' observations are offered by "
+                "JobSelect-v0 and WorkerPlacement-v0"
+            )
+        self.obs_mode, self.render_mode, self.invalid_action, self.information = (
+            obs_mode,
+            render_mode,
+            invalid_action,
+            information,
+        )
+        self.window = check_int("window", window, 1)
+        self.time_scale = check_number("time_scale", time_scale, positive=True)
+        self.invalid_penalty = check_number("invalid_penalty", invalid_penalty)
 
 
 # ---------------------------------------------------------------------------------------------------- rewards

@@ -74,14 +74,13 @@ from pettingzoo import ParallelEnv
 
 from gpusched_envs.envs.core import (
     NON_IMAGE_OBS_MODES,
+    EnvCore,
     EpisodeEndedError,
     EpisodeSpec,
-    EpisodeSpecHolder,
     InvalidActionError,
     RewardIntegral,
     check_action_value,
     check_choice,
-    check_env_args,
 )
 from gpusched_envs.envs.core import RENDER_MODES as _ENV_RENDER_MODES
 from gpusched_envs.envs.encoding import ClusterEncoder, Layout
@@ -117,10 +116,11 @@ QUEUE_ORDERS = ("fifo", "srtf", "las")
 COORDINATION_FEATURES = ("claimed_before", "claimed", "blocked_before", "running_after", "gpus", "filled")
 
 
-class MultiSchedulerEnv(EpisodeSpecHolder, ParallelEnv):
+class MultiSchedulerEnv(EnvCore, ParallelEnv):
     """K schedulers sharing one cluster (see the module docstring for spaces, rewards and arguments)."""
 
     metadata = {"name": "multi_scheduler_v0", "render_modes": list(RENDER_MODES), "is_parallelizable": True}
+    obs_modes_offered = OBS_MODES
 
     def __init__(
         self,
@@ -150,17 +150,8 @@ class MultiSchedulerEnv(EpisodeSpecHolder, ParallelEnv):
         min_run: float = 0.0,
     ):
         check_choice("routing", routing, ROUTINGS)
-        window, time_scale, invalid_penalty = check_env_args(
-            type(self).__name__,
-            obs_mode=obs_mode,
-            obs_modes_offered=OBS_MODES,
-            render_mode=render_mode,
-            render_modes=RENDER_MODES,
-            invalid_action=invalid_action,
-            information=information,
-            window=window,
-            time_scale=time_scale,
-            invalid_penalty=invalid_penalty,
+        self._set_common_args(
+            obs_mode, render_mode, invalid_action, information, window, time_scale, invalid_penalty
         )
         check_choice("queue_order", queue_order, QUEUE_ORDERS)
         if queue_order == "srtf" and information != "clairvoyant":
@@ -168,11 +159,14 @@ class MultiSchedulerEnv(EpisodeSpecHolder, ParallelEnv):
                 "queue_order='srtf' reads the traced durations: it needs information='clairvoyant'"
             )
         self.queue_order = queue_order
-        self.information = information
         if not 0.0 <= agent_share <= 1.0:
             raise ValueError(f"agent_share must be in [0, 1], got {agent_share}")
-        if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or not 1 <= heads <= window:
-            raise ValueError(f"heads must be an integer in 1..window ({window}), got {heads!r}")
+        if (
+            isinstance(heads, bool)
+            or not isinstance(heads, (int, np.integer))
+            or not 1 <= heads <= self.window
+        ):
+            raise ValueError(f"heads must be an integer in 1..window ({self.window}), got {heads!r}")
         if isinstance(preempt, bool) or not isinstance(preempt, (int, np.integer)) or not 0 <= preempt <= 64:
             raise ValueError(
                 f"preempt must be an integer in 0..64 (running jobs an agent may preempt), got {preempt!r}"
@@ -197,7 +191,7 @@ class MultiSchedulerEnv(EpisodeSpecHolder, ParallelEnv):
             interference,
             speed_model,
         )
-        self.window, self.obs_mode, self.agent_share = window, obs_mode, float(agent_share)
+        self.agent_share = float(agent_share)
         self.heads = int(heads)
         self.preempt = int(preempt)
         self.coordination = bool(coordination)
@@ -205,9 +199,6 @@ class MultiSchedulerEnv(EpisodeSpecHolder, ParallelEnv):
             raise ValueError(f"min_run must be a finite number of seconds >= 0, got {min_run!r}")
         self.min_run = float(min_run)
         self.max_cycles = None if max_cycles is None else int(max_cycles)
-        self.time_scale = time_scale
-        self.invalid_action, self.invalid_penalty = invalid_action, invalid_penalty
-        self.render_mode = render_mode
 
         # agents are fixed at construction: per pool, per VC of the (seed-0 or fixed) workload, or a given count
         self.vc_agents: tuple[str, ...] = ()
