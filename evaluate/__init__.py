@@ -8,6 +8,8 @@ See ``docs/leaderboard.md`` for adding a scheduler and ``evaluate/SCHEMA.md`` fo
 
 from __future__ import annotations
 
+import importlib
+
 __all__ = [
     "EvalAgent",
     "Scenario",
@@ -34,7 +36,5 @@ _WHERE = {
 def __getattr__(name: str):
     # imported on use, so `import evaluate` (and each pool worker) stays light
     if name in _WHERE:
-        import importlib
-
         return getattr(importlib.import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'evaluate' has no attribute {name!r}")

@@ -25,13 +25,23 @@ evaluation workloads are scored with the model but never added to it.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Annotated
 
 import numpy as np
 import typer
+from gpusched_lab.agents.common import fresh_simulator, seed_everything, set_torch_threads
+from gpusched_lab.evaluate.stats import mean_ci
 from gpusched_lab.train.meta_train import DEFAULT_META, DEFAULT_MULTITASK, meta_train_cmd  # noqa: F401
+from rich.console import Console
+
+from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
+from gpusched_envs.io import atomic_write_text
+from gpusched_envs.policies.schedulers import FIFO
 
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
 LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "metaplace-nomodel", "multitask", "scratch", "previous")
@@ -39,9 +49,6 @@ DEFAULT_AGENTS = tuple(a for a in LEARNED_AGENTS if a != "previous") + HEURISTIC
 
 
 def _heuristic_jct(env, task, placement: str, seed: int) -> float:
-    from gpusched_lab.agents.common import fresh_simulator
-
-    from gpusched_envs.policies.schedulers import FIFO
 
     env.unwrapped.set_task(task)
     sim = fresh_simulator(env, seed)
@@ -68,11 +75,8 @@ def _greedy_jct(policy, env, task, seeds, perf=None, caution: float = 0.0) -> fl
 
 def run_seed(job: dict) -> dict:
     """One seed of the evaluation: every agent on the seed's task; ``{agent: {K: avg JCT}}``."""
-    import copy
-    import dataclasses
 
     import torch
-    from gpusched_lab.agents.common import seed_everything, set_torch_threads
     from gpusched_lab.agents.methods.metaplace.agent import (
         adapt,
         load_meta,
@@ -80,8 +84,6 @@ def run_seed(job: dict) -> dict:
         make_policy,
         new_perf_model,
     )
-
-    from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
 
     set_torch_threads(1)
     i, ks = int(job["seed"]), sorted(int(k) for k in job["ks"])
@@ -139,7 +141,6 @@ def run_seed(job: dict) -> dict:
 
 def summarise(results: list[dict], ks: list[int], reference: str = "metaplace") -> dict:
     """Mean and 95% interval per agent and K; paired differences ``reference − agent`` per seed."""
-    from gpusched_lab.evaluate.stats import mean_ci
 
     agents = list(results[0]["agents"]) if results else []
     table: dict = {}
@@ -217,8 +218,6 @@ def run_adaptation(
     ]
     results: list[dict] = []
     if workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(workers) as pool:
             for r in pool.map(run_seed, jobs):
                 results.append(r)
@@ -231,7 +230,6 @@ def run_adaptation(
 
 
 def _fail(message: str) -> None:
-    from rich.console import Console
 
     Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
@@ -287,7 +285,6 @@ def adapt_cmd(
     out: Annotated[Path, typer.Option(help="Output folder (adapt.json, adapt.md).")] = Path("results/adapt"),
 ) -> None:
     """Average JCT on held-out WorkerPlacement tasks after K adaptation episodes, per agent (MetaPlace, issue 15)."""
-    from gpusched_envs.io import atomic_write_text
 
     ks = _int_list(adapt_episodes, "adapt-episodes")
     names = [a.strip() for a in agents.split(",") if a.strip()]

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from gpusched_lab.evaluate.agents import AgentSpecError, expand_agent_specs, resolve_agent
+from gpusched_lab.evaluate.report import _cell_text, _clean, write_outputs
+from gpusched_lab.evaluate.runner import Cell, _local_stream, run_grid
+from gpusched_lab.evaluate.scenarios import Scenario, SuiteError, find_scenario, load_suite, parse_seeds
+from gpusched_lab.evaluate.stats import mean_ci, normalised_score
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from gpusched_envs.io import OutputPathError, atomic_write_text, check_output_path, dumps_json
 
 console = Console()
 err_console = Console(stderr=True)
@@ -34,8 +43,6 @@ def _fail(message: str) -> None:
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    from gpusched_lab.evaluate.agents import AgentSpecError
-    from gpusched_lab.evaluate.scenarios import SuiteError
 
     errors: list[type[Exception]] = [AgentSpecError, SuiteError]
     try:
@@ -93,10 +100,6 @@ def leaderboard(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Run every agent on every scenario and seed of a suite (resuming from cached cells) and rank them."""
-    from gpusched_lab.evaluate.agents import expand_agent_specs
-    from gpusched_lab.evaluate.report import write_outputs
-    from gpusched_lab.evaluate.runner import run_grid
-    from gpusched_lab.evaluate.scenarios import load_suite
 
     try:
         s = load_suite(suite)
@@ -134,8 +137,6 @@ def leaderboard(
 
 def print_summary(doc: dict) -> None:
     """Overall ranking and per-scenario average JCT (means; the intervals are in leaderboard.md)."""
-    from gpusched_lab.evaluate.report import _cell_text
-    from rich.table import Table
 
     n = len(doc["scenarios"])
     table = Table(
@@ -195,7 +196,6 @@ def evaluate(
     workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
 ) -> None:
     """Evaluate one agent on one scenario: metrics per seed, mean and 95% interval over seeds."""
-    from gpusched_lab.evaluate.scenarios import Scenario, find_scenario, parse_seeds
 
     try:
         if (scenario is None) == (env is None):
@@ -224,7 +224,6 @@ def evaluate(
         _print_warnings(caught)
     except _user_errors() as exc:
         _fail(str(exc))
-    from rich.table import Table
 
     table = Table(title=f"{doc['agent']['name']} on {sc.name} ({len(doc['per_seed'])} seeds)")
     for col in ("metric", "mean", "95% interval"):
@@ -234,12 +233,8 @@ def evaluate(
         table.add_row(key, _fmt(mean), f"[{_fmt(lo)}, {_fmt(hi)}]")
     console.print(table)
     for f in doc["failed"]:
-        from rich.markup import escape
-
         err_console.print(f"[red]seed {f['seed']} failed:[/] {escape(str(f['error']))}", highlight=False)
     if json_out is not None:
-        from gpusched_envs.io import atomic_write_text, dumps_json
-
         atomic_write_text(json_out, dumps_json(doc))
         console.print(f"wrote {json_out}")
     if doc["failed"]:
@@ -248,7 +243,6 @@ def evaluate(
 
 def _check_output_folder(out: Path) -> None:
     """The leaderboard's output folder: absent or a folder, whose result files are absent or regular files."""
-    from gpusched_envs.io import OutputPathError, check_output_path
 
     if out.exists() and not out.is_dir():
         raise OutputPathError(f"{out}: --out must be a folder, this is a file")
@@ -259,7 +253,6 @@ def _check_output_folder(out: Path) -> None:
 def _check_scenario_env(sc) -> None:
     """Build the scenario's env once, so an unregistered id or bad kwargs is one line before any table (not one
     failure per seed)."""
-    from gpusched_lab.evaluate.scenarios import SuiteError
 
     try:
         env = sc.make_env()
@@ -278,10 +271,6 @@ def _fmt(x) -> str:
 
 def evaluate_agent(agent_spec: str, scenario, seeds, workers: int = 1) -> dict:
     """The ``--json`` document of ``gpusched evaluate`` (schema in ``evaluate/SCHEMA.md``)."""
-    from gpusched_lab.evaluate.agents import AgentSpecError, resolve_agent
-    from gpusched_lab.evaluate.report import _clean
-    from gpusched_lab.evaluate.runner import Cell, _local_stream
-    from gpusched_lab.evaluate.stats import mean_ci, normalised_score
 
     agent = resolve_agent(agent_spec)
     reason = agent.applies_to(scenario)

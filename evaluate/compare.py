@@ -29,10 +29,14 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from gpusched_lab.agents.common import bootstrap_ci, fresh_simulator, run_episode
-from gpusched_lab.train.cli import parse_env_kwargs, user_error_message
+import yaml
+from gpusched_lab.agents.common import bootstrap_ci, fresh_simulator, make_env, run_episode, set_torch_threads
 
+from gpusched_envs.envs.adapters import HeuristicAgent
 from gpusched_envs.errors import USER_ERRORS
+from gpusched_envs.io import atomic_write_text
+from gpusched_envs.policies import PREEMPTIVE_POLICIES, make_policy
+from gpusched_envs.policies.schedulers import FIFO, comparable_policies
 
 # env kwargs a checkpoint's policy depends on (taken from the checkpoint, never from the scenario)
 POLICY_KWARGS = (
@@ -62,7 +66,6 @@ def information_of(meta: dict) -> str:
 
 
 def heuristics_for(information: str) -> tuple[str, ...]:
-    from gpusched_envs.policies.schedulers import comparable_policies
 
     return comparable_policies(information, preemption=True)
 
@@ -71,7 +74,6 @@ def in_env_heuristics(env, names) -> tuple[str, ...]:
     """``NAME@env`` for the preemptive heuristics of ``names`` when ``env`` is JobSelect-v0 with preemption: the
     heuristic acting through the agent's own env (same window, lease ``min_run``, rounds ``decision_interval``),
     the like-for-like reference next to its Simulator.run figure."""
-    from gpusched_envs.policies import PREEMPTIVE_POLICIES
 
     u = env.unwrapped
     if not getattr(u, "preemption", False) or not hasattr(u, "running_window"):
@@ -81,16 +83,12 @@ def in_env_heuristics(env, names) -> tuple[str, ...]:
 
 def heuristic_in_env_jct(env, name: str, placement: str, seed: int) -> float:
     """Average JCT of heuristic ``name`` acting through ``env`` (HeuristicAgent), episode seeded by ``seed``."""
-    from gpusched_envs.envs.adapters import HeuristicAgent
-    from gpusched_envs.policies import make_policy
 
     agent = HeuristicAgent(make_policy(name, placement))
     return float(run_episode(lambda _obs: agent(env), env, seed)["metrics"]["avg_jct"])
 
 
 def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
-    from gpusched_envs.policies import make_policy
-    from gpusched_envs.policies.schedulers import FIFO
 
     if (
         name in PLACEMENT_HEURISTICS
@@ -105,7 +103,6 @@ SUITES_DIR = Path(__file__).resolve().parent / "suites"
 def suite_scenarios(name_or_path: str) -> list[tuple[str, str, dict]]:
     """``(name, env_id, env_kwargs)`` of a leaderboard suite file (a path or a name in ``evaluate/suites``), read
     as data; defaults are merged as the leaderboard merges them."""
-    import yaml
 
     path = Path(name_or_path)
     if not path.is_file():
@@ -157,7 +154,6 @@ def compare(
     ``in_env_references`` a preemptive JobSelect agent is also paired with each preemptive heuristic acting through
     its own env (``tiresias@env``: same window, lease and scheduling rounds as the agent)."""
     from gpusched_lab import agents
-    from gpusched_lab.agents.common import make_env, set_torch_threads
 
     set_torch_threads(1)
     agent = agents.load(checkpoint)
@@ -309,7 +305,6 @@ def markdown_table(result: dict) -> str:
 
 
 def write_result(result: dict, out: Path) -> None:
-    from gpusched_envs.io import atomic_write_text
 
     atomic_write_text(out, json.dumps(result, indent=2) + "\n")
 
@@ -349,6 +344,8 @@ def compare_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="Write the full result as JSON here.")] = None,
 ) -> None:
     """Average JCT of a checkpoint vs the heuristics of its information class, paired per (scenario, seed)."""
+    # on use: importing gpusched_lab.train.cli registers this command, which must be defined by then
+    from gpusched_lab.train.cli import parse_env_kwargs, user_error_message
 
     try:
         if seeds < 1 or first_seed < 0:

@@ -36,9 +36,16 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from gpusched_lab.agents.common import set_torch_threads
 from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.registry import register_agent_kind
 from gpusched_lab.evaluate.scenarios import file_digest
+
+from gpusched_envs.envs.dag_schedule import SYNTHETIC_CCR_KINDS, DAGScheduleEnv, ccr_at_gpus
+from gpusched_envs.io import atomic_write_text
+from gpusched_envs.policies.dag import cpop, heft
+from gpusched_envs.sim.dag_eval import evaluate_plan
+from gpusched_envs.workloads.dag import load_alibaba2018, load_dag
 
 AGENTS = (
     "heft",
@@ -83,8 +90,6 @@ def parse_agents(text: str) -> list[str]:
 
 def load_instance(spec: str, instance: int, env, ccr_at: str):
     """The DAG of ``spec`` (draw ``instance``), CCR-rescaled to the env's GPUs when asked."""
-    from gpusched_envs.envs.dag_schedule import SYNTHETIC_CCR_KINDS, ccr_at_gpus
-    from gpusched_envs.workloads.dag import load_dag
 
     if spec.startswith("dag:"):
         dag = load_dag(spec, seed=instance)
@@ -93,7 +98,6 @@ def load_instance(spec: str, instance: int, env, ccr_at: str):
         path = Path(spec)
         if not path.exists():
             raise DagBenchError(f"--dag {spec!r}: neither a 'dag:' spec nor an existing file")
-        from gpusched_envs.workloads.dag import load_alibaba2018
 
         dags = load_alibaba2018(path)
         if not dags:
@@ -121,8 +125,6 @@ class Instance:
 
     def heft(self):
         if self._heft is None:
-            from gpusched_envs.policies.dag import heft
-
             self._heft = heft(self.dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
         return self._heft
 
@@ -190,8 +192,6 @@ def run_agent(name: str, inst: Instance, seed: int) -> dict:
     )
     from gpusched_lab.agents.methods.worl_rtgs.woa import whale_optimization
 
-    from gpusched_envs.sim.dag_eval import evaluate_plan
-
     a = inst.args
     budget = {"population": a["population"], "iterations": a["iterations"], "seed": seed}
     ev = lambda plan: float(  # noqa: E731
@@ -200,8 +200,6 @@ def run_agent(name: str, inst: Instance, seed: int) -> dict:
     if name == "heft":
         return {"makespan": ev(inst.heft())}
     if name == "cpop":
-        from gpusched_envs.policies.dag import cpop
-
         return {"makespan": ev(cpop(inst.dag, inst.speed, inst.bandwidth, gpu_types=inst.gpu_types))}
     if name == "random":
         return {"makespan": random_search(inst.space(), population=1, iterations=1, seed=seed).makespan}
@@ -380,9 +378,6 @@ def run_bench(
     progress=None,
 ) -> dict:
     """Run the grid; returns ``{"meta": ..., "rows": per-run records, "summary": per DAG x agent}``."""
-    from gpusched_lab.agents.common import set_torch_threads
-
-    from gpusched_envs.envs.dag_schedule import DAGScheduleEnv
 
     set_torch_threads(1)
     agents = list(agents or AGENTS)
@@ -491,7 +486,6 @@ def dag_bench(
     quiet: Annotated[bool, typer.Option(help="No per-run progress lines.")] = False,
 ) -> None:
     """WORL-RTGS and its baselines (HEFT, CPOP, random, GA, PSO, WOA, DDQN, PPO-GNN, CP-SAT, lower bound) on DAGs."""
-    from gpusched_envs.io import atomic_write_text
 
     console = None if quiet else (lambda msg: typer.echo(msg, err=True))
     try:

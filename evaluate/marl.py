@@ -38,13 +38,18 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from gpusched_lab.agents.common import bootstrap_ci
 from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.episodes import finish_metrics
 from gpusched_lab.evaluate.registry import register_agent_kind
 from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, file_digest, make_marl_env
 from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
 
+from gpusched_envs.errors import USER_ERRORS
+from gpusched_envs.io import atomic_write_text
 from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
+from gpusched_envs.policies import make_policy
+from gpusched_envs.sim import Simulator
 
 HELDOUT = "philly-windows:first=85,last=105,jobs={jobs},load={load}"
 SCENARIOS: dict[str, dict] = {
@@ -108,7 +113,6 @@ def scenario_kwargs(name: str, heads: int = 8, jobs: int | None = None, load: fl
 
 
 def heuristic(name: str):
-    from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 
     return HeuristicMultiAgent.from_name(name)
 
@@ -171,8 +175,6 @@ def run(env, name: str, policy, seed: int, latency_every: int = 5) -> dict:
 def run_central(env, name: str, seed: int) -> dict:
     """``POLICY-PLACEMENT`` (``tiresias-consolidate``, ``srtf-consolidate``, ...) as one scheduler over the merged
     queue on the episode's workload (``Simulator.run``)."""
-    from gpusched_envs.policies import make_policy
-    from gpusched_envs.sim import Simulator
 
     env.reset(seed=int(seed))
     sim = env.sim
@@ -200,7 +202,6 @@ def evaluate_scenario(
     load: float = 1.0,
     heads: int = 8,
 ) -> dict:
-    from gpusched_lab.agents.common import bootstrap_ci
     from gpusched_lab.agents.methods.hmarl.agent import load as load_actor
     from gpusched_lab.agents.methods.hmarl.agent import make_env
 
@@ -354,8 +355,6 @@ def marl(
     ] = None,
 ) -> None:
     """Evaluate HMARL against independent learners, a centralised scheduler and per-agent heuristics."""
-    from gpusched_envs.errors import USER_ERRORS
-    from gpusched_envs.io import atomic_write_text
 
     try:
         names = [s for s in scenarios.split(",") if s]

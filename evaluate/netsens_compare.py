@@ -33,8 +33,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
+import gymnasium as gym
 import numpy as np
 import typer
+from gpusched_lab.agents.common import fresh_simulator
+from gpusched_lab.evaluate.scenarios import SuiteError, parse_seeds
+from rich.console import Console
+
+from gpusched_envs.io import atomic_write_text
+from gpusched_envs.policies import make_policy
+from gpusched_envs.policies.netsens import AutoDelaySchedulingPolicy, DelaySchedulingPolicy
 
 # the scenario family; numbers are assumptions of this comparison (stated in the README's NetSens section)
 LEVELS: dict[str, str] = {
@@ -74,8 +82,6 @@ def env_kwargs(cluster: str, jobs: int = JOBS, load: float = LOAD) -> dict:
 
 
 def _schedulers() -> dict[str, Callable]:
-    from gpusched_envs.policies import make_policy
-    from gpusched_envs.policies.netsens import AutoDelaySchedulingPolicy, DelaySchedulingPolicy
 
     fixed = [TIMER_LEVELS[i] for i in FIXED_LEVELS]
     out: dict[str, Callable] = {b: (lambda b=b: make_policy(*b.split("+"))) for b in BASELINES}
@@ -113,8 +119,6 @@ def run_comparison(
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """One row per (level, variant, seed) with the four metrics."""
-    import gymnasium as gym
-    from gpusched_lab.agents.common import fresh_simulator
 
     import gpusched_envs.envs  # noqa: F401 - registers the ids
 
@@ -217,7 +221,6 @@ def markdown(summary: dict) -> str:
 
 
 def write_outputs(rows: list[dict], summary: dict, out: Path) -> list[Path]:
-    from gpusched_envs.io import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
@@ -249,8 +252,6 @@ def netsens_compare(
 ) -> None:
     """NetSens comparison across rack-uplink congestion levels: consolidation-only, delay with fixed timers,
     + preemption, + auto-tuner, + RL tuner vs FIFO / Tiresias with consolidate and closest placement."""
-    from gpusched_lab.evaluate.scenarios import SuiteError, parse_seeds
-    from rich.console import Console
 
     console, err = Console(), Console(stderr=True)
 

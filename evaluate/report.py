@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 
 import numpy as np
+from gpusched_lab.evaluate.agents import code_version
+from gpusched_lab.evaluate.cache import slug
 from gpusched_lab.evaluate.runner import GridResult
 from gpusched_lab.evaluate.stats import (
     mean_ci,
@@ -437,14 +439,12 @@ def plots(doc: dict, quantiles: dict[tuple[str, str], list[list[float]]], folder
 
 
 def _file_name(name: str) -> str:
-    from gpusched_lab.evaluate.cache import slug
 
     return slug(name)
 
 
 # ---------------------------------------------------------------------------------------------- all outputs
 def build_document(result: GridResult, suite_name: str, suite_description: str = "") -> dict:
-    from gpusched_lab.evaluate.agents import code_version
 
     doc = {
         "schema": REPORT_SCHEMA,

@@ -8,6 +8,7 @@ themselves; the driver alone writes cache files.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import time
 import traceback
@@ -20,6 +21,15 @@ from pathlib import Path
 from gpusched_lab.evaluate.agents import EvalAgent, code_version, resolve_agent
 from gpusched_lab.evaluate.cache import cell_key, cell_path, read_cell, write_cell
 from gpusched_lab.evaluate.scenarios import Scenario
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 BACKENDS = ("local", "ray")
 
@@ -123,7 +133,6 @@ def _local_stream(todo: list[Cell], workers: int):
         for cell in todo:
             yield cell, run_cell(cell.scenario.to_dict(), cell.agent.spec, cell.seed)
         return
-    import multiprocessing as mp
 
     # spawn: workers import a clean interpreter (no forked torch threads); the grid's code is import-safe
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
@@ -204,16 +213,6 @@ def run_grid(
     stream = _ray_stream(todo, workers, address) if backend == "ray" else _local_stream(todo, workers)
     bar = None
     if progress and todo:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         bar = Progress(
             TextColumn("[bold]leaderboard[/] {task.description}"),
             BarColumn(),

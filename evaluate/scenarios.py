@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import gymnasium as gym
 from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
 
+from gpusched_envs.multi_agent import multi_scheduler_v0
 from gpusched_envs.safety import load_yaml
 
 SUITES_PACKAGE = "evaluate"
@@ -93,7 +95,6 @@ def parse_seeds(value) -> tuple[int, ...]:
 
 def make_marl_env(env_kwargs: dict):
     """A multi-agent scenario's env (``multi_scheduler_v0.parallel_env``)."""
-    from gpusched_envs.multi_agent import multi_scheduler_v0
 
     return multi_scheduler_v0.parallel_env(**env_kwargs)
 
@@ -157,7 +158,6 @@ class Scenario:
 
     def make_env(self, **overrides):
         """The scenario's env (``overrides`` replace kwargs, e.g. a checkpoint's ``obs_mode``)."""
-        import gymnasium as gym
 
         import gpusched_envs.envs  # noqa: F401 - registers the ids
 

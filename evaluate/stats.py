@@ -14,6 +14,7 @@ Normalised score (higher is better, 1 = the bound): lower-bound average JCT ÷ a
 from __future__ import annotations
 
 import numpy as np
+from gpusched_lab.agents.common import bootstrap_ci
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -23,7 +24,6 @@ BOOTSTRAP_SEED = 0
 def mean_ci(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> tuple[float, float, float]:
     """Mean and percentile-bootstrap interval of the mean (``agents.common.bootstrap_ci`` with the leaderboard's
     resample count and seed: None/NaN dropped; one value, or all equal, give a zero-width interval)."""
-    from gpusched_lab.agents.common import bootstrap_ci
 
     return bootstrap_ci(values, confidence=confidence, resamples=resamples, seed=BOOTSTRAP_SEED)
 
