@@ -40,7 +40,7 @@ def test_core_dependencies_are_the_env_library_s_only():
     core = {
         dep.split(">")[0].split("<")[0].split("=")[0].strip() for dep in PYPROJECT["project"]["dependencies"]
     }
-    assert core == {"numpy", "numba", "pyyaml", "typer", "rich", "gymnasium", "pettingzoo"}
+    assert core == {"numpy", "numba", "pyyaml", "typer", "rich", "gymnasium", "pettingzoo", "pillow"}
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert {"agents", "eval", "solver", "ray", "all", "dev"} <= set(extras)
 

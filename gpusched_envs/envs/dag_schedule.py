@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from gpusched_envs.envs.base import InvalidActionError, check_choice, resolve_cluster
 from gpusched_envs.envs.features import gpu_relative_speed
-from gpusched_envs.envs.render import _job_colours
+from gpusched_envs.envs.render import render_gantt
 from gpusched_envs.sim.dag_eval import PlanEvaluator, inverse_bandwidth, runtime_matrix
 from gpusched_envs.sim.topology import Cluster
 
@@ -493,16 +493,6 @@ class DAGScheduleEnv(gym.Env):
                 cells = " ".join(f"{t}[{self.start[t]:.1f}-{self.finish[t]:.1f}]" for t in tasks)
                 lines.append(f"gpu {q:2d} ({self.gpu_types[q]:>5}, x{self.speed[q]:.2f}): {cells}")
             return "\n".join(lines) + "\n"
-        width, row = 320, 10
-        img = np.zeros((self.num_gpus * row, width, 3), dtype=np.uint8)
-        img[...] = 30
-        scale = (width - 1) / max(self.makespan, 1e-9)
-        colours = _job_colours(np.arange(self.dag.num_tasks))
-        for t in placed.tolist():
-            q = int(self.assignment[t])
-            x0, x1 = (
-                int(self.start[t] * scale),
-                max(int(self.finish[t] * scale), int(self.start[t] * scale) + 1),
-            )
-            img[q * row : q * row + row - 2, x0:x1] = colours[t]
-        return img
+        labels = [f"GPU {q}  {self.gpu_types[q]}  ×{self.speed[q]:.2f}" for q in range(self.num_gpus)]
+        title = f"DAGSchedule ({self.mode})   makespan {self.makespan:.3f} s   placed {len(placed)}/{self.dag.num_tasks}"
+        return render_gantt(self.start, self.finish, self.assignment, labels, self.makespan, title)
