@@ -10,7 +10,6 @@ import torch
 from gpusched_lab.agents import checkpoint as ckpt
 from gpusched_lab.agents.common import make_env
 from gpusched_lab.agents.nets.networks import build_network, config_for_env
-from gpusched_lab.train.cli import app
 from gpusched_lab.evaluate.compare import (
     compare,
     heuristics_for,
@@ -20,6 +19,7 @@ from gpusched_lab.evaluate.compare import (
     summarize_by_scenario,
     summarize_pairs,
 )
+from gpusched_lab.train.cli import app
 from typer.testing import CliRunner
 
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9, "information": "non-clairvoyant", "preemption": True}
