@@ -221,8 +221,11 @@ def _mask(env, obs) -> np.ndarray:
     return np.asarray(env.unwrapped.action_masks()).astype(bool)
 
 
-def run_env_case(case: dict) -> str:
-    h = hashlib.sha256()
+def run_env_case(case: dict) -> dict[str, str]:
+    """Two hashes of one seeded masked-random-action trajectory: ``dynamics`` (actions, masks, observations,
+    rewards, terminations, truncations) and ``infos`` (the info dicts), kept apart so that a deliberate change of
+    the info schema is re-recorded alone while the dynamics stay pinned."""
+    dyn, inf = hashlib.sha256(), hashlib.sha256()
     rng = np.random.default_rng(1000 + case["seed"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -231,16 +234,19 @@ def run_env_case(case: dict) -> str:
 
             env = multi_scheduler_v0.parallel_env(num_agents=case["num_agents"], obs_mode=case["obs_mode"])
             obs, info = env.reset(seed=case["seed"])
-            _feed(h, (obs, info))
+            _feed(dyn, obs)
+            _feed(inf, info)
             for _ in range(ENV_STEPS):
                 actions = {
                     a: int(rng.choice(np.flatnonzero(np.asarray(obs[a]["action_mask"])))) for a in sorted(obs)
                 }
                 obs, rew, term, trunc, info = env.step(actions)
-                _feed(h, (actions, obs, rew, term, trunc, info))
+                _feed(dyn, (actions, obs, rew, term, trunc))
+                _feed(inf, info)
                 if not env.agents:
                     obs, info = env.reset()
-                    _feed(h, (obs, info))
+                    _feed(dyn, obs)
+                    _feed(inf, info)
         else:
             import gymnasium as gym
 
@@ -248,17 +254,20 @@ def run_env_case(case: dict) -> str:
 
             env = gym.make(case["env"], obs_mode=case["obs_mode"])
             obs, info = env.reset(seed=case["seed"])
-            _feed(h, (obs, info))
+            _feed(dyn, obs)
+            _feed(inf, info)
             for _ in range(ENV_STEPS):
                 mask = _mask(env, obs)
                 action = int(rng.choice(np.flatnonzero(mask)))
                 obs, rew, term, trunc, info = env.step(action)
-                _feed(h, (action, mask, obs, rew, term, trunc, info))
+                _feed(dyn, (action, mask, obs, rew, term, trunc))
+                _feed(inf, info)
                 if term or trunc:
                     obs, info = env.reset()
-                    _feed(h, (obs, info))
+                    _feed(dyn, obs)
+                    _feed(inf, info)
         env.close()
-    return h.hexdigest()
+    return {"dynamics": dyn.hexdigest(), "infos": inf.hexdigest()}
 
 
 def record_envs() -> dict:
