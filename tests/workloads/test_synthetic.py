@@ -29,7 +29,7 @@ def test_fit_matches_philly(philly, synth):
 
 def test_fit_file_records_command():
     fit = load_fit("philly")
-    assert fit["command"] == "python scripts/fit_philly.py"
+    assert fit["command"] == "python scripts/data/fit_philly.py"
     assert fit["source"]["jobs"] == 82_247
     assert len(fit["arrivals"]["diurnal_profile"]) == 24
     assert sum(fit["gpu_sizes"]["probs"]) == pytest.approx(1.0)

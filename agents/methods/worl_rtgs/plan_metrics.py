@@ -11,7 +11,7 @@ Our definitions (the paper's exact formulas are not public in machine-readable f
   the better plan.
 
 :func:`spd_matrix_to` computes SPD from many plans to one reference in one vectorised pass (the strategy needs it
-every iteration); ``scripts/spd_ftg_study.py`` reproduces the empirical SPD–FTG correlation study.
+every iteration); ``scripts/studies/spd_ftg_study.py`` reproduces the empirical SPD–FTG correlation study.
 """
 
 from __future__ import annotations

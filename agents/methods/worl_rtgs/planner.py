@@ -109,10 +109,10 @@ class PolicyPlanner:
 
 
 def shipped_planner(name: str = "ddqn_dagschedule_gnn") -> PolicyPlanner:
-    """The planner shipped in ``checkpoints/dag/<name>`` (DDQN plan generator, or ``ppo_dagschedule_gnn``)."""
+    """The planner shipped in ``checkpoints/<name>`` (DDQN plan generator, or ``ppo_dagschedule_gnn``)."""
     path = SHIPPED / name
     if not (path / "meta.json").exists():
         raise FileNotFoundError(
-            f"{path}: no shipped checkpoint (train one with scripts/train_dag_planner.py)"
+            f"{path}: no shipped checkpoint (train one with scripts/data/train_dag_planner.py)"
         )
     return PolicyPlanner(path)
