@@ -1,4 +1,4 @@
-"""Exact cases for metrics and rules that a review found unchecked: communication overhead excludes interference,
+"""Exact cases for metrics and rules: communication overhead excludes interference,
 GPU sharers are not double-penalised, fragmentation stays inside the head job's pool, preemption happens only when
 it lets a job start, input ranges are validated, and the DAG bandwidth matrix matches the throughput model."""
 
