@@ -56,16 +56,14 @@ def fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
-def fit_workload_to_cluster(spec: str, cluster) -> str:
-    """A workload spec sized to the cluster it runs on, unless the spec says otherwise: a synthetic spec gets
-    ``max_gpus=<cluster GPUs>`` (so ``gpusched simulate --cluster tiny --workload synthetic`` works), and a trace
-    spec with ``oversize=drop`` but no ``max_gpus`` drops the jobs larger than the cluster."""
-    name, _, rest = spec.strip().partition(":")
-    keys = {part.partition("=")[0].strip() for part in rest.split(",") if part.strip()}
-    if "max_gpus" in keys or not (name.strip() == "synthetic" or "oversize" in keys):
-        return spec
-    extra = f"max_gpus={cluster.num_gpus}"
-    return f"{spec.strip()},{extra}" if rest.strip() else f"synthetic:{extra}"
+def __getattr__(name: str):
+    # the sizing rule of workload specs lives in gpusched_envs.workloads.sizing (the envs apply it too); importable
+    # from here as before, without importing the workload loaders with the command line
+    if name == "fit_workload_to_cluster":
+        from gpusched_envs.workloads.sizing import fit_workload_to_cluster
+
+        return fit_workload_to_cluster
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _load_workload(spec: str, seed: int):
@@ -91,6 +89,8 @@ def run_simulation(
 
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserError(f"--seed must be an integer >= 0, got {seed!r}")
+    from gpusched_envs.workloads.sizing import fit_workload_to_cluster
+
     c = load_cluster(cluster)
     w = _load_workload(fit_workload_to_cluster(workload, c), seed)
     if not len(w):

@@ -88,3 +88,18 @@ def test_malformed_trace_file_fails_with_file_row_and_field(tmp_path):
     proc = gpusched("simulate", "--workload", f"philly:path={path}", check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "jobs.csv" in proc.stderr and "row 1" in proc.stderr and "duration" in proc.stderr
+
+
+def test_simulate_plain_synthetic_on_tiny_runs_at_the_default_load():
+    # without sizing, "synthetic" arrives at the traced cluster's rate: offered load ~23 on tiny's 16 GPUs and an
+    # average JCT of millions of seconds; sized, it is load 0.9 over the cluster's GPUs
+    from gpusched_envs.cli import run_simulation
+    from gpusched_envs.sim import load_cluster
+    from gpusched_envs.workloads import load_workload
+    from gpusched_envs.workloads.sizing import fit_workload_to_cluster
+
+    doc = run_simulation("tiny", "synthetic:jobs=100", "fifo", "closest", seed=0)
+    sized = load_workload(fit_workload_to_cluster("synthetic:jobs=100", load_cluster("tiny")), seed=0)
+    assert doc["workload_fingerprint"] == sized.fingerprint()
+    assert sized.offered_load(16) == pytest.approx(0.9, rel=1e-6)
+    assert doc["jobs"] == 100 and doc["avg_jct"] < 1e5

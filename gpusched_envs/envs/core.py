@@ -114,16 +114,18 @@ def default_workload_spec(cluster: Cluster, num_jobs: int, load: float) -> str:
 
 
 def make_workload(workload: WorkloadArg, cluster: Cluster, seed: int, num_jobs: int, load: float) -> Workload:
-    """The workload of one episode: a fixed :class:`Workload`, a spec string loaded with ``seed``, or a generator
-    ``f(cluster, rng)``; ``None`` is :func:`default_workload_spec`."""
+    """The workload of one episode: a fixed :class:`Workload`, a spec string sized to the cluster
+    (:func:`~gpusched_envs.workloads.sizing.fit_workload_to_cluster`, as ``gpusched simulate`` does) and loaded with
+    ``seed``, or a generator ``f(cluster, rng)``; ``None`` is :func:`default_workload_spec`."""
     from gpusched_envs.workloads import load_workload
+    from gpusched_envs.workloads.sizing import fit_workload_to_cluster
 
     if isinstance(workload, Workload):
         return workload
     if workload is None:
         return load_workload(default_workload_spec(cluster, num_jobs, load), seed=seed)
     if isinstance(workload, str):
-        return load_workload(workload, seed=seed)
+        return load_workload(fit_workload_to_cluster(workload, cluster), seed=seed)
     if callable(workload):
         return workload(cluster, np.random.default_rng(seed))
     raise TypeError(
