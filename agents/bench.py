@@ -6,7 +6,7 @@ included, on the CPU by default.
     training_benchmarks(quick=True)                              # DDQN and PPO × GNN / CNN / MLP
 
 The GNN is measured with each implementation in the same run, alternately round by round: the ``torch_geometric``
-reference (``gnn_impl="pyg"``, the encoder before issue 10), the per-forward scatter one and the default dense one,
+reference (``gnn_impl="pyg"``, the first encoder), the per-forward scatter one and the default dense one,
 so the speed-ups are read off figures taken under the same machine load; ``speedup`` records give the ratios. Every
 record names the machine and its load average (a shared machine's wall clock counts the other jobs too, so each
 record also gives samples per second of this process's own CPU time).
@@ -23,7 +23,7 @@ from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER
 
 DEFAULT_ENV = "gpusched/JobSelect-v0"
 DEFAULT_ENV_KWARGS = {"cluster": "topdrl", "reward": "jct", "num_jobs": 400, "load": 0.9}
-GNN_BENCH_IMPLS = ("pyg", "scatter", "dense")  # before issue 10, its first fast version, the default
+GNN_BENCH_IMPLS = ("pyg", "scatter", "dense")  # the first encoder, its first fast version, the default
 
 
 def machine() -> dict:
@@ -209,7 +209,7 @@ def training_benchmarks(
     steps: int | None = None,
 ) -> list[dict]:
     """:func:`training_samples_per_second` for DDQN and PPO with each encoder (``quick``: 300 steps each). The GNN is
-    measured with each implementation of ``impls`` (``pyg`` before issue 10 first, the default ``dense`` last)
+    measured with each implementation of ``impls`` (``pyg`` first, the default ``dense`` last)
     alternately for ``rounds`` rounds, so a change of machine load hits all; the records give the medians, and a
     ``speedup`` record the ratio of the last to the first (wall clock; the CPU-time ratio in its detail). PPO-GNN is
     also measured with ``vector_envs`` envs stepped as one batch (``DummyVecEnv``; same rollout length per env,

@@ -173,7 +173,7 @@ class GraphEncoder(nn.Module):
       ``scatter_add`` of the children's messages into their parent's row) on dense ``(B, nodes, h)`` tensors, with
       the tree read from each sample's ``edge_index`` / ``edge_features`` per forward.
     - ``impl="pyg"``: the original ``torch_geometric`` message passing over :func:`gpusched_envs.graph.to_pyg`
-      batches (the encoder before issue 10, kept as the reference for tests and ``gpusched bench``).
+      batches (the first encoder, kept as the reference for tests and ``gpusched bench``).
 
     Nothing in the parameters depends on the cluster's size: block sizes are read from each observation
     (:func:`tree_blocks`), so a checkpoint trained on one preset runs on any other.

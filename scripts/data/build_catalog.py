@@ -284,7 +284,7 @@ DEFAULT_GAMMA_NOTE = (
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The throughput formula (SPEC §3), shared with scripts/data/fidelity.py.
+# The throughput formula, shared with scripts/data/fidelity.py.
 # ---------------------------------------------------------------------------------------------------------------------
 def ring_all_reduce_time(gradient_bytes, n_gpus, bandwidth, latency):
     """Ring all-reduce of ``gradient_bytes`` over ``n_gpus``: 2(n-1)/n * S / B + 2(n-1) steps x per-hop latency."""
@@ -681,7 +681,7 @@ def sia_rows(args, times: dict, notes: dict, batches: dict) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The Azure ND40rs_v2 VM as a catalogue server type (issue 11). Its profiles do not follow the DGX links: inside the
+# The Azure ND40rs_v2 VM as a catalogue server type. Its profiles do not follow the DGX links: inside the
 # VM a 2..8-GPU all-reduce grows about linearly with the GPUs on the VM (bert at local_bsz 11: +0.05 s on 2 GPUs,
 # +0.66 s on 8), the signature of NCCL staging GPU-to-GPU traffic through host memory (no NVLink peer-to-peer inside
 # the VM), where the k GPUs of a job on the VM share one path; and its cifar10 / ncf single-GPU steps are slower than
@@ -887,7 +887,7 @@ def fit_model_gamma(rows: pd.DataFrame, eff: np.ndarray, lat: np.ndarray) -> flo
 
 
 def fit_network_two_stage(rows: pd.DataFrame, models: list[str]) -> dict:
-    """The shipped link/overlap fit (issue 11, held-out accuracy), in two stages:
+    """The shipped link/overlap fit (chosen on held-out accuracy), in two stages:
 
     1. the usable fraction and per-hop latency of each link family together with ONE overlap exponent shared by
        every model (:func:`fit_network` on the rows pooled as one model);

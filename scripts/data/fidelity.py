@@ -29,7 +29,7 @@ USE_REFERENCE = False  # --reference: use the standalone formula even when the p
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Prediction. Uses the package's public function when it exists; otherwise the reference formula below (SPEC §3).
+# Prediction. Uses the package's public function when it exists; otherwise the reference formula below.
 # ---------------------------------------------------------------------------------------------------------------------
 def reference_predict_iteration_time(
     compute_s: float,
@@ -39,7 +39,7 @@ def reference_predict_iteration_time(
     latency: np.ndarray,
     gamma: float,
 ) -> np.ndarray:
-    """SPEC §3 throughput model, standalone: ring all-reduce 2(n-1)/n * S / B + 2(n-1) x per-hop latency over the
+    """The throughput model, standalone: ring all-reduce 2(n-1)/n * S / B + 2(n-1) x per-hop latency over the
     bottleneck link (intra-server link on one server, the NIC across servers), combined with the compute time as
     (c^g + m^g)^(1/g). Kept here so the check runs before/without ``gpusched_envs.sim.throughput``."""
     n = np.asarray(n_gpus, dtype=float)
@@ -298,7 +298,7 @@ def main(argv=None) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Held-out report (issue 11, point 4): in-sample and held-out figures side by side, by placement class. Every figure is
+# Held-out report: in-sample and held-out figures side by side, by placement class. Every figure is
 # computed with build_catalog's fit formula (_predict_fit, the same as throughput.py: across servers the slower of NIC
 # and intra-server link, the larger of their latencies). A row counts as held-out only if no fit used it: not the link
 # / overlap fit (multi-GPU placements rows of aws, dgx-ext, rtx, quad) and not the catalogue's copied 1-GPU cells.

@@ -1,4 +1,4 @@
-"""Train the DAG plan generators shipped in checkpoints/ (WORL-RTGS, issue 13): DDQN (the plan generator) or
+"""Train the DAG plan generators shipped in checkpoints/ (WORL-RTGS): DDQN (the plan generator) or
 MaskablePPO (the PPO-GNN list-scheduler baseline) on ``gpusched/DAGSchedule-v0`` in construct mode with graph
 observations, across DAG families (random layered at CCR 0.1 / 1 / 10, Alibaba-like, TPC-H, PipeDream pipeline
 training DAGs), then score the greedy policy on held-out DAG seeds against HEFT and write the checkpoint.
@@ -12,6 +12,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import shlex
 import sys
 import time
@@ -141,7 +143,7 @@ def main() -> None:
 
         ev = evaluate(act_batch, env_kwargs)
     ev["train_seconds"] = round(time.time() - t0, 1)
-    ev["machine"] = "2-core dev VM, shared with other jobs"
+    ev["machine"] = f"{os.cpu_count()}-CPU {platform.machine()} {platform.system()} machine"
     save(
         args.out,
         module,

@@ -1,4 +1,4 @@
-"""Plan evaluations per second (SPEC §8: >= 20,000/s on 50-task DAGs, 2-core CPU; issue 13: >= 100,000/s).
+"""Plan evaluations per second (targets: >= 20,000/s on 50-task DAGs on a 2-core CPU, >= 100,000/s batched).
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""How much of a GNN checkpoint's episode is the network, per GNN implementation (issue 10 pt 4).
+"""How much of a GNN checkpoint's episode is the network, per GNN implementation.
 
     python scripts/studies/gnn_episode_timing.py checkpoints/ppo_jobselect_gnn_nc --impls dense,pyg,scatter \\
         --workload "philly:jobs=300,load=0.9,gpus=32" --seed 0 [--out timing.json]

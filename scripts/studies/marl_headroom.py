@@ -1,4 +1,4 @@
-"""Issue 16: how much could ANY scheduler gain over clairvoyant SRTF on the HMARL data centre (``dc4``)?
+"""How much could ANY scheduler gain over clairvoyant SRTF on the HMARL data centre (``dc4``)?
 
 Before asking a learned scheduler to beat SRTF, measure the room there is. Per Philly window (the ``dc4`` scenario of
 ``gpusched marl``: 4 racks × 2 servers × 4 GPUs, 120 jobs, offered load 1.0) this prints

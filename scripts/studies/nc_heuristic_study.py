@@ -1,4 +1,4 @@
-"""Issue 10: what can a NON-clairvoyant scheduler gain over default Tiresias on Philly? Cheap heuristic study.
+"""What can a NON-clairvoyant scheduler gain over default Tiresias on Philly? Cheap heuristic study.
 
 Runs candidate non-clairvoyant rules with ``Simulator.run`` (seconds per episode) on HELD-IN Philly windows only
 (jobs submitted before 2017-11-01) at offered load 0.9 on ``topdrl``, the held-out suite's setting, and prints the

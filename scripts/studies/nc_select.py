@@ -1,4 +1,4 @@
-"""Issue 10: choose between non-clairvoyant JobSelect checkpoints on HELD-IN Philly windows (submitted before
+"""Choose between non-clairvoyant JobSelect checkpoints on HELD-IN Philly windows (submitted before
 2017-11-01, not trained on by any candidate), never on the held-out suite. Prints each candidate's average JCT per
 window (simulator seed 0) next to Tiresias and LAS on the same workload, and writes them as JSON.
 

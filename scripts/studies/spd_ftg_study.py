@@ -1,4 +1,4 @@
-"""Empirical study of Scheduling Plan Distance vs Finish Time Gap (WORL-RTGS's premise, issue 13 point 3).
+"""Empirical study of Scheduling Plan Distance vs Finish Time Gap (WORL-RTGS's premise).
 
 For each bundled DAG set, plan pairs are sampled two ways:
 

@@ -1,4 +1,4 @@
-"""Search over DAG scheduling plans (WORL-RTGS, SPEC §6): the random-key plan encoding every metaheuristic shares,
+"""Search over DAG scheduling plans (WORL-RTGS): the random-key plan encoding every metaheuristic shares,
 GA and PSO baselines, the analytic makespan lower bound and the CP-SAT optimum for small DAGs.
 
 Random keys. A plan of an ``N``-task DAG on ``G`` GPUs is a vector ``x`` in ``[0, 1)^{2N}``: ``x[:N]`` are the
