@@ -43,7 +43,13 @@ from gpusched_lab.evaluate.episodes import (  # noqa: F401 - re-exported: the na
     jct_quantiles,
     run_act_episode,
 )
-from gpusched_lab.evaluate.scenarios import Scenario, canonical_json, file_digest, sha256_hex
+from gpusched_lab.evaluate.scenarios import (
+    Scenario,
+    canonical_json,
+    file_digest,
+    python_sources_digest,
+    sha256_hex,
+)
 
 import gpusched_envs
 from gpusched_envs.envs import ENTRY_POINTS
@@ -398,12 +404,10 @@ def run_metaplace_episode(policy, perf, env, seed: int, caution: float) -> dict:
 
 @lru_cache(maxsize=1)
 def _agents_code_digest() -> str:
+    """Digest of the learning agents' code: every ``.py`` file of ``agents/`` and its sub-packages (``nets/``,
+    ``algos/``, ``methods/...``), so an edit anywhere in them invalidates cached checkpoint cells."""
     folder = repo_root() / "agents"
-    h = hashlib.sha256()
-    for p in sorted(folder.glob("*.py")) if folder.is_dir() else []:
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:12]
+    return python_sources_digest(folder)[:12] if folder.is_dir() else hashlib.sha256().hexdigest()[:12]
 
 
 def import_callable(spec: str):

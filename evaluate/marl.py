@@ -42,7 +42,7 @@ from gpusched_lab.agents.common import bootstrap_ci
 from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.episodes import finish_metrics
 from gpusched_lab.evaluate.registry import register_agent_kind
-from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, file_digest, make_marl_env
+from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, file_digest, make_marl_env, python_sources_digest
 from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
 
 from gpusched_envs.errors import USER_ERRORS
@@ -471,12 +471,12 @@ class HMARLEvalAgent(EvalAgent):
         self._policy = None
 
     def identity(self) -> dict:
-        from gpusched_lab.agents.methods.hmarl import agent, interference
+        from gpusched_lab.agents.methods import hmarl
 
         return {
             "kind": self.kind,
             "files": file_digest(self.folder),
-            "code": [file_digest(Path(m.__file__)) for m in (agent, interference)],
+            "code": python_sources_digest(Path(hmarl.__file__).parent),  # every module of the package
         }
 
     def applies_to(self, scenario) -> str | None:

@@ -72,6 +72,16 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def python_sources_digest(folder: Path) -> str:
+    """sha256 of every ``.py`` file under ``folder``, sub-folders included (relative names and contents, sorted;
+    ``__pycache__`` left out): the code of a package whose edit must invalidate cached results."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in folder.rglob("*.py") if "__pycache__" not in q.parts):
+        h.update(p.relative_to(folder).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def input_file_hashes(env_kwargs: dict) -> dict[str, str]:
     """Digests of the user files a scenario reads (so an edited file invalidates cached results)."""
     paths: list[str] = []
