@@ -1,8 +1,8 @@
 """What every learning agent shares: device choice, seeding in one place, env construction, episode rollouts, a fresh
-simulator for the heuristics, reading a YAML run configuration, and the bootstrap interval of a mean.
+simulator for the heuristics, and reading a YAML run configuration.
 
-torch is imported only by the functions that use it, so :mod:`evaluate` can use :func:`fresh_simulator` and
-:func:`bootstrap_ci` without loading it.
+torch is imported only by the functions that use it, so :mod:`evaluate` can use :func:`fresh_simulator` without
+loading it.
 """
 
 from __future__ import annotations
@@ -149,25 +149,3 @@ def read_config(name: str | Path, config_dir: Path, known) -> tuple[Path, dict]:
     if unknown:
         raise ValueError(f"{path}: unknown keys {sorted(unknown)} (known: {sorted(known)})")
     return path, doc
-
-
-def bootstrap_ci(
-    values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
-) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap confidence interval of the mean.
-
-    ``None`` and non-finite values are dropped; no values give ``(nan, nan, nan)``; one value, or all values equal,
-    give a zero-width interval at the mean.
-    """
-    items = values.ravel().tolist() if isinstance(values, np.ndarray) else list(values)
-    x = np.asarray([v for v in items if v is not None], dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if not len(x):
-        return (float("nan"),) * 3
-    m = float(x.mean())
-    if len(x) == 1 or np.all(x == x[0]):
-        return m, m, m
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
-    a = (1.0 - confidence) / 2.0
-    return m, float(np.quantile(means, a)), float(np.quantile(means, 1.0 - a))

@@ -30,7 +30,8 @@ from typing import Annotated
 import numpy as np
 import typer
 import yaml
-from gpusched_lab.agents.common import bootstrap_ci, fresh_simulator, make_env, run_episode, set_torch_threads
+from gpusched_lab.agents.common import fresh_simulator, make_env, run_episode, set_torch_threads
+from gpusched_lab.evaluate.stats import bootstrap_ci
 
 from gpusched_envs.envs.adapters import HeuristicAgent
 from gpusched_envs.errors import USER_ERRORS

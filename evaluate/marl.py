@@ -38,12 +38,12 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from gpusched_lab.agents.common import bootstrap_ci
 from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.episodes import finish_metrics
 from gpusched_lab.evaluate.registry import register_agent_kind
 from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, file_digest, make_marl_env, python_sources_digest
 from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
+from gpusched_lab.evaluate.stats import bootstrap_ci
 
 from gpusched_envs.errors import USER_ERRORS
 from gpusched_envs.io import atomic_write_text

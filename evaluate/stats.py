@@ -14,15 +14,36 @@ Normalised score (higher is better, 1 = the bound): lower-bound average JCT ÷ a
 from __future__ import annotations
 
 import numpy as np
-from gpusched_lab.agents.common import bootstrap_ci
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 
 
+def bootstrap_ci(
+    values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap confidence interval of the mean.
+
+    ``None`` and non-finite values are dropped; no values give ``(nan, nan, nan)``; one value, or all values equal,
+    give a zero-width interval at the mean.
+    """
+    items = values.ravel().tolist() if isinstance(values, np.ndarray) else list(values)
+    x = np.asarray([v for v in items if v is not None], dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return (float("nan"),) * 3
+    m = float(x.mean())
+    if len(x) == 1 or np.all(x == x[0]):
+        return m, m, m
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    a = (1.0 - confidence) / 2.0
+    return m, float(np.quantile(means, a)), float(np.quantile(means, 1.0 - a))
+
+
 def mean_ci(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap interval of the mean (``agents.common.bootstrap_ci`` with the leaderboard's
+    """Mean and percentile-bootstrap interval of the mean (:func:`bootstrap_ci` with the leaderboard's
     resample count and seed: None/NaN dropped; one value, or all equal, give a zero-width interval)."""
 
     return bootstrap_ci(values, confidence=confidence, resamples=resamples, seed=BOOTSTRAP_SEED)

@@ -76,9 +76,9 @@ def rollout(sim) -> tuple[float, list[int]]:
 
 
 def main(argv=None) -> dict:
-    from gpusched_lab.agents.common import bootstrap_ci
     from gpusched_lab.agents.methods.hmarl.agent import make_env
     from gpusched_lab.evaluate.marl import parse_seeds
+    from gpusched_lab.evaluate.stats import bootstrap_ci
 
     from gpusched_envs.io import atomic_write_text
     from gpusched_envs.sim import Simulator

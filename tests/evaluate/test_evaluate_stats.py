@@ -1,4 +1,4 @@
-"""The leaderboard's mean interval is agents.common.bootstrap_ci with the leaderboard's resamples and seed; the
+"""The leaderboard's mean interval is evaluate.stats.bootstrap_ci with the leaderboard's resamples and seed; the
 stratified-bootstrap (rliable) interval is reproducible; heuristics run on agents.common.fresh_simulator."""
 
 from __future__ import annotations
@@ -7,10 +7,16 @@ import math
 
 import numpy as np
 import pytest
-from gpusched_lab.agents.common import NoSimulatorError, bootstrap_ci, fresh_simulator, make_env
+from gpusched_lab.agents.common import NoSimulatorError, fresh_simulator, make_env
 from gpusched_lab.evaluate.agents import AgentSpecError, HeuristicEvalAgent, scenario_simulator
 from gpusched_lab.evaluate.scenarios import Scenario
-from gpusched_lab.evaluate.stats import BOOTSTRAP_SEED, RESAMPLES, mean_ci, stratified_bootstrap_ci
+from gpusched_lab.evaluate.stats import (
+    BOOTSTRAP_SEED,
+    RESAMPLES,
+    bootstrap_ci,
+    mean_ci,
+    stratified_bootstrap_ci,
+)
 
 TINY_KWARGS = {
     "cluster": "tiny",
@@ -21,7 +27,7 @@ TINY = Scenario("tiny", "gpusched/JobSelect-v0", TINY_KWARGS, (0, 1))
 
 
 def reference_mean_ci(values, confidence=0.95, resamples=RESAMPLES):
-    """evaluate.stats.mean_ci as it was before it called agents.common.bootstrap_ci."""
+    """The leaderboard's mean interval written out: the percentile bootstrap of the mean with its seed."""
     x = np.asarray([v for v in values if v is not None], dtype=np.float64)
     x = x[np.isfinite(x)]
     if not len(x):
@@ -85,3 +91,10 @@ def test_envs_without_a_cluster_simulator_fail_clearly():
         AgentSpecError, match="scenario dag: gpusched/DAGSchedule-v0 has no cluster simulator"
     ):
         scenario_simulator(dag, 0)
+
+
+def test_agents_do_not_carry_the_statistics_helper():
+    """bootstrap_ci lives in evaluate.stats; the agents package (which may not import evaluate) has no copy."""
+    import gpusched_lab.agents.common as common
+
+    assert not hasattr(common, "bootstrap_ci")
