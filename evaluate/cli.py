@@ -1,6 +1,6 @@
-"""``gpusched evaluate`` (one agent on one scenario over seeds) and ``gpusched leaderboard`` (the whole grid).
-Plain functions, found by the library's command through the ``gpusched.commands`` entry points; ``python -m
-evaluate`` runs the same two commands."""
+"""``gpusched evaluate`` (one agent on one scenario over seeds), ``gpusched leaderboard`` (the whole grid) and
+``gpusched report`` (the leaderboard's HTML page again from a results folder). Plain functions, found by the
+library's command through the ``gpusched.commands`` entry points; ``python -m evaluate`` runs the same commands."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def leaderboard(
     console.print(
         f"{total} cells: {result.computed} computed, {result.cached} cached, {result.recomputed} recomputed "
         f"(corrupt or stale cache), {len(result.failed)} failed, {len(doc['skipped'])} agent-scenario pairs not "
-        f"applicable; {result.wall_s:.1f} s. Wrote {out}/leaderboard.md, leaderboard.json, *.csv"
+        f"applicable; {result.wall_s:.1f} s. Wrote {out}/leaderboard.html, leaderboard.md, leaderboard.json, *.csv"
         + (", plots/*.png" if plots else ""),
         highlight=False,
     )
@@ -304,7 +304,28 @@ def evaluate_agent(agent_spec: str, scenario, seeds, workers: int = 1) -> dict:
     )
 
 
+def report(
+    folder: Annotated[Path, typer.Argument(help="Results folder of a leaderboard run (its --out).")],
+    out: Annotated[
+        Path | None, typer.Option(help="Where to write the page (default FOLDER/leaderboard.html).")
+    ] = None,
+    plots: Annotated[bool, typer.Option(help="Draw the plots into the page.")] = True,
+) -> None:
+    """Rebuild leaderboard.html (tables, plots, settings, provenance in one self-contained page) from a results
+    folder."""
+    from gpusched_lab.evaluate.report.html import ReportError, rebuild
+
+    try:
+        if out is not None:
+            check_output_path(out)
+        path = rebuild(folder, out, plots=plots)
+    except (ReportError, OutputPathError) as exc:
+        _fail(str(exc))
+    console.print(f"wrote {path}", highlight=False)
+
+
 app.command(name="leaderboard")(leaderboard)
+app.command(name="report")(report)
 app.command(name="evaluate")(evaluate)
 
 

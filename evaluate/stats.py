@@ -49,6 +49,12 @@ def mean_ci(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES) 
     return bootstrap_ci(values, confidence=confidence, resamples=resamples, seed=BOOTSTRAP_SEED)
 
 
+def interval(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> dict:
+    """:func:`mean_ci` as the ``{"mean", "low", "high"}`` mapping the result files store."""
+    m, lo, hi = mean_ci(values, confidence=confidence, resamples=resamples)
+    return {"mean": m, "low": lo, "high": hi}
+
+
 def iqm(scores: np.ndarray) -> float:
     """Interquartile mean of all scores (rliable's ``aggregate_iqm``: 25% trimmed mean of the flattened array)."""
     from rliable import metrics

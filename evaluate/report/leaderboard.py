@@ -1,27 +1,18 @@
-"""Turn grid results into the leaderboard: per-scenario and overall tables (Markdown), CSV, JSON and PNG plots.
-The schema of every file is in ``evaluate/SCHEMA.md``. Nothing here depends on timings or the backend, so the same
-cells give byte-identical tables."""
+"""Turn grid results into the leaderboard: per-scenario and overall tables (Markdown), CSV, JSON, PNG plots and the
+HTML page. The schema of every file is in ``evaluate/SCHEMA.md``. Nothing in the tables depends on timings or the
+backend, so the same cells give byte-identical tables."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 from gpusched_lab.evaluate.agents import code_version
-from gpusched_lab.evaluate.cache import slug
+from gpusched_lab.evaluate.report.files import clean, csv_text, json_text, write_text
+from gpusched_lab.evaluate.report.tables import cell_text, md_row, md_rule, num, seed_text
 from gpusched_lab.evaluate.runner import GridResult
-from gpusched_lab.evaluate.stats import (
-    mean_ci,
-    normalised_score,
-    performance_profile,
-    stratified_bootstrap_ci,
-)
-
-from gpusched_envs.io import atomic_write_bytes, atomic_write_text
+from gpusched_lab.evaluate.stats import interval, normalised_score, stratified_bootstrap_ci
 
 REPORT_SCHEMA = "gpusched.leaderboard/1"
 # (metric key, column title, unit): the table columns, all "lower is better" except utilisation
@@ -38,51 +29,12 @@ NORMALISATION = (
 )
 
 
-def _clean(x):
-    """JSON-safe: NaN and infinities become null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.floating | np.integer):
-        return _clean(x.item())
-    return x
-
-
-def _ci(values) -> dict:
-    m, lo, hi = mean_ci(values)
-    return {"mean": m, "low": lo, "high": hi}
-
-
-def _scale(unit: str, x: float) -> float:
-    return x / 3600.0 if unit == "h" else (100.0 * x if unit == "%" else x)
-
-
-def _num(x: float | None, unit: str = "") -> str:
-    """``unit``: ``"%"`` (one decimal and a sign), ``"pct"`` (one decimal), ``"score"`` (three decimals), or
-    ``""`` (precision by magnitude)."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    if unit in ("%", "pct"):
-        return f"{x:.1f}" + ("%" if unit == "%" else "")
-    if unit == "score":
-        return f"{x:.3f}"
-    ax = abs(x)
-    return f"{x:,.0f}" if ax >= 1000 else (f"{x:.1f}" if ax >= 10 else f"{x:.2f}")
-
-
-def _cell_text(stat: dict, unit: str) -> str:
-    """``mean (low–high)`` in the column's unit."""
-    m, lo, hi = (float("nan") if stat[k] is None else _scale(unit, stat[k]) for k in ("mean", "low", "high"))
-    shown = "score" if unit == "score" else ("%" if unit == "%" else "")
-    if not math.isfinite(m):
-        return "—"
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
-        return _num(m, shown)
-    bare = "pct" if unit == "%" else shown
-    return f"{_num(m, shown)} ({_num(lo, bare)}–{_num(hi, bare)})"
+# the names this module had before the shared writers (kept for importers)
+_clean = clean
+_cell_text = cell_text
+_num = num
+_seed_text = seed_text
+_ci = interval
 
 
 # ---------------------------------------------------------------------------------------------- summaries
@@ -103,10 +55,10 @@ def summarise(result: GridResult) -> dict:
                 "agent": agent.name,
                 "agent_kind": agent.kind,
                 "seeds": [c["seed"] for c in cells],
-                "score": _ci([normalised_score(c["metrics"]) for c in cells]),
+                "score": interval([normalised_score(c["metrics"]) for c in cells]),
             }
             for key, _, _ in TABLE_METRICS:
-                row[key] = _ci([c["metrics"].get(key) for c in cells])
+                row[key] = interval([c["metrics"].get(key) for c in cells])
             rows.append(row)
         # ranked by average JCT; scenarios without jobs (DAGSchedule: one DAG) by makespan
         rows.sort(
@@ -122,10 +74,14 @@ def summarise(result: GridResult) -> dict:
         scenarios.append(
             {
                 **sc.to_dict(),
-                "measured_offered_load": _ci([c["metrics"].get("offered_load") for c in bound_cells]),
-                "jobs": _ci([c["metrics"].get("jobs") for c in bound_cells]),
-                "lower_bound_avg_jct": _ci([c["metrics"].get("lower_bound_avg_jct") for c in bound_cells]),
-                "lower_bound_makespan": _ci([c["metrics"].get("lower_bound_makespan") for c in bound_cells]),
+                "measured_offered_load": interval([c["metrics"].get("offered_load") for c in bound_cells]),
+                "jobs": interval([c["metrics"].get("jobs") for c in bound_cells]),
+                "lower_bound_avg_jct": interval(
+                    [c["metrics"].get("lower_bound_avg_jct") for c in bound_cells]
+                ),
+                "lower_bound_makespan": interval(
+                    [c["metrics"].get("lower_bound_makespan") for c in bound_cells]
+                ),
             }
         )
     return {
@@ -188,6 +144,32 @@ def _nan_low(x: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- Markdown
+OVERALL_COLUMNS = (
+    "rank",
+    "agent",
+    "scenarios",
+    "IQM score",
+    "mean score",
+    "mean rank",
+    "GPU util.",
+    "comm. overhead",
+)
+
+
+def overall_cells(r: dict, n: int) -> list[str]:
+    """One agent's row of the overall table (``n``: scenarios of the suite)."""
+    return [
+        str(r["rank"]) if r["rank"] is not None else "—",
+        r["agent"],
+        f"{r['scenarios']}/{n}",
+        cell_text(r["iqm_score"], "score"),
+        cell_text(r["mean_score"], "score"),
+        f"{r['mean_rank']:.1f}",
+        num(100 * r["gpu_utilisation"], "%"),
+        num(100 * r["communication_overhead"], "%"),
+    ]
+
+
 def markdown(doc: dict) -> str:
     suite = doc["suite"]
     lines = [f"# Leaderboard: suite `{suite['name']}`", ""]
@@ -202,18 +184,13 @@ def markdown(doc: dict) -> str:
         "",
         "## Overall",
         "",
-        "| rank | agent | scenarios | IQM score | mean score | mean rank | GPU util. | comm. overhead |",
-        "|---:|---|---:|---|---|---:|---:|---:|",
+        md_row(OVERALL_COLUMNS),
+        md_rule("rlrllrrr"),
     ]
     n = len(doc["scenarios"])
     for r in doc["aggregate"]:
-        rank = str(r["rank"]) if r["rank"] is not None else "—"
-        lines.append(
-            f"| {rank} | {r['agent']} | {r['scenarios']}/{n} | {_cell_text(r['iqm_score'], 'score')} | "
-            f"{_cell_text(r['mean_score'], 'score')} | {r['mean_rank']:.1f} | "
-            f"{_num(100 * r['gpu_utilisation'], '%')} | {_num(100 * r['communication_overhead'], '%')} |"
-        )
-    lines.append(f"| — | *lower bound* | {n}/{n} | 1.000 | 1.000 | — | — | — |")
+        lines.append(md_row(overall_cells(r, n)))
+    lines.append(md_row(["—", "*lower bound*", f"{n}/{n}", "1.000", "1.000", "—", "—", "—"]))
     if any(not r["complete"] for r in doc["aggregate"]):
         lines += [
             "",
@@ -228,24 +205,23 @@ def markdown(doc: dict) -> str:
             "",
             f"## {sc['name']}",
             "",
-            f"`{sc['env_id']}` ({kwargs}); seeds {_seed_text(sc['seeds'])}; "
-            f"offered load {_num(stated, 'score') if stated is not None else '—'} stated, "
-            f"{_num(load, 'score') if load is not None else '—'} measured.",
+            f"`{sc['env_id']}` ({kwargs}); seeds {seed_text(sc['seeds'])}; "
+            f"offered load {num(stated, 'score') if stated is not None else '—'} stated, "
+            f"{num(load, 'score') if load is not None else '—'} measured.",
         ]
         if sc.get("description"):
             lines += ["", sc["description"]]
-        head = " | ".join(title for _, title, _ in TABLE_METRICS)
         lines += [
             "",
-            f"| rank | agent | {head} | score |",
-            "|---:|---|" + "---|" * len(TABLE_METRICS) + "---|",
+            md_row(["rank", "agent", *(title for _, title, _ in TABLE_METRICS), "score"]),
+            md_rule("rl" + "l" * (len(TABLE_METRICS) + 1)),
         ]
         for r in rows:
-            vals = " | ".join(_cell_text(r[k], unit) for k, _, unit in TABLE_METRICS)
-            lines.append(f"| {r['rank']} | {r['agent']} | {vals} | {_cell_text(r['score'], 'score')} |")
-        lb_jct = _cell_text(sc["lower_bound_avg_jct"], "h")
-        lb_mk = _cell_text(sc["lower_bound_makespan"], "h")
-        lines.append(f"| — | *lower bound* | {lb_jct} | — | {lb_mk} | — | — | 1.000 |")
+            vals = [cell_text(r[k], unit) for k, _, unit in TABLE_METRICS]
+            lines.append(md_row([r["rank"], r["agent"], *vals, cell_text(r["score"], "score")]))
+        lb_jct = cell_text(sc["lower_bound_avg_jct"], "h")
+        lb_mk = cell_text(sc["lower_bound_makespan"], "h")
+        lines.append(md_row(["—", "*lower bound*", lb_jct, "—", lb_mk, "—", "—", "1.000"]))
         skipped = [f"{a} ({why})" for s, a, why in doc["skipped"] if s == sc["name"]]
         if skipped:
             lines += ["", "Not applicable: " + "; ".join(skipped) + "."]
@@ -255,25 +231,13 @@ def markdown(doc: dict) -> str:
         for f in doc["failed"]:
             groups.setdefault((f["agent"], f["scenario"], f["error"]), []).append(f["seed"])
         lines += [
-            f"- {a} on {s}, seeds {_seed_text(sorted(seeds))}: {e}" for (a, s, e), seeds in groups.items()
+            f"- {a} on {s}, seeds {seed_text(sorted(seeds))}: {e}" for (a, s, e), seeds in groups.items()
         ]
     return "\n".join(lines) + "\n"
 
 
-def _seed_text(seeds: list[int]) -> str:
-    if seeds and seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
-        return f"{seeds[0]}–{seeds[-1]}"
-    return ", ".join(map(str, seeds))
-
-
 # ---------------------------------------------------------------------------------------------- CSV
-def _csv(rows: list[dict], columns: list[str]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, columns, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: ("" if v is None else v) for k, v in _clean(row).items()})
-    return buf.getvalue()
+_csv = csv_text
 
 
 def csv_files(doc: dict) -> dict[str, str]:
@@ -337,115 +301,15 @@ def csv_files(doc: dict) -> dict[str, str]:
         "communication_overhead",
     ]
     return {
-        "cells.csv": _csv(cells, ["scenario", "agent", "agent_kind", "seed", "score", *metric_keys]),
-        "summary.csv": _csv(summary, summary_cols + stat_cols),
-        "aggregate.csv": _csv(aggregate, agg_cols),
+        "cells.csv": csv_text(cells, ["scenario", "agent", "agent_kind", "seed", "score", *metric_keys]),
+        "summary.csv": csv_text(summary, summary_cols + stat_cols),
+        "aggregate.csv": csv_text(aggregate, agg_cols),
     }
-
-
-# ---------------------------------------------------------------------------------------------- plots
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure  # no pyplot: no global backend state, renders with Agg
-
-    return Figure(figsize=(width, height), dpi=110, layout="constrained")
-
-
-def _save(fig, path: Path) -> None:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def plots(doc: dict, quantiles: dict[tuple[str, str], list[list[float]]], folder: Path) -> list[Path]:
-    """JCT CDF per scenario, avg-JCT bars with intervals per scenario, aggregate IQM bars, performance profile."""
-    written = []
-    agents = [a["name"] for a in doc["agents"]]
-    colours = {a: f"C{i % 10}" for i, a in enumerate(agents)}
-    for sc in doc["scenarios"]:
-        fig = _figure(6.4, 4.2)
-        ax = fig.add_subplot()
-        for agent in agents:
-            qs = [q for q in quantiles.get((sc["name"], agent), []) if q]
-            if not qs:
-                continue
-            x = np.mean(np.asarray(qs), axis=0) / 3600.0  # quantile averaging over seeds
-            ax.plot(np.maximum(x, 1e-3), np.linspace(0, 1, len(x)), label=agent, color=colours[agent])
-        ax.set_xscale("log")
-        ax.set_xlabel("job completion time (h, log scale)")
-        ax.set_ylabel("fraction of jobs")
-        load = sc["measured_offered_load"]["mean"]
-        ax.set_title(f"{sc['name']}: JCT CDF (offered load {_num(load, 'score')})", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        path = folder / f"jct_cdf_{_file_name(sc['name'])}.png"
-        _save(fig, path)
-        written.append(path)
-
-    n = len(doc["scenarios"])
-    fig = _figure(4.2 * n, 0.45 * len(agents) + 1.6)
-    for i, sc in enumerate(doc["scenarios"]):
-        ax = fig.add_subplot(1, n, i + 1)
-        rows = [r for r in doc["summary"] if r["scenario"] == sc["name"]]
-        names = [r["agent"] for r in rows]
-        m = np.array([r["avg_jct"]["mean"] for r in rows]) / 3600.0
-        lo = np.array([r["avg_jct"]["low"] for r in rows]) / 3600.0
-        hi = np.array([r["avg_jct"]["high"] for r in rows]) / 3600.0
-        ax.barh(names, m, xerr=[m - lo, hi - m], color=[colours[a] for a in names], capsize=3)
-        bound = sc["lower_bound_avg_jct"]["mean"]
-        if bound is not None:
-            ax.axvline(bound / 3600.0, color="k", ls="--", lw=1, label="lower bound")
-            ax.legend(fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlabel("average JCT (h), 95% CI")
-        ax.set_title(sc["name"], fontsize=10)
-    path = folder / "avg_jct_bars.png"
-    _save(fig, path)
-    written.append(path)
-
-    agg = [r for r in doc["aggregate"] if r["iqm_score"]["mean"] is not None]
-    if agg:
-        fig = _figure(6.4, 0.45 * len(agg) + 1.4)
-        ax = fig.add_subplot()
-        names = [r["agent"] + ("" if r["complete"] else " *") for r in agg]
-        m = np.array([r["iqm_score"]["mean"] for r in agg])
-        lo = np.array([r["iqm_score"]["low"] for r in agg])
-        hi = np.array([r["iqm_score"]["high"] for r in agg])
-        ax.barh(names, m, xerr=[m - lo, hi - m], color=[colours[r["agent"]] for r in agg], capsize=3)
-        ax.invert_yaxis()
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("IQM of normalised score (lower-bound avg JCT ÷ avg JCT), 95% stratified-bootstrap CI")
-        ax.set_title("aggregate over scenarios (* = not on every scenario)", fontsize=10)
-        _save(fig, folder / "aggregate_iqm.png")
-        written.append(folder / "aggregate_iqm.png")
-
-        fig = _figure(6.4, 4.2)
-        ax = fig.add_subplot()
-        taus = np.linspace(0.0, 1.0, 201)
-        for r in agg:
-            ax.plot(
-                taus,
-                performance_profile(np.array(r["scores"]), taus),
-                label=r["agent"],
-                color=colours[r["agent"]],
-            )
-        ax.set_xlabel("normalised score τ")
-        ax.set_ylabel("fraction of runs with score > τ")
-        ax.set_title("performance profile (all scenarios and seeds)", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        _save(fig, folder / "performance_profile.png")
-        written.append(folder / "performance_profile.png")
-    return written
-
-
-def _file_name(name: str) -> str:
-
-    return slug(name)
 
 
 # ---------------------------------------------------------------------------------------------- all outputs
 def build_document(result: GridResult, suite_name: str, suite_description: str = "") -> dict:
-
+    """The ``leaderboard.json`` document (schema in ``evaluate/SCHEMA.md``)."""
     doc = {
         "schema": REPORT_SCHEMA,
         "suite": {"name": suite_name, "description": suite_description},
@@ -467,23 +331,40 @@ def build_document(result: GridResult, suite_name: str, suite_description: str =
             for c in result.cells
         ],
     }
-    return _clean(doc)
+    return clean(doc)
 
 
 def write_outputs(
-    result: GridResult, out: str | Path, suite_name: str, suite_description: str = "", make_plots: bool = True
+    result: GridResult,
+    out: str | Path,
+    suite_name: str,
+    suite_description: str = "",
+    make_plots: bool = True,
+    argv: list[str] | None = None,
 ) -> dict:
-    """Write ``leaderboard.md``, ``leaderboard.json``, ``cells.csv``, ``summary.csv``, ``aggregate.csv`` and
-    ``plots/*.png`` under ``out`` (each atomically); return the JSON document."""
+    """Write ``leaderboard.md``, ``leaderboard.json``, ``cells.csv``, ``summary.csv``, ``aggregate.csv``,
+    ``provenance.json``, ``leaderboard.html`` and ``plots/*.png`` under ``out`` (each atomically); return the JSON
+    document. ``argv``: the command line the provenance records (default ``sys.argv``)."""
+    from gpusched_lab.evaluate.report import html
+
     out = Path(out)
     doc = build_document(result, suite_name, suite_description)
-    atomic_write_text(out / "leaderboard.md", markdown(doc))
-    atomic_write_text(out / "leaderboard.json", json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_text(out / "leaderboard.md", markdown(doc))
+    write_text(out / "leaderboard.json", json_text(doc, indent=1, sort_keys=True))
     for name, text in csv_files(doc).items():
-        atomic_write_text(out / name, text)
+        write_text(out / name, text)
+    prov = html.provenance(argv)
+    html.write_provenance(out, prov)
+    svgs = None
     if make_plots:
+        from gpusched_lab.evaluate.report.plots import leaderboard_figures, save_png, svg_text
+
         quantiles: dict[tuple[str, str], list[list[float]]] = {}
         for c in result.cells:
             quantiles.setdefault((c["scenario"], c["agent"]), []).append(c.get("jct_quantiles") or [])
-        plots(doc, quantiles, out / "plots")
+        svgs = {}
+        for name, fig in leaderboard_figures(doc, quantiles).items():
+            save_png(fig, out / "plots" / name)
+            svgs[name] = svg_text(fig)
+    html.write_page(out / html.PAGE, doc, svgs, prov)
     return doc
