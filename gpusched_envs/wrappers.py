@@ -12,6 +12,9 @@ refuses a ``Dict``; these wrappers do what a feature-vector learner needs instea
   reads).
 - :class:`NormalizeFeatures`: running mean / variance normalisation of the float features only; masks, edge
   indices and other integer arrays pass through unchanged.
+- :class:`FixedInfo`: an ``info`` with the same keys at every step (float64 numpy scalars, NaN where the env
+  gives no value, e.g. the episode metrics before the episode ends): what batching libraries (TorchRL's info
+  readers, Gymnasium's vector envs) need to stack infos.
 
 Both offer ``action_masks()`` (the mask of the latest observation, bool). The module imports gymnasium and numpy
 only.
@@ -27,7 +30,7 @@ from gymnasium import spaces
 
 MASK_KEY = "action_mask"
 
-__all__ = ["MASK_KEY", "FlattenFeatures", "MaskedWrapper", "NormalizeFeatures", "RunningMeanStd"]
+__all__ = ["MASK_KEY", "FixedInfo", "FlattenFeatures", "MaskedWrapper", "NormalizeFeatures", "RunningMeanStd"]
 
 
 def _mask_of(obs, env: gym.Env, mask_key: str) -> np.ndarray:
@@ -246,3 +249,58 @@ class NormalizeFeatures(MaskedWrapper):
         for k in self.keys:
             out[k] = self._normalize(k, observation[k])
         return out
+
+
+class FixedInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """An ``info`` of fixed keys: ``keys`` read at the top level of the env's info and ``metrics`` read from its
+    ``info["metrics"]`` (present when an episode ends), each a float64 numpy scalar, NaN when absent. Other
+    entries of the env's info are dropped.
+
+    Args:
+        env: any env of the suite (or another env whose info values under ``keys`` are numbers).
+        keys: top-level info entries kept; ``None`` (default): the entries of the first ``reset``'s info that are
+            numbers (``time``, ``queued``, ``running`` for the cluster envs, ``makespan`` for DAGSchedule-v0).
+        metrics: entries of ``info["metrics"]`` kept under their own name (default ``avg_jct``, ``makespan``;
+            a name also among ``keys`` keeps the top-level value when there is one).
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        keys: Sequence[str] | None = None,
+        metrics: Sequence[str] = ("avg_jct", "makespan"),
+    ):
+        gym.utils.RecordConstructorArgs.__init__(self, keys=keys, metrics=metrics)
+        gym.Wrapper.__init__(self, env)
+        self.keys = None if keys is None else tuple(keys)
+        self.metrics = tuple(metrics)
+
+    def fixed(self, info: dict) -> dict:
+        """The fixed-key info of the env's ``info``."""
+        if self.keys is None:
+            self.keys = tuple(k for k, v in info.items() if k != "metrics" and _is_number(v))
+        metrics = info.get("metrics") or {}
+        out = {k: np.float64(np.nan) for k in (*self.keys, *self.metrics)}
+        for k in self.metrics:
+            if _is_number(metrics.get(k)):
+                out[k] = np.float64(metrics[k])
+        for k in self.keys:
+            if _is_number(info.get(k)):
+                out[k] = np.float64(info[k])
+        return out
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, self.fixed(info)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, self.fixed(info)
+
+    def action_masks(self) -> np.ndarray:
+        """The wrapped env's ``action_masks()``."""
+        return self.env.get_wrapper_attr("action_masks")()
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
