@@ -30,7 +30,17 @@ from gymnasium import spaces
 
 MASK_KEY = "action_mask"
 
-__all__ = ["MASK_KEY", "FixedInfo", "FlattenFeatures", "MaskedWrapper", "NormalizeFeatures", "RunningMeanStd"]
+__all__ = [
+    "MASK_KEY",
+    "FixedInfo",
+    "FlattenFeatures",
+    "MaskedWrapper",
+    "NormalizeFeatures",
+    "RunningMeanStd",
+    "feature_keys",
+    "flat_layout",
+    "flat_layout_space",
+]
 
 
 def _mask_of(obs, env: gym.Env, mask_key: str) -> np.ndarray:
@@ -80,6 +90,53 @@ def _dict_space(env: gym.Env, wrapper: str) -> spaces.Dict:
     return space
 
 
+def feature_keys(space: spaces.Dict, keys: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The feature entries of a gpusched ``Dict`` space to flatten: ``keys`` checked, or every entry but the
+    action mask in the space's order."""
+    available = [k for k in space.spaces if k != MASK_KEY]
+    chosen = tuple(available if keys is None else keys)
+    unknown = [k for k in chosen if k not in available]
+    if unknown or not chosen:
+        raise ValueError(
+            f"FlattenFeatures(keys={keys!r}): expected a non-empty list of feature entries among {available}"
+            + (f"; unknown: {unknown}" if unknown else "")
+        )
+    for k in chosen:
+        if not isinstance(space.spaces[k], spaces.Box):
+            raise TypeError(f"FlattenFeatures: entry {k!r} is {space.spaces[k]!r}, expected a Box")
+    return chosen
+
+
+def flat_layout_space(
+    space: spaces.Dict,
+    keys: Sequence[str],
+    features_key: str | None,
+    mask_key: str = MASK_KEY,
+    mask_dtype=np.int8,
+) -> spaces.Space:
+    """The space of :func:`flat_layout`: ``Box(float32)`` of the flattened ``keys``, inside
+    ``Dict({features_key: ..., mask_key: Box(0, 1, mask_dtype)})`` unless ``features_key`` is None."""
+    low = np.concatenate([np.asarray(space.spaces[k].low, dtype=np.float32).ravel() for k in keys])
+    high = np.concatenate([np.asarray(space.spaces[k].high, dtype=np.float32).ravel() for k in keys])
+    features = spaces.Box(low, high, dtype=np.float32)
+    if features_key is None:
+        return features
+    n = int(space.spaces[MASK_KEY].shape[0])
+    return spaces.Dict(
+        {features_key: features, mask_key: spaces.Box(0, 1, shape=(n,), dtype=np.dtype(mask_dtype))}
+    )
+
+
+def flat_layout(
+    obs: dict, keys: Sequence[str], features_key: str | None, mask_key: str = MASK_KEY, mask_dtype=np.int8
+):
+    """One observation in the layout of :func:`flat_layout_space`."""
+    flat = np.concatenate([np.asarray(obs[k], dtype=np.float32).ravel() for k in keys])
+    if features_key is None:
+        return flat
+    return {features_key: flat, mask_key: np.asarray(obs[MASK_KEY]).astype(mask_dtype)}
+
+
 class FlattenFeatures(MaskedWrapper):
     """The feature arrays of a ``Dict`` observation flattened into one float32 vector; the action mask kept apart.
 
@@ -114,34 +171,16 @@ class FlattenFeatures(MaskedWrapper):
             mask_dtype=mask_dtype,
         )
         space = _dict_space(env, type(self).__name__)
-        available = [k for k in space.spaces if k != MASK_KEY]
-        self.keys = tuple(available if keys is None else keys)
-        unknown = [k for k in self.keys if k not in available]
-        if unknown or not self.keys:
-            raise ValueError(
-                f"FlattenFeatures(keys={keys!r}): expected a non-empty list of feature entries among {available}"
-                + (f"; unknown: {unknown}" if unknown else "")
-            )
+        self.keys = feature_keys(space, keys)
         if with_mask and features_key == mask_key:
             raise ValueError(f"features_key and mask_key must differ, both are {mask_key!r}")
         self.with_mask = bool(with_mask)
         self.features_key, self.out_mask_key = features_key, mask_key
         self.mask_dtype = np.dtype(mask_dtype)
-        lows, highs = [], []
-        for k in self.keys:
-            sub = space.spaces[k]
-            if not isinstance(sub, spaces.Box):
-                raise TypeError(f"FlattenFeatures: entry {k!r} is {sub!r}, expected a Box")
-            lows.append(np.asarray(sub.low, dtype=np.float32).ravel())
-            highs.append(np.asarray(sub.high, dtype=np.float32).ravel())
         self.sizes = tuple(int(np.prod(space.spaces[k].shape)) for k in self.keys)
-        features = spaces.Box(np.concatenate(lows), np.concatenate(highs), dtype=np.float32)
-        n = int(space.spaces[MASK_KEY].shape[0])
-        if self.with_mask:
-            mask = spaces.Box(0, 1, shape=(n,), dtype=self.mask_dtype)
-            self.observation_space = spaces.Dict({features_key: features, mask_key: mask})
-        else:
-            self.observation_space = features
+        self.observation_space = flat_layout_space(
+            space, self.keys, features_key if with_mask else None, mask_key, self.mask_dtype
+        )
 
     def feature_slices(self) -> dict[str, slice]:
         """Where each feature entry lies in the flat vector."""
@@ -152,13 +191,13 @@ class FlattenFeatures(MaskedWrapper):
         return out
 
     def observation(self, observation):
-        flat = np.concatenate([np.asarray(observation[k], dtype=np.float32).ravel() for k in self.keys])
-        if not self.with_mask:
-            return flat
-        return {
-            self.features_key: flat,
-            self.out_mask_key: np.asarray(observation[MASK_KEY]).astype(self.mask_dtype),
-        }
+        return flat_layout(
+            observation,
+            self.keys,
+            self.features_key if self.with_mask else None,
+            self.out_mask_key,
+            self.mask_dtype,
+        )
 
 
 class RunningMeanStd:
