@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from gpusched_envs.envs.core import (
+    DEFAULT_MAX_INVALID_REPEATS,
     INVALID_ACTIONS,
     OBS_MODES,
     RENDER_MODES,
@@ -93,10 +94,12 @@ class ClusterEnv(EnvCore, gym.Env):
         layout_clusters: tuple[Cluster, ...] = (),
         information: str = NON_CLAIRVOYANT,
         running_rows: int = 0,
+        max_invalid_repeats: int = DEFAULT_MAX_INVALID_REPEATS,
     ):
         self._set_common_args(
             obs_mode, render_mode, invalid_action, information, window, time_scale, invalid_penalty
         )
+        self.max_invalid_repeats = check_int("max_invalid_repeats", max_invalid_repeats, 1)
         check_choice("reward", reward, REWARDS)
         self.max_steps = None if max_steps is None else check_int("max_steps", max_steps, 1)
         self.episode = EpisodeSpec.checked(
@@ -140,6 +143,7 @@ class ClusterEnv(EnvCore, gym.Env):
         self.steps = 0
         self.drained = False
         self._terminated = False
+        self._invalid_run = 0  # invalid actions since the last action that acted (the state has not moved)
         self._last_mark = None
         # rewards accrue from the start of the run, so a full episode's return is the exact integral even when
         # jobs waited before the first decision (that share goes to the first step)
@@ -184,18 +188,31 @@ class ClusterEnv(EnvCore, gym.Env):
                 "the episode has ended (every job finished, terminated=True); call reset() before step()"
             )
         a = self._check_action(action)
+        penalty, forced = 0.0, None
         if not self.encoder.action_mask[a]:
-            return self._invalid(a, self._why_invalid(a))
+            why = self._why_invalid(a)
+            if self.invalid_action == "raise":
+                raise InvalidActionError(f"invalid action {a}: {why}")
+            self._invalid_run += 1
+            if self._invalid_run < self.max_invalid_repeats:
+                return self._invalid(a, why)
+            # the max_invalid_repeats-th invalid action in a row: the env takes the safe action itself
+            penalty, forced = self.invalid_penalty, (a, why)
+            a = self.safe_action()
+        self._invalid_run = 0
         mark = self._pending_mark if self._pending_mark is not None else self._mark()
         self._pending_mark = None
         self._apply(a)
-        reward = self._reward_since(mark)
+        reward = self._reward_since(mark) - penalty if forced else self._reward_since(mark)
         self.steps += 1
         terminated = self.drained
         truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
         self._terminated = terminated
         obs = self._observe()
-        return obs, reward, terminated, truncated, self._info(terminated, truncated)
+        info = self._info(terminated, truncated)
+        if forced:
+            info = {**info, "invalid_action": True, "reason": forced[1], "forced_action": a}
+        return obs, reward, terminated, truncated, info
 
     # ------------------------------------------------------------------ rewards
     def _mark(self) -> tuple[float, float, float]:
@@ -262,10 +279,16 @@ class ClusterEnv(EnvCore, gym.Env):
     def _check_action(self, action) -> int:
         return check_action_value(action, self.layout.actions)
 
+    def safe_action(self) -> int:
+        """The action an invalid one resolves to once ``max_invalid_repeats`` of them came in a row: the last
+        action (wait / defer) when it is valid, else the first valid action (a job to start, a server for the
+        next worker)."""
+        mask = self.encoder.action_mask
+        last = self.layout.actions - 1
+        return last if mask[last] else int(np.flatnonzero(mask)[0])
+
     def _invalid(self, action: int, why: str):
-        """No-op with a penalty (or raise): the state and the clock do not move."""
-        if self.invalid_action == "raise":
-            raise InvalidActionError(f"invalid action {action}: {why}")
+        """No-op with a penalty: the state and the clock do not move."""
         self.steps += 1
         truncated = self.max_steps is not None and self.steps >= self.max_steps
         info = {**self._info(False, truncated), "invalid_action": True, "reason": why}
@@ -295,6 +318,7 @@ class ClusterEnv(EnvCore, gym.Env):
 
 # the shared pieces of gpusched_envs.envs.core, importable from here as before
 __all__ = [
+    "DEFAULT_MAX_INVALID_REPEATS",
     "INVALID_ACTIONS",
     "OBS_MODES",
     "RENDER_MODES",

@@ -23,6 +23,8 @@ from gpusched_envs.sim.workload import Workload
 NON_IMAGE_OBS_MODES = ("graph", "flat")
 RENDER_MODES = ("ansi", "rgb_array")
 INVALID_ACTIONS = ("penalize", "raise")
+# invalid actions in a row (the state does not move between them) after which the env takes its safe action itself
+DEFAULT_MAX_INVALID_REPEATS = 8
 SPEED_MODELS = ("throughput", "duration")
 
 WorkloadArg = str | Workload | Callable[[Cluster, np.random.Generator], Workload] | None

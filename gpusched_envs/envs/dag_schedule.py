@@ -10,7 +10,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from gpusched_envs.envs.base import InvalidActionError, check_choice, resolve_cluster
+from gpusched_envs.envs.base import (
+    DEFAULT_MAX_INVALID_REPEATS,
+    InvalidActionError,
+    check_choice,
+    check_int,
+    resolve_cluster,
+)
 from gpusched_envs.envs.features import gpu_relative_speed
 from gpusched_envs.envs.render import render_gantt
 from gpusched_envs.sim.dag_eval import PlanEvaluator, inverse_bandwidth, runtime_matrix
@@ -129,6 +135,7 @@ class DAGScheduleEnv(gym.Env):
         time_scale: float | None = None,
         invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
+        max_invalid_repeats: int = DEFAULT_MAX_INVALID_REPEATS,
         render_mode: str | None = None,
     ):
         check_choice("mode", mode, MODES)
@@ -153,6 +160,7 @@ class DAGScheduleEnv(gym.Env):
         self.mode, self.initial_plan, self.improve_steps = mode, initial_plan, improve_steps
         self.obs_mode, self.time_scale_arg = obs_mode, time_scale
         self.invalid_action, self.invalid_penalty = invalid_action, float(invalid_penalty)
+        self.max_invalid_repeats = check_int("max_invalid_repeats", max_invalid_repeats, 1)
         self.render_mode = render_mode
         firsts = [self._load_one(d, 0) for d in self._entries()]
         n = max(d.num_tasks for d in firsts)
@@ -266,6 +274,7 @@ class DAGScheduleEnv(gym.Env):
         self.order: list[int] = []
         self.steps = 0
         self.done = False
+        self._invalid_run = 0  # invalid actions since the last one that acted
         self._write_static()
         if self.mode == "construct":
             self.makespan = 0.0
@@ -323,18 +332,25 @@ class DAGScheduleEnv(gym.Env):
         a = int(np.asarray(action).reshape(()))
         if not 0 <= a < self.num_gpus:
             raise InvalidActionError(f"action {a} outside 0..{self.num_gpus - 1}")
+        penalty, forced = 0.0, None
         if self.done or not self._action_mask[a]:
             why = "the episode has ended" if self.done else f"task {self.current} may not run on GPU {a}"
             if self.invalid_action == "raise":
                 raise InvalidActionError(f"invalid action {a}: {why}")
-            self.steps += 1
-            return (
-                self._snapshot(),
-                -self.invalid_penalty,
-                False,
-                False,
-                {"invalid_action": True, "reason": why},
-            )
+            self._invalid_run += 1
+            if self.done or self._invalid_run < self.max_invalid_repeats:
+                self.steps += 1
+                return (
+                    self._snapshot(),
+                    -self.invalid_penalty,
+                    False,
+                    False,
+                    {"invalid_action": True, "reason": why},
+                )
+            # the max_invalid_repeats-th invalid action in a row: the env takes the safe action itself
+            penalty, forced = self.invalid_penalty, (a, why)
+            a = self.safe_action()
+        self._invalid_run = 0
         self.steps += 1
         task = self.current
         if self.mode == "construct":
@@ -365,7 +381,19 @@ class DAGScheduleEnv(gym.Env):
             if not terminated:
                 self._score_candidates()
         self.done = terminated or truncated
-        return self._observe(), reward, terminated, truncated, self._info()
+        info = self._info()
+        if forced:
+            reward -= penalty
+            info = {**info, "invalid_action": True, "reason": forced[1], "forced_action": a}
+        return self._observe(), reward, terminated, truncated, info
+
+    def safe_action(self) -> int:
+        """The action an invalid one resolves to once ``max_invalid_repeats`` of them came in a row: ``improve``,
+        the current task's own GPU (the plan unchanged); ``construct``, the first GPU the task may run on."""
+        mask = self._action_mask
+        if self.mode == "improve" and self.current >= 0 and mask[self.assignment[self.current]]:
+            return int(self.assignment[self.current])
+        return int(np.flatnonzero(mask)[0])
 
     def plan(self) -> tuple[np.ndarray, np.ndarray]:
         """The plan so far as ``(assignment, priority)`` for :func:`~gpusched_envs.sim.dag_eval.evaluate_plan`

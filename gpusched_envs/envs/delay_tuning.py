@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_bool, check_number
+from gpusched_envs.envs.base import (
+    DEFAULT_MAX_INVALID_REPEATS,
+    ClusterEnv,
+    WorkloadArg,
+    check_bool,
+    check_number,
+)
 from gpusched_envs.envs.encoding import NON_CLAIRVOYANT
 from gpusched_envs.policies.netsens import DelaySchedulingPolicy
 from gpusched_envs.policies.schedulers import policy_defaults
@@ -77,6 +83,7 @@ class DelayTuningEnv(ClusterEnv):
         time_scale: float = 3600.0,
         invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
+        max_invalid_repeats: int = DEFAULT_MAX_INVALID_REPEATS,
         interference: bool = True,
         workload_seed: int | None = None,
         render_mode: str | None = None,
@@ -116,6 +123,7 @@ class DelayTuningEnv(ClusterEnv):
             time_scale=time_scale,
             invalid_action=invalid_action,
             invalid_penalty=invalid_penalty,
+            max_invalid_repeats=max_invalid_repeats,
             interference=interference,
             speed_model="throughput",
             workload_seed=workload_seed,

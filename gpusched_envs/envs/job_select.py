@@ -8,7 +8,14 @@ from collections.abc import Callable
 import numpy as np
 from gymnasium import spaces
 
-from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_bool, check_int, check_number
+from gpusched_envs.envs.base import (
+    DEFAULT_MAX_INVALID_REPEATS,
+    ClusterEnv,
+    WorkloadArg,
+    check_bool,
+    check_int,
+    check_number,
+)
 from gpusched_envs.envs.encoding import CLAIRVOYANT, NON_CLAIRVOYANT
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
 from gpusched_envs.sim.topology import Cluster
@@ -131,6 +138,7 @@ class JobSelectEnv(ClusterEnv):
         time_scale: float = 3600.0,
         invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
+        max_invalid_repeats: int = DEFAULT_MAX_INVALID_REPEATS,
         interference: bool = True,
         speed_model: str = "throughput",
         workload_seed: int | None = None,
@@ -166,6 +174,7 @@ class JobSelectEnv(ClusterEnv):
             time_scale=time_scale,
             invalid_action=invalid_action,
             invalid_penalty=invalid_penalty,
+            max_invalid_repeats=max_invalid_repeats,
             interference=interference,
             speed_model=speed_model,
             workload_seed=workload_seed,

@@ -10,7 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from gpusched_envs.envs.base import ClusterEnv, WorkloadArg, check_number, resolve_cluster
+from gpusched_envs.envs.base import (
+    DEFAULT_MAX_INVALID_REPEATS,
+    ClusterEnv,
+    WorkloadArg,
+    check_number,
+    resolve_cluster,
+)
 from gpusched_envs.envs.encoding import NON_CLAIRVOYANT
 from gpusched_envs.sim.engine import FULL_GPU, RUNNING
 from gpusched_envs.sim.topology import Cluster, load_cluster
@@ -114,6 +120,7 @@ class WorkerPlacementEnv(ClusterEnv):
         time_scale: float = 3600.0,
         invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
+        max_invalid_repeats: int = DEFAULT_MAX_INVALID_REPEATS,
         interference_scale: float = 1.0,
         workload_seed: int | None = None,
         render_mode: str | None = None,
@@ -142,6 +149,7 @@ class WorkerPlacementEnv(ClusterEnv):
             time_scale=time_scale,
             invalid_action=invalid_action,
             invalid_penalty=invalid_penalty,
+            max_invalid_repeats=max_invalid_repeats,
             interference=True,
             speed_model="throughput",
             workload_seed=workload_seed,

@@ -357,7 +357,11 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                     )
                 rewards[agent] -= self.invalid_penalty
                 infos[agent]["invalid_action"] = True
-                continue
+                if self._masks[i, self.wait_action]:
+                    continue  # resolves to waiting
+                # the agent must place (nothing runs, nothing is to arrive): its first valid placement
+                a = int(np.flatnonzero(self._masks[i])[0])
+                infos[agent]["forced_action"] = a
             if a == self.wait_action:
                 continue
             if a >= self.first_preempt_action:
