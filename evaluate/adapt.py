@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Annotated
@@ -35,12 +34,13 @@ from typing import Annotated
 import numpy as np
 import typer
 from gpusched_lab.agents.common import fresh_simulator, seed_everything, set_torch_threads
-from gpusched_lab.evaluate.stats import mean_ci
+from gpusched_lab.evaluate.report.files import write_json, write_text
+from gpusched_lab.evaluate.report.tables import bracket_text, md_row, md_rule
+from gpusched_lab.evaluate.stats import interval
 from gpusched_lab.train.meta_train import DEFAULT_META, DEFAULT_MULTITASK, meta_train_cmd  # noqa: F401
 from rich.console import Console
 
 from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
-from gpusched_envs.io import atomic_write_text
 from gpusched_envs.policies.schedulers import FIFO
 
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
@@ -148,40 +148,32 @@ def summarise(results: list[dict], ks: list[int], reference: str = "metaplace") 
         table[a] = {}
         for k in ks:
             vals = [r["agents"][a][str(k)] for r in results]
-            m, lo, hi = mean_ci(vals)
-            row = {"mean": m, "low": lo, "high": hi, "n": len(vals)}
+            row = {**interval(vals), "n": len(vals)}
             if reference in agents and a != reference:
-                d = [r["agents"][reference][str(k)] - r["agents"][a][str(k)] for r in results]
-                dm, dlo, dhi = mean_ci(d)
-                row["paired_diff"] = {"mean": dm, "low": dlo, "high": dhi}
+                row["paired_diff"] = interval(
+                    [r["agents"][reference][str(k)] - r["agents"][a][str(k)] for r in results]
+                )
             table[a][str(k)] = row
     return table
 
 
 def markdown(table: dict, ks: list[int], title: str, reference: str = "metaplace") -> str:
-    lines = [f"### {title}", "", "| agent | " + " | ".join(f"K={k}" for k in ks) + " |"]
-    lines.append("|---|" + "---|" * len(ks))
+    head = ["agent", *(f"K={k}" for k in ks)]
+    lines = [f"### {title}", "", md_row(head), md_rule("l" * len(head))]
     for a, row in table.items():
-        cells = []
-        for k in ks:
-            r = row[str(k)]
-            cells.append(f"{r['mean']:,.0f} [{r['low']:,.0f}, {r['high']:,.0f}]")
-        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+        cells = [bracket_text(row[str(k)]["mean"], row[str(k)]["low"], row[str(k)]["high"]) for k in ks]
+        lines.append(md_row([a, *cells]))
     lines += [
         "",
         f"Paired difference {reference} − agent (s; negative: {reference} better), 95% interval:",
         "",
     ]
-    lines.append("| agent | " + " | ".join(f"K={k}" for k in ks) + " |")
-    lines.append("|---|" + "---|" * len(ks))
+    lines += [md_row(head), md_rule("l" * len(head))]
     for a, row in table.items():
         if "paired_diff" not in row[str(ks[0])]:
             continue
-        cells = []
-        for k in ks:
-            d = row[str(k)]["paired_diff"]
-            cells.append(f"{d['mean']:+,.0f} [{d['low']:+,.0f}, {d['high']:+,.0f}]")
-        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+        diffs = [row[str(k)]["paired_diff"] for k in ks]
+        lines.append(md_row([a, *(bracket_text(d["mean"], d["low"], d["high"], "+,.0f") for d in diffs)]))
     return "\n".join(lines) + "\n"
 
 
@@ -284,7 +276,7 @@ def adapt_cmd(
     workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
     out: Annotated[Path, typer.Option(help="Output folder (adapt.json, adapt.md).")] = Path("results/adapt"),
 ) -> None:
-    """Average JCT on held-out WorkerPlacement tasks after K adaptation episodes, per agent (MetaPlace, issue 15)."""
+    """Average JCT on held-out WorkerPlacement tasks after K adaptation episodes, per agent (MetaPlace)."""
 
     ks = _int_list(adapt_episodes, "adapt-episodes")
     names = [a.strip() for a in agents.split(",") if a.strip()]
@@ -330,7 +322,7 @@ def adapt_cmd(
     }
     doc["adaptation"] = {"max_kl": max_kl, "caution": caution, "perf_prior": perf_prior}  # None: checkpoint's
     doc["per_seed"] = results
-    atomic_write_text(Path(out) / "adapt.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    atomic_write_text(Path(out) / "adapt.md", md)
+    write_json(Path(out) / "adapt.json", doc, indent=2, sort_keys=True)
+    write_text(Path(out) / "adapt.md", md)
     typer.echo(md)
     typer.echo(f"wrote {out}/adapt.json, {out}/adapt.md")

@@ -1,4 +1,4 @@
-"""``gpusched dag-bench``: WORL-RTGS and its baselines on DAG workloads (issue 13, SPEC §6).
+"""``gpusched dag-bench``: WORL-RTGS and its baselines on DAG workloads.
 
 For every ``--dag`` spec (any ``dag:`` spec of :func:`gpusched_envs.workloads.dag.load_dag`, or a DAG file the
 workload loaders read) and ``--instances`` draws of it, every agent of ``--agents`` runs with each of ``--seeds``
@@ -29,7 +29,6 @@ over 0.12–1.2 GB/s links, which would otherwise multiply the CCR by up to 80).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Annotated
@@ -39,10 +38,11 @@ import typer
 from gpusched_lab.agents.common import set_torch_threads
 from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.registry import register_agent_kind
+from gpusched_lab.evaluate.report.files import write_json, write_text
+from gpusched_lab.evaluate.report.tables import md_row, md_rule
 from gpusched_lab.evaluate.scenarios import file_digest
 
 from gpusched_envs.envs.dag_schedule import SYNTHETIC_CCR_KINDS, DAGScheduleEnv, ccr_at_gpus
-from gpusched_envs.io import atomic_write_text
 from gpusched_envs.policies.dag import cpop, heft
 from gpusched_envs.sim.dag_eval import evaluate_plan
 from gpusched_envs.workloads.dag import load_alibaba2018, load_dag
@@ -312,7 +312,6 @@ def markdown_table(summary: list[dict], agents: list[str], meta: dict) -> str:
     specs = list(dict.fromkeys(s["dag"] for s in summary))
     by = {(s["dag"], s["agent"]): s for s in summary}
     shown = [a for a in agents if any((d, a) in by for d in specs)]
-    head = "| DAG (tasks) | " + " | ".join(shown) + " |"
     refine_note = (
         f" (WORL-RTGS: {meta['refine']:.0%} of them on the local-search refinement)"
         if "worl-rtgs" in shown and meta.get("refine")
@@ -324,8 +323,8 @@ def markdown_table(summary: list[dict], agents: list[str], meta: dict) -> str:
         f"{meta['gpus']} GPUs, CCR at {meta['ccr_at']}; searchers {meta['population']} x {meta['iterations']} plans"
         f"{refine_note}; CP-SAT {meta['time_limit']} s. Machine: {meta['machine']}.",
         "",
-        head,
-        "|" + "---|" * (len(shown) + 1),
+        md_row(["DAG (tasks)", *shown]),
+        md_rule("l" * (len(shown) + 1)),
     ]
     for d in specs:
         any_row = next(s for s in summary if s["dag"] == d)
@@ -343,7 +342,7 @@ def markdown_table(summary: list[dict], agents: list[str], meta: dict) -> str:
             if s["vs_heft_mean"] is not None and a != "heft":
                 txt += f" ({100 * s['vs_heft_mean']:+.1f}%)"
             cells.append(txt)
-        lines.append(f"| `{d}` ({any_row['tasks']}) | " + " | ".join(cells) + " |")
+        lines.append(md_row([f"`{d}` ({any_row['tasks']})", *cells]))
     lines.append("")
     lines.append(
         "Gap to the reference (CP-SAT optimum where proven, else the best lower bound), mean over runs: "
@@ -514,12 +513,12 @@ def dag_bench(
     table = markdown_table(result["summary"], result["meta"]["agents"], result["meta"])
     typer.echo(table)
     if json_out is not None:
-        atomic_write_text(json_out, json.dumps(result, indent=2, sort_keys=True, default=float) + "\n")
+        write_json(json_out, result, indent=2, sort_keys=True, default=float)
         md = markdown or json_out.with_suffix(".md")
-        atomic_write_text(md, table)
+        write_text(md, table)
         typer.echo(f"wrote {json_out} and {md}", err=True)
     elif markdown is not None:
-        atomic_write_text(markdown, table)
+        write_text(markdown, table)
 
 
 # ---------------------------------------------------------------------------------------------- leaderboard agents

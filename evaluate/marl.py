@@ -1,4 +1,4 @@
-"""``gpusched marl`` (also ``python -m gpusched_lab.evaluate.marl``): the multi-agent evaluation of HMARL (issue 16).
+"""``gpusched marl`` (also ``python -m gpusched_lab.evaluate.marl``): the multi-agent evaluation of HMARL.
 
 Every scheduler runs the same held-out episodes of ``multi_scheduler_v0`` (same seeds, so differences are paired):
 
@@ -41,12 +41,13 @@ import typer
 from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.episodes import finish_metrics
 from gpusched_lab.evaluate.registry import register_agent_kind
+from gpusched_lab.evaluate.report.files import write_json, write_text
+from gpusched_lab.evaluate.report.tables import bracket_text, md_row, md_rule
 from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, file_digest, make_marl_env, python_sources_digest
 from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
 from gpusched_lab.evaluate.stats import bootstrap_ci
 
 from gpusched_envs.errors import USER_ERRORS
-from gpusched_envs.io import atomic_write_text
 from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 from gpusched_envs.policies import make_policy
 from gpusched_envs.sim import Simulator
@@ -262,6 +263,18 @@ def evaluate_scenario(
     return out
 
 
+MARL_COLUMNS = (
+    "scheduler",
+    "agents",
+    "sees durations",
+    "avg JCT (s)",
+    "95% CI",
+    "× bound",
+    "Δ vs HMARL (s)",
+    "decision latency (ms CPU)",
+)
+
+
 def markdown(report: dict) -> str:
     lines = [
         "# Multi-agent evaluation (HMARL, issue 16)",
@@ -286,24 +299,17 @@ def markdown(report: dict) -> str:
             "",
             f"env: `{json.dumps(sc['env_kwargs'])}`, seeds {sc['seeds']}",
             "",
-            "| scheduler | agents | sees durations | avg JCT (s) | 95% CI | × bound | Δ vs HMARL (s) | "
-            "decision latency (ms CPU) |",
-            "|---|---:|---|---:|---|---:|---|---:|",
+            md_row(MARL_COLUMNS),
+            md_rule("lrlrlrlr"),
         ]
         for sched, r in sorted(sc["results"].items(), key=lambda kv: kv[1]["avg_jct"]):
             d = r.get("minus_hmarl")
-            dtxt = (
-                f"{d['mean']:+,.0f} [{d['ci95'][0]:+,.0f}, {d['ci95'][1]:+,.0f}]"
-                if d and sched != "hmarl"
-                else ""
-            )
+            dtxt = bracket_text(d["mean"], *d["ci95"], fmt="+,.0f") if d and sched != "hmarl" else ""
             lat = f"{r['latency_ms_median']:.2f}" if r["latency_ms_median"] is not None else "n/a (batch run)"
             seen = {True: "yes", False: "no"}.get(r.get("clairvoyant"), "?")
             over = f"{r['over_bound']:.3f}" if "over_bound" in r else ""
-            lines.append(
-                f"| {sched} | {r['num_agents']} | {seen} | {r['avg_jct']:,.0f} | [{r['ci95'][0]:,.0f}, "
-                f"{r['ci95'][1]:,.0f}] | {over} | {dtxt} | {lat} |"
-            )
+            ci = f"[{r['ci95'][0]:,.0f}, {r['ci95'][1]:,.0f}]"
+            lines.append(md_row([sched, r["num_agents"], seen, f"{r['avg_jct']:,.0f}", ci, over, dtxt, lat]))
         if "lower_bound" in sc:
             b = sc["lower_bound"]
             lines.append(
@@ -394,8 +400,8 @@ def marl(
                 load=load,
                 heads=heads,
             )
-            atomic_write_text(out / "marl.json", json.dumps(report, indent=2) + "\n")
-            atomic_write_text(out / "marl.md", markdown(report) + "\n")
+            write_json(out / "marl.json", report, indent=2)
+            write_text(out / "marl.md", markdown(report) + "\n")
     except USER_ERRORS as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

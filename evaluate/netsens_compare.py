@@ -25,10 +25,6 @@ the paired seeds.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -37,10 +33,12 @@ import gymnasium as gym
 import numpy as np
 import typer
 from gpusched_lab.agents.common import fresh_simulator
+from gpusched_lab.evaluate.report.files import csv_text, write_json, write_text
+from gpusched_lab.evaluate.report.tables import md_row, md_rule
 from gpusched_lab.evaluate.scenarios import SuiteError, parse_seeds
+from gpusched_lab.evaluate.stats import paired_relative_change
 from rich.console import Console
 
-from gpusched_envs.io import atomic_write_text
 from gpusched_envs.policies import make_policy
 from gpusched_envs.policies.netsens import AutoDelaySchedulingPolicy, DelaySchedulingPolicy
 
@@ -149,14 +147,7 @@ def run_comparison(
     return rows
 
 
-def _paired_change(x: np.ndarray, base: np.ndarray, resamples: int = 10_000, seed: int = 0):
-    """Relative change of mean(x) vs mean(base) over paired seeds, with a percentile bootstrap 95% interval."""
-    if not len(x) or base.mean() == 0:
-        return math.nan, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(x), size=(resamples, len(x)))
-    ratios = x[idx].mean(1) / np.maximum(base[idx].mean(1), 1e-300) - 1.0
-    return float(x.mean() / base.mean() - 1.0), *(float(q) for q in np.quantile(ratios, [0.025, 0.975]))
+_paired_change = paired_relative_change  # the name this module had (evaluate.stats holds the statistics)
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -197,41 +188,46 @@ def summarise(rows: list[dict]) -> dict:
 
 def markdown(summary: dict) -> str:
     """The README table: one block of rows per congestion level."""
-    lines = [
-        "| uplink oversubscription | variant | makespan (h) | avg JCT (h) | comm. overhead | preemptions / job |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
+    head = ["uplink oversubscription", "variant", "makespan (h)", "avg JCT (h)", "comm. overhead"]
+    lines = [md_row([*head, "preemptions / job"]), md_rule("llrrrr")]
     for level in summary["levels"]:
         for v, m in summary["means"][level].items():
+            values = (m["makespan"] / 3600, m["avg_jct"] / 3600, m["communication_overhead"])
             lines.append(
-                f"| {level} | {v} | {m['makespan'] / 3600:,.1f} | {m['avg_jct'] / 3600:,.2f} | "
-                f"{m['communication_overhead']:.3f} | {m['preemptions_per_job']:.3f} |"
+                md_row(
+                    [
+                        level,
+                        v,
+                        f"{values[0]:,.1f}",
+                        f"{values[1]:,.2f}",
+                        f"{values[2]:.3f}",
+                        f"{m['preemptions_per_job']:.3f}",
+                    ]
+                )
             )
-    lines += ["", "| oversubscription | variant | metric | vs | change [95% CI] |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        md_row(["oversubscription", "variant", "metric", "vs", "change [95% CI]"]),
+        md_rule("lllll"),
+    ]
     for level in summary["levels"]:
         for v, per in summary["headline"][level].items():
             for metric, refs in per.items():
                 for h in refs:
                     lo, hi = h["ci95"]
                     vs = h["vs"] + (" (best)" if h["best_baseline"] else "")
-                    lines.append(
-                        f"| {level} | {v} | {metric} | {vs} | {h['change']:+.1%} [{lo:+.1%}, {hi:+.1%}] |"
-                    )
+                    change = f"{h['change']:+.1%} [{lo:+.1%}, {hi:+.1%}]"
+                    lines.append(md_row([level, v, metric, vs, change]))
     return "\n".join(lines) + "\n"
 
 
 def write_outputs(rows: list[dict], summary: dict, out: Path) -> list[Path]:
-
-    out.mkdir(parents=True, exist_ok=True)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    paths = [out / "netsens_compare.csv", out / "netsens_compare.json", out / "netsens_compare.md"]
-    atomic_write_text(paths[0], buf.getvalue())
-    atomic_write_text(paths[1], json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(paths[2], markdown(summary))
-    return paths
+    """``netsens_compare.csv`` (one row per level, variant and seed), ``.json`` (the summary) and ``.md``."""
+    return [
+        write_text(out / "netsens_compare.csv", csv_text(rows, list(rows[0]), line_end="\r\n")),
+        write_json(out / "netsens_compare.json", summary, indent=2),
+        write_text(out / "netsens_compare.md", markdown(summary)),
+    ]
 
 
 def netsens_compare(

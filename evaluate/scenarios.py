@@ -31,7 +31,7 @@ from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
 from gpusched_envs.multi_agent import multi_scheduler_v0
 from gpusched_envs.safety import load_yaml
 
-SUITES_PACKAGE = "evaluate"
+SUITES_PACKAGE = "gpusched_lab.evaluate"  # the bundled suites: package data of this package
 MARL_ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"  # multi-agent scenarios (evaluate.marl)
 SUITES_FOLDER = "suites"
 

@@ -104,6 +104,22 @@ def stratified_bootstrap_ci(
     return point, float(np.quantile(draws, a)), float(np.quantile(draws, 1.0 - a))
 
 
+def paired_relative_change(
+    x: np.ndarray, base: np.ndarray, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Relative change of mean(x) against mean(base) over paired seeds (``x[i]`` and ``base[i]`` from the same
+    seed), with a percentile-bootstrap 95% interval (the seeds resampled together); NaNs when there is nothing to
+    compare or the base mean is 0."""
+    x, base = np.asarray(x, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    if not len(x) or base.mean() == 0:
+        return (float("nan"),) * 3
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(x), size=(resamples, len(x)))
+    ratios = x[idx].mean(1) / np.maximum(base[idx].mean(1), 1e-300) - 1.0
+    lo, hi = np.quantile(ratios, [0.025, 0.975])
+    return float(x.mean() / base.mean() - 1.0), float(lo), float(hi)
+
+
 def performance_profile(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
     """Fraction of (scenario, seed) scores above each threshold τ (rliable's run-score distribution)."""
     s = np.asarray(scores, dtype=np.float64).ravel()

@@ -74,7 +74,7 @@ CSS = """
 :root { --fg: #1d2330; --muted: #5b6474; --line: #d9dde4; --band: #f5f7fa; --accent: #1f5fbf; }
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--fg); font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
-main { max-width: 1180px; margin: 0 auto; padding: 1.2rem 1.5rem 3rem; }
+main { max-width: 1300px; margin: 0 auto; padding: 1.2rem 1.5rem 3rem; }
 header h1 { margin: 0 0 .3rem; font-size: 1.6rem; }
 header p { margin: .2rem 0; color: var(--muted); }
 nav { position: sticky; top: 0; z-index: 2; background: #fff; border-bottom: 1px solid var(--line);
@@ -85,11 +85,11 @@ h3 { margin: 1.6rem 0 .4rem; font-size: 1.08rem; }
 p.note, p.settings { color: var(--muted); font-size: .88rem; margin: .3rem 0 .6rem; }
 code { font-size: .85em; background: var(--band); padding: 0 .25em; border-radius: 3px; }
 .tw { overflow-x: auto; }
-table { border-collapse: collapse; font-size: .88rem; font-variant-numeric: tabular-nums; min-width: 60%; }
-th, td { padding: .3rem .6rem; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+table { border-collapse: collapse; font-size: .85rem; font-variant-numeric: tabular-nums; min-width: 60%; }
+th, td { padding: .3rem .55rem; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
 th:nth-child(2), td:nth-child(2), table.text td, table.text th { text-align: left; }
 table.text td { white-space: normal; }
-thead th { background: var(--band); position: sticky; top: 2.2rem; }
+thead th { background: var(--band); }
 tbody tr:nth-child(even) { background: #fafbfc; }
 tfoot td { color: var(--muted); font-style: italic; }
 th button { all: unset; cursor: pointer; }
@@ -102,7 +102,9 @@ th button:focus-visible { outline: 2px solid var(--accent); }
 .unranked td { color: var(--muted); }
 .figs { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 1rem; }
 figure { margin: .6rem 0; }
-figure svg { width: 100%; height: auto; display: block; }
+figure svg { width: 100%; max-width: 760px; height: auto; display: block; }
+figure.wide svg { max-width: 100%; }
+.figs figure svg { max-width: 100%; }
 figcaption { font-size: .82rem; color: var(--muted); }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; font-size: .9rem; }
 dt { color: var(--muted); }
@@ -112,7 +114,6 @@ dd { margin: 0; word-break: break-word; }
   body { font-size: 9pt; }
   main { max-width: none; padding: 0; }
   nav { display: none; }
-  thead th { position: static; }
   th button::after { content: ""; }
   table { font-size: 7.5pt; }
   th, td { padding: .15rem .35rem; }
@@ -287,11 +288,12 @@ def _settings_table(doc: dict) -> str:
     )
 
 
-def _figure(svgs: dict[str, str], name: str, caption: str) -> str:
+def _figure(svgs: dict[str, str], name: str, caption: str, width: int = 0) -> str:
     svg = svgs.get(name)
     if svg is None:
         return ""
-    return f'<figure data-plot="{_attr(name)}">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
+    cls = f' class="wide" style="max-width:{width}px"' if width else ""
+    return f'<figure{cls} data-plot="{_attr(name)}">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
 
 
 def _provenance_list(prov: dict | None, doc: dict, built: dict | None) -> str:
@@ -365,7 +367,10 @@ def render(
             _figure(svgs, "performance_profile.png", "Share of (scenario, seed) runs with a score above τ."),
             "</div>",
             _figure(
-                svgs, "avg_jct_bars.png", "Average JCT per scenario (95% interval); dashed: lower bound."
+                svgs,
+                "avg_jct_bars.png",
+                "Average JCT per scenario (95% interval); dashed: lower bound.",
+                width=420 * max(len(doc["scenarios"]), 2),
             ),
         ]
     else:

@@ -181,7 +181,7 @@ def leaderboard_figures(doc: dict, quantiles: dict[tuple[str, str], list[list[fl
         )
         ax.invert_yaxis()
         ax.set_xlim(0, 1)
-        ax.set_xlabel("IQM of normalised score (lower-bound avg JCT ÷ avg JCT), 95% stratified-bootstrap CI")
+        ax.set_xlabel("IQM of normalised score (lower-bound avg JCT ÷ avg JCT),\n95% stratified-bootstrap CI")
         ax.set_title("aggregate over scenarios (* = not on every scenario)", fontsize=10)
         figures["aggregate_iqm.png"] = fig
 
