@@ -61,7 +61,7 @@ HEURISTICS: dict[str, str] = {
     "srtf": "closest",
     "tiresias": "closest",
     "gandiva": "pack",  # Gandiva's own affinity/packing placement
-    "las": "closest",  # many-queue LAS (Tiresias without its single threshold; issue 10's strongest non-clairvoyant rule)
+    "las": "closest",  # many-queue LAS: Tiresias without its single threshold
 }
 """Default heuristics of the leaderboard: policy → placement."""
 
@@ -316,7 +316,7 @@ def is_metaplace_checkpoint(path: str | Path) -> bool:
 
 
 class MetaPlaceEvalAgent(CheckpointEvalAgent):
-    """A MetaPlace checkpoint (issue 15) run as ``gpusched adapt`` reports it at K = 0: the greedy policy of
+    """A MetaPlace checkpoint run as ``gpusched adapt`` reports it at K = 0: the greedy policy of
     :func:`agents.methods.metaplace.agent.rollout`, its GNN logits minus ``w`` × the performance model's cautious score (``Δ + c σ``,
     ``c`` the checkpoint's ``caution``), not the GNN logits alone that ``agents.load`` gives (that score reads the
     env's simulator, so it cannot be a function of the observation). The performance model only scores here: it
@@ -544,7 +544,7 @@ def resolve_agent(spec: str) -> EvalAgent:
         agent: EvalAgent = kind.factory(spec)
     elif policy in POLICIES and ":" not in spec:
         agent = HeuristicEvalAgent(policy, placement if plus else HEURISTICS.get(policy, "closest"), spec)
-    elif Path(spec).exists() and is_metaplace_checkpoint(spec):  # logits − w · model score (issue 15)
+    elif Path(spec).exists() and is_metaplace_checkpoint(spec):  # logits − w · model score
         agent = MetaPlaceEvalAgent(spec)
     elif Path(spec).exists():
         agent = CheckpointEvalAgent(spec)

@@ -277,7 +277,7 @@ MARL_COLUMNS = (
 
 def markdown(report: dict) -> str:
     lines = [
-        "# Multi-agent evaluation (HMARL, issue 16)",
+        "# Multi-agent evaluation (HMARL)",
         "",
         f"Machine: {report['machine']}. Seeds: held-out Philly windows (days 85–105 of the trace), "
         "offered load as in each scenario's workload (`load=`) on its cluster's GPUs. Avg JCT: mean over seeds "

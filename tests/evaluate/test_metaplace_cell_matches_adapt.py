@@ -1,4 +1,4 @@
-"""MetaPlace (issue 15) in the leaderboard: its checkpoint runs as `gpusched adapt` evaluates it at K = 0 (GNN logits
+"""MetaPlace in the leaderboard: its checkpoint runs as `gpusched adapt` evaluates it at K = 0 (GNN logits
 minus w × the performance model's cautious score), not as the GNN logits alone; the `checkpoints` group lists it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The DAG agents in the leaderboard (issue 13): ``dag-*`` specs run on the standard suite's DAGSchedule scenarios,
+"""The DAG agents in the leaderboard: ``dag-*`` specs run on the standard suite's DAGSchedule scenarios,
 the cluster heuristics skip them, and the DAG agents skip cluster scenarios."""
 
 from __future__ import annotations
