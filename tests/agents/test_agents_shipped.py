@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[2] / "checkpoints"
 # checkpoints with loaders and tests of their own: the DAG plan generators (agents.methods.worl_rtgs.planner) and
 # MetaPlace's (agents.methods.metaplace.agent)
 OWN_LOADER = ("ddqn_dagschedule_gnn", "ppo_dagschedule_gnn", "workerplacement_gnn", "multitask_gnn")
-ALL_META = {p.parent: json.loads(p.read_text()) for p in ROOT.glob("*/meta.json") if p.parent.name not in OWN_LOADER}
+ALL_META = {
+    p.parent: json.loads(p.read_text()) for p in ROOT.glob("*/meta.json") if p.parent.name not in OWN_LOADER
+}
 SHIPPED = sorted(p for p, m in ALL_META.items() if str(m.get("env_id", "")).startswith("gpusched/"))
 HMARL_SHIPPED = sorted(p for p, m in ALL_META.items() if m.get("algorithm") in ("hmarl", "hmarl-independent"))
 

@@ -176,7 +176,9 @@ def gnn_checkpoints() -> list[Path]:
     out = []
     for meta_path in sorted(CHECKPOINTS.glob("*/meta.json")):
         meta = json.loads(meta_path.read_text())
-        if "meta_rl" in meta or meta.get("env_id") == "gpusched/DAGSchedule-v0":  # networks and loaders of their own
+        if (
+            "meta_rl" in meta or meta.get("env_id") == "gpusched/DAGSchedule-v0"
+        ):  # networks and loaders of their own
             continue
         if meta.get("obs_mode") == "graph" and str(meta.get("env_id", "")).startswith("gpusched/"):
             out.append(meta_path.parent)
