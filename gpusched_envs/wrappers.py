@@ -292,8 +292,8 @@ class NormalizeFeatures(MaskedWrapper):
 
 class FixedInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """An ``info`` of fixed keys: ``keys`` read at the top level of the env's info and ``metrics`` read from its
-    ``info["metrics"]`` (present when an episode ends), each a float64 numpy scalar, NaN when absent. Other
-    entries of the env's info are dropped.
+    ``info["metrics"]`` when the episode ends, each a float64 numpy scalar, NaN when absent (the metrics: NaN
+    before the episode's last step). Other entries of the env's info are dropped.
 
     Args:
         env: any env of the suite (or another env whose info values under ``keys`` are numbers).
@@ -318,7 +318,8 @@ class FixedInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
         """The fixed-key info of the env's ``info``."""
         if self.keys is None:
             self.keys = tuple(k for k, v in info.items() if k != "metrics" and _is_number(v))
-        metrics = info.get("metrics") or {}
+        # metrics count at the episode's end only (an info that says ``episode_done`` may carry them always)
+        metrics = (info.get("metrics") or {}) if info.get("episode_done", True) else {}
         out = {k: np.float64(np.nan) for k in (*self.keys, *self.metrics)}
         for k in self.metrics:
             if _is_number(metrics.get(k)):

@@ -69,7 +69,7 @@ def _is_number(v) -> bool:
 
 class FixedAgentInfo(BaseParallelWrapper):
     """A PettingZoo ``ParallelEnv`` wrapper whose per-agent info holds the same keys at every reset and step:
-    ``keys`` of the agent's info and ``metrics`` of its ``info["metrics"]`` as float64 numpy scalars (NaN when
+    ``keys`` of the agent's info and ``metrics`` of its ``info["metrics"]`` (at the episode's end) as float64 numpy scalars (NaN when
     absent), ``flags`` (``conflict``, ``invalid_action``) as numpy bools (False when absent). Other entries are
     dropped; everything else is the wrapped env's."""
 
@@ -90,7 +90,7 @@ class FixedAgentInfo(BaseParallelWrapper):
         return self.env.agents
 
     def _fixed(self, info: dict) -> dict:
-        metrics = info.get("metrics") or {}
+        metrics = (info.get("metrics") or {}) if info.get("episode_done", True) else {}
         out = {}
         for k in self.keys:
             out[k] = np.float64(info[k]) if _is_number(info.get(k)) else np.float64(np.nan)

@@ -93,7 +93,7 @@ class AgentMaskLayout(BaseParallelWrapper):
     def _info(info: dict) -> dict:
         out = {k: v for k, v in info.items() if isinstance(v, (bool, int, float, np.number, np.bool_))}
         for k in ("avg_jct", "makespan"):
-            if k in (info.get("metrics") or {}):
+            if info.get("episode_done", True) and k in (info.get("metrics") or {}):
                 out[k] = float(info["metrics"][k])
         return out
 

@@ -3,7 +3,7 @@
 :func:`make_env` builds a ``GymWrapper`` over one env or over a Gymnasium vector env of ``num_envs`` copies
 (``autoreset_mode=DISABLED``: TorchRL resets the finished sub-envs itself), reads a fixed info
 (:class:`~gpusched_envs.wrappers.FixedInfo`: the env's numeric entries and the episode's ``avg_jct`` /
-``makespan``, NaN until the episode ends) and appends the ``ActionMask`` transform on the (batched) env, so random
+``makespan``, NaN where the env's info has no value) and appends the ``ActionMask`` transform on the (batched) env, so random
 and policy actions respect the mask. :func:`make_multi_agent_env` wraps ``multi_scheduler_v0`` with
 ``PettingZooWrapper`` (per-agent masks, one group or one group per agent).
 
