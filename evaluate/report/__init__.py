@@ -4,6 +4,7 @@
 - :mod:`.tables`: Markdown rows and rules, numbers with their intervals;
 - :mod:`.plots`: one style per agent (distinct colours, then line styles), the leaderboard's figures as PNG or
   inline SVG;
+- :mod:`.document`: the schema name, table columns and score of ``leaderboard.json``;
 - :mod:`.leaderboard`: the leaderboard's document, tables, CSV files and :func:`write_outputs`;
 - :mod:`.html`: ``leaderboard.html``, the self-contained page (and :func:`~.html.rebuild` from a results folder).
 

@@ -24,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from gpusched_lab.evaluate.cache import cell_path, checksum, slug
+from gpusched_lab.evaluate.report.document import NORMALISATION, REPORT_SCHEMA
 from gpusched_lab.evaluate.report.files import write_json, write_text
 from gpusched_lab.evaluate.report.tables import cell_text, num, scale, seed_text
 
@@ -327,7 +328,6 @@ def render(
     """The page of a ``leaderboard.json`` document; ``svgs``: inline SVG by plot file name
     (:func:`gpusched_lab.evaluate.report.plots.leaderboard_figures`), ``None``: without plots; ``prov``: the
     run's :func:`provenance`; ``built``: the provenance of a rebuild, if this is one."""
-    from gpusched_lab.evaluate.report.leaderboard import NORMALISATION
     from gpusched_lab.evaluate.report.plots import agent_styles, cdf_file_name
 
     svgs = svgs or {}
@@ -456,8 +456,6 @@ def read_quantiles(folder: Path, doc: dict) -> dict[tuple[str, str], list[list[f
 
 def load_results(folder: str | Path) -> tuple[dict, dict[tuple[str, str], list[list[float]]], dict | None]:
     """``(leaderboard.json document, JCT quantiles, run provenance or None)`` of a results folder."""
-    from gpusched_lab.evaluate.report.leaderboard import REPORT_SCHEMA
-
     folder = Path(folder)
     path = folder / "leaderboard.json"
     if not folder.is_dir():

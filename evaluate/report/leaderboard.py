@@ -9,25 +9,11 @@ from pathlib import Path
 
 import numpy as np
 from gpusched_lab.evaluate.agents import code_version
+from gpusched_lab.evaluate.report.document import NORMALISATION, REPORT_SCHEMA, TABLE_METRICS
 from gpusched_lab.evaluate.report.files import clean, csv_text, json_text, write_text
 from gpusched_lab.evaluate.report.tables import cell_text, md_row, md_rule, num, seed_text
 from gpusched_lab.evaluate.runner import GridResult
 from gpusched_lab.evaluate.stats import interval, normalised_score, stratified_bootstrap_ci
-
-REPORT_SCHEMA = "gpusched.leaderboard/1"
-# (metric key, column title, unit): the table columns, all "lower is better" except utilisation
-TABLE_METRICS = (
-    ("avg_jct", "avg JCT (h)", "h"),
-    ("p95_jct", "p95 JCT (h)", "h"),
-    ("makespan", "makespan (h)", "h"),
-    ("gpu_utilisation", "GPU util.", "%"),
-    ("communication_overhead", "comm. overhead", "%"),
-)
-NORMALISATION = (
-    "score = lower-bound average JCT ÷ average JCT, per scenario and seed (1 = the bound, higher is better); "
-    "the bound is the mean ideal runtime of the same jobs"
-)
-
 
 # the names this module had before the shared writers (kept for importers)
 _clean = clean
