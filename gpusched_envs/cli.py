@@ -8,7 +8,6 @@ library never imports them: an entry point names a ``typer.Typer`` app or a plai
 from __future__ import annotations
 
 import json
-import math
 import sys
 import warnings
 from importlib.metadata import entry_points
@@ -20,6 +19,7 @@ from rich.console import Console
 
 from gpusched_envs.extras import missing_requirements
 from gpusched_envs.io import atomic_write_text, check_output_path, dumps_json
+from gpusched_envs.validation import Float, Seed, ValidationError, check_float, check_seed
 
 app = typer.Typer(
     name="gpusched",
@@ -66,6 +66,42 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _named(flag: str, function, *args):
+    """``function(*args)``; a user error it raises is re-raised as a :class:`UserError` starting with ``flag``."""
+    from gpusched_envs.errors import USER_ERRORS
+
+    try:
+        return function(*args)
+    except UserError:
+        raise
+    except USER_ERRORS as exc:
+        text = one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+        raise UserError(text if text.startswith(flag) else f"{flag}: {text}") from None
+
+
+def check_choices(**values) -> None:
+    """Each ``--name value`` (policy, placement, speed_model) against the library's names, before anything is
+    loaded; a near miss gets a did-you-mean."""
+    import difflib
+
+    from gpusched_envs.policies.placement import PLACEMENTS
+    from gpusched_envs.policies.schedulers import POLICIES
+
+    known = {
+        "policy": tuple(POLICIES),
+        "placement": tuple(PLACEMENTS),
+        "speed_model": ("throughput", "duration"),
+    }
+    for name, value in values.items():
+        choices = known[name]
+        if value not in choices:
+            close = difflib.get_close_matches(value, choices, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise UserError(
+                f"--{name.replace('_', '-')}: unknown {name} {value!r}; choose one of: {', '.join(choices)}{hint}"
+            )
+
+
 def _load_workload(spec: str, seed: int):
     from gpusched_envs.workloads import load_workload
 
@@ -91,11 +127,11 @@ def run_simulation(
         raise UserError(f"--seed must be an integer >= 0, got {seed!r}")
     from gpusched_envs.workloads.sizing import fit_workload_to_cluster
 
-    c = load_cluster(cluster)
-    w = _load_workload(fit_workload_to_cluster(workload, c), seed)
+    c = _named("--cluster", load_cluster, cluster)
+    w = _named("--workload", lambda spec: _load_workload(fit_workload_to_cluster(spec, c), seed), workload)
     if not len(w):
         raise UserError(f"workload {workload!r} has no jobs; nothing to simulate")
-    pol = make_policy(policy, placement)
+    pol = _named("--policy", make_policy, policy, placement)
     oversize = "drop" if c.pool_names else "error"
     config = SimConfig(
         speed_model=speed_model,
@@ -167,16 +203,20 @@ def simulate(
         str, typer.Option(help="Named workload spec, e.g. philly:start=2017-10-01,end=2017-10-07.")
     ] = ("synthetic:jobs=200"),
     policy: Annotated[
-        str, typer.Option(help="fifo | sjf | srtf | tiresias | las | gittins | gandiva")
+        str,
+        typer.Option(help="fifo | sjf | srtf | tiresias | las | gittins | gandiva | netsens | netsens-auto"),
     ] = "fifo",
     placement: Annotated[
-        str, typer.Option(help="closest | consolidate | first-fit | pack | random")
+        str, typer.Option(help="closest | consolidate | first-fit | pack | spread | random")
     ] = "closest",
-    seed: Annotated[int, typer.Option(help="Seed of the workload and the simulator.")] = 0,
+    seed: Annotated[
+        int, typer.Option(parser=Seed(), help="Seed of the workload and the simulator (>= 0).")
+    ] = 0,
     speed_model: Annotated[str, typer.Option(help="throughput | duration")] = "throughput",
     interference: Annotated[bool, typer.Option(help="Co-located jobs slow each other.")] = True,
     restart_delay: Annotated[
-        float | None, typer.Option(help="Seconds; default from data/sim_defaults.yaml.")
+        float | None,
+        typer.Option(parser=Float(min=0), help="Seconds >= 0; default from data/sim_defaults.yaml."),
     ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write metrics as JSON here (atomic).")
@@ -185,10 +225,10 @@ def simulate(
 ) -> None:
     """Replay a workload on a cluster with a heuristic policy and print the metrics. A synthetic workload's jobs are
     capped at the cluster's size unless the spec gives max_gpus."""
-    if seed < 0:
-        fail(f"--seed must be >= 0, got {seed}")
-    if restart_delay is not None and not (math.isfinite(restart_delay) and restart_delay >= 0):
-        fail(f"--restart-delay must be a finite number of seconds >= 0, got {restart_delay}")
+    check_seed(seed, "--seed")
+    if restart_delay is not None:
+        check_float(restart_delay, "--restart-delay", min=0)
+    check_choices(policy=policy, placement=placement, speed_model=speed_model)
     if json_out is not None:
         check_output_path(json_out)  # refuse a FIFO or device before simulating
     if describe:
@@ -218,30 +258,61 @@ def simulate(
         console.print(f"wrote {json_out}")
 
 
-@app.command()
-def clusters() -> None:
-    """List the cluster presets with their sizes."""
+def fitted_table(
+    title: str, headers: list[str], rows: list[list[str]], right: tuple[str, ...] = (), wide=False
+):
+    """A rich table whose last column (a description) is cut to what the terminal leaves of its width, so the
+    other columns never wrap (``wide``: nothing is cut and the lines may be long)."""
+    from rich.markup import escape
     from rich.table import Table
 
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers[:-1])]
+    room = max(12, console.width - sum(w + 3 for w in widths) - 4)
+    table = Table(title=title)
+    for header in headers:
+        table.add_column(header, no_wrap=True, justify="right" if header in right else "left")
+    for row in rows:
+        last = one_line(row[-1]) if wide else first_sentence(row[-1], room)
+        table.add_row(*(escape(cell) for cell in [*row[:-1], last]))
+    return table
+
+
+def first_sentence(text: str, limit: int = 80) -> str:
+    """The first sentence of ``text`` on one line, at most ``limit`` characters (an ellipsis when cut)."""
+    text = one_line(text)
+    cut = text.find(". ")
+    text = text if cut < 0 else text[: cut + 1]
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+@app.command()
+def clusters(
+    wide: Annotated[bool, typer.Option("--wide", help="Full descriptions (long lines).")] = False,
+) -> None:
+    """List the cluster presets with their sizes (one line each; --wide for the full descriptions)."""
     from gpusched_envs.sim import list_presets, load_cluster
 
-    table = Table(title="cluster presets")
-    for col in ("name", "racks", "servers", "GPUs", "GPU types", "pools", "description"):
-        table.add_column(col)
+    rows = []
     for name in list_presets():
         c = load_cluster(name)
         s = c.summary()
         types = ", ".join(f"{k}×{v}" for k, v in s["gpu_types"].items())
-        table.add_row(
-            name,
-            str(s["racks"]),
-            str(s["servers"]),
-            str(s["gpus"]),
-            types,
-            str(len(s["pools"])),
-            c.description,
+        rows.append(
+            [
+                name,
+                str(s["racks"]),
+                str(s["servers"]),
+                str(s["gpus"]),
+                types,
+                str(len(s["pools"])),
+                c.description,
+            ]
         )
-    console.print(table)
+    headers = ["name", "racks", "servers", "GPUs", "GPU types", "pools", "description"]
+    table = fitted_table(
+        "cluster presets", headers, rows, right=("racks", "servers", "GPUs", "pools"), wide=wide
+    )
+    (Console(width=10_000, soft_wrap=True) if wide else console).print(table)
 
 
 @app.command()
@@ -249,12 +320,11 @@ def workloads(
     spec: Annotated[
         str | None, typer.Argument(help="A workload spec to describe; omit to list the names.")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for generated workloads.")] = 0,
+    seed: Annotated[int, typer.Option(parser=Seed(), help="Seed for generated workloads (>= 0).")] = 0,
     cluster: Annotated[str | None, typer.Option(help="State the offered load on this cluster.")] = None,
 ) -> None:
     """List named workloads, or summarise one (jobs, span, GPU sizes, duration percentiles, offered load)."""
-    if seed < 0:
-        fail(f"--seed must be >= 0, got {seed}")
+    check_seed(seed, "--seed")
     from rich.table import Table
 
     from gpusched_envs.workloads import describe as describe_workload
@@ -295,20 +365,58 @@ def workloads(
 
 
 @app.command()
-def envs() -> None:
-    """List the registered environments with their spaces."""
+def envs(
+    details: Annotated[
+        bool, typer.Option("--details", help="Print the full action and observation spaces.")
+    ] = False,
+) -> None:
+    """List the registered environments: id, observation modes, action-space size and what each is (--details for
+    the full spaces)."""
+    import gymnasium as gym
+    from rich.markup import escape
+
     from gpusched_envs.envs import list_env_specs
     from gpusched_envs.multi_agent import multi_scheduler_v0
 
-    for env_id, action_space, observation_space in list_env_specs():
-        console.print(f"[bold]{env_id}[/]\n  action: {action_space}\n  observation: {observation_space}")
     ma = multi_scheduler_v0.parallel_env(num_agents=4, cluster="tiny", num_jobs=10)
     agent = ma.possible_agents[0]
-    console.print(
-        "[bold]gpusched_envs.multi_agent.multi_scheduler_v0[/] (PettingZoo ParallelEnv, 4 agents on 'tiny')\n"
-        f"  action (per agent): {ma.action_space(agent)}\n  observation (per agent): {ma.observation_space(agent)}\n"
-        f"  state: {ma.state_space}"
+    if details:
+        for env_id, action_space, observation_space in list_env_specs():
+            console.print(
+                f"[bold]{escape(env_id)}[/]\n  action: {escape(str(action_space))}\n"
+                f"  observation: {escape(str(observation_space))}"
+            )
+        console.print(
+            "[bold]gpusched_envs.multi_agent.multi_scheduler_v0[/] (PettingZoo ParallelEnv, 4 agents on 'tiny')\n"
+            f"  action (per agent): {escape(str(ma.action_space(agent)))}\n"
+            f"  observation (per agent): {escape(str(ma.observation_space(agent)))}\n"
+            f"  state: {escape(str(ma.state_space))}"
+        )
+        return
+    rows = []
+    for env_id, action_space, _ in list_env_specs():
+        cls = gym.spec(env_id).entry_point
+        if isinstance(cls, str):
+            import importlib
+
+            module, _, attr = cls.partition(":")
+            cls = getattr(importlib.import_module(module), attr)
+        modes = ", ".join(getattr(cls, "obs_modes_offered", ()) or ("-",))
+        size = getattr(action_space, "n", None)
+        rows.append(
+            [env_id, modes, f"{int(size):,}" if size is not None else str(action_space), cls.__doc__ or ""]
+        )
+    size = getattr(ma.action_space(agent), "n", None)
+    rows.append(
+        [
+            "multi_scheduler_v0",
+            "graph",
+            f"{int(size):,} per agent" if size is not None else "",
+            "Several schedulers, one per agent, share one cluster (PettingZoo ParallelEnv; 4 agents on 'tiny').",
+        ]
     )
+    headers = ["id", "obs modes", "actions", "description"]
+    console.print(fitted_table("environments (--details for the spaces)", headers, rows, right=("actions",)))
 
 
 @app.command()
@@ -378,15 +486,50 @@ def _add_plugin_commands() -> None:
             app.command(name=ep.name)(obj)
 
 
-def main(argv: list[str] | None = None) -> None:
-    _add_plugin_commands()
+def _click_exceptions():
+    """The exception classes of the click that typer runs on (its own copy in recent typer versions)."""
+    import importlib
+
+    return importlib.import_module(typer.BadParameter.__module__)
+
+
+def run_command(command, argv: list[str] | None = None, prog_name: str | None = None) -> None:
+    """Run a click command (the ``gpusched`` group, or one of its apps) as the console does, with the CLI's error
+    contract: bad input, whether refused while the command line is parsed (a flag's type or range) or while the
+    command runs (:class:`UserError` and the library's user errors), is one line ``error: ...`` on stderr and
+    exit code 2. ``--help`` and a group called without arguments print the help."""
     from gpusched_envs.errors import USER_ERRORS
 
+    exc_mod = _click_exceptions()
+    no_args = getattr(exc_mod, "NoArgsIsHelpError", ())
     try:
-        app(args=argv, standalone_mode=True)
-    except (*USER_ERRORS, UserError) as exc:
+        rv = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except no_args as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        sys.exit(2)
+    except exc_mod.ClickException as exc:
+        message = exc.format_message()
+        param = getattr(exc, "param", None)
+        if isinstance(exc, exc_mod.BadParameter) and getattr(param, "opts", None):
+            text = one_line(exc.message).removeprefix("Value error, ")
+            flag = max(param.opts, key=len)
+            message = f"{flag} {text}" if text.startswith("must") else f"{flag}: {text}"
+        elif isinstance(exc, exc_mod.UsageError) and not isinstance(exc, exc_mod.BadParameter) and exc.ctx:
+            message = f"{message} (see {exc.ctx.command_path} --help)"
+        print_error(message)
+        sys.exit(2)
+    except typer.Abort:
+        print_error("aborted")
+        sys.exit(1)
+    except (*USER_ERRORS, UserError, ValidationError) as exc:
         print_error(exc)
         sys.exit(2)
+    sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _add_plugin_commands()
+    run_command(typer.main.get_command(app), argv, prog_name="gpusched")
 
 
 if __name__ == "__main__":

@@ -706,3 +706,40 @@ def test_a_scenario_name_from_a_file_stays_a_single_name(tmp_path):
     )
     with pytest.raises(SuiteError, match=r"scenarios\[0\]: name: '../up' is not a valid name"):
         load_suite(suite)
+
+
+# ====================================================================================== the library's commands
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["simulate", "--seed", "nan"], "--seed"),
+        (["simulate", "--seed", "99999999999999999999999"], "--seed must be >= 0"),
+        (["simulate", "--restart-delay", "inf"], "--restart-delay must be a finite number"),
+        (["simulate", "--bogus"], "No such option: --bogus"),
+        (["simulate", "--cluster", "[/]"], "--cluster: unknown cluster '[/]'"),
+        (["simulate", "--workload", "[/]"], "--workload: "),
+        (["simulate", "--placement", "fist-fit"], "did you mean first-fit?"),
+        (["workloads", "--seed", "-1e3"], "--seed"),
+    ],
+)
+def test_library_commands_refuse_bad_flags_in_one_line_naming_the_flag(gpusched, args, needle):
+    code, out, err = gpusched(*args)
+    assert_one_line(code, out, err, needle)
+
+
+def test_clusters_never_wraps_a_word_per_line_and_envs_is_a_table(gpusched, monkeypatch):
+    monkeypatch.setattr(cli.console, "width", 100)
+    monkeypatch.setattr(cli.console, "_width", 100, raising=False)
+    code, out, _ = gpusched("clusters")
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == len(__import__("gpusched_envs.sim", fromlist=["x"]).list_presets())  # one line each
+    assert all(len(line) <= 100 for line in out.splitlines())
+    code, out, _ = gpusched("envs")
+    assert code == 0 and "JobSelect-v0" in out and "DelayTuning-v0" in out and "observation:" not in out
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == 5 and "125" in out  # DelayTuning's 5^3 timer combinations
+    code, out, _ = gpusched("envs", "--details")
+    assert code == 0 and "observation:" in out
