@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from gpusched_envs.sim import place_kernels as _pk
 from gpusched_envs.sim.engine import FULL_GPU
 
 Placer = Callable[..., "np.ndarray | None"]
@@ -111,7 +112,66 @@ def _largest_usable_server(sim, job: int) -> int:
     k = sim.job_allowed[job]
     if k < 0:
         return sim.cluster.max_server_gpus
+    largest = getattr(sim, "allowed_largest_server", None)
+    if largest is not None:
+        return largest[k]
     return int(np.bincount(sim.cluster.gpu_server[sim.allowed_masks[k]]).max(initial=0))
+
+
+_ALL = np.zeros(0, dtype=bool)  # "no mask" for the compiled loops
+
+
+def _server_mask(sim, job: int, within: np.ndarray | None) -> np.ndarray | None:
+    """(S,) the servers the job may use when its allowed GPUs (and ``within``) are whole servers; ``_ALL`` when
+    every GPU is allowed; None when some server is only partly allowed."""
+    k = sim.job_allowed[job]
+    ok = None
+    if k >= 0:
+        masks = getattr(sim, "allowed_server_masks", None)
+        ok = masks[k] if masks is not None else _whole_servers(sim.cluster, sim.allowed_masks[k])
+        if ok is None:
+            return None
+    if within is not None:
+        inside = _whole_servers(sim.cluster, within)
+        if inside is None:
+            return None
+        ok = inside if ok is None else ok & inside
+    return _ALL if ok is None else ok
+
+
+def _whole_servers(cluster, mask: np.ndarray) -> np.ndarray | None:
+    """(S,) bool of the servers wholly in the GPU ``mask``, or None when some server is partly in it."""
+    per = np.add.reduceat(mask.astype(np.int64), cluster.server_first_gpu)
+    whole = per == cluster.server_num_gpus
+    return whole if np.array_equal(whole, per > 0) else None
+
+
+def _compiled_whole(sim, job: int, n: int, spread: bool, affinity: bool, within) -> np.ndarray | None:
+    """:func:`_topology_aware` for a whole-GPU job, through the compiled loops (the same choices)."""
+    c = sim.cluster
+    try_server = spread or n <= _largest_usable_server(sim, job)
+    rows = c.server_rows_i64
+    ok = _server_mask(sim, job, within)
+    if ok is not None and not affinity:
+        gpus = _pk.by_servers(
+            sim.gpu_free_milli, sim.server_free, ok, rows, c.num_racks, n, spread, try_server, _ALL
+        )
+        return gpus if len(gpus) else None
+    k = sim.job_allowed[job]
+    allowed = _ALL if k < 0 else sim.allowed_masks[k]
+    inside = _ALL if within is None else within
+    free = np.empty(c.num_gpus, dtype=bool)
+    counts = np.empty(c.num_servers, dtype=np.int64)
+    _pk.free_counts(sim.gpu_free_milli, allowed, inside, c.gpu_server_i64, c.num_servers, free, counts)
+    prefer = _ALL
+    if affinity and try_server:
+        prefer = np.zeros(c.num_servers, dtype=bool)
+        for s in np.flatnonzero(counts >= n).tolist():  # same size = same GPU count, whole GPUs
+            prefer[s] = any(
+                sim.job_gpus_n[o] == n and sim.job_milli[o] >= FULL_GPU for o in sim.server_jobs[s]
+            )
+    gpus = _pk.whole_gpus(free, counts, n, spread, try_server, prefer, rows[0], rows[1], rows[2], c.num_racks)
+    return gpus if len(gpus) else None
 
 
 def _topology_aware(
@@ -122,8 +182,19 @@ def _topology_aware(
     mask) restricts the choice."""
     if sim.job_milli[job] < FULL_GPU:
         return _fractional(sim, job, prefer_used=True, within=within)
-    free = sim.free_mask(job) if within is None else sim.free_mask(job) & within
     n = int(sim.job_gpus_n[job])
+    if n >= 1:
+        return _compiled_whole(sim, job, n, spread, affinity, within)
+    return _whole_reference(sim, job, spread=spread, affinity=affinity, within=within)
+
+
+def _whole_reference(
+    sim, job: int, *, spread: bool, affinity: bool, within: np.ndarray | None = None
+) -> np.ndarray | None:
+    """:func:`_topology_aware` for a whole-GPU job in numpy: the definition the compiled loops follow (kept for
+    the tests that compare the two)."""
+    n = int(sim.job_gpus_n[job])
+    free = sim.free_mask(job) if within is None else sim.free_mask(job) & within
     counts = _server_free_counts(sim, free)
     if spread or n <= _largest_usable_server(sim, job):
         prefer = None

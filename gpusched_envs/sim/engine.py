@@ -23,6 +23,7 @@ from typing import Literal
 
 import numpy as np
 
+from gpusched_envs.sim import engine_kernels as _ek
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.defaults import sim_defaults
 from gpusched_envs.sim.metrics import compute_metrics
@@ -163,6 +164,27 @@ def _speed_cache(cluster: Cluster) -> dict:
     return entry[1]
 
 
+_ALL_GPUS = np.zeros(0, dtype=bool)  # "no mask" for the compiled loops
+
+
+class _Shapes:
+    """``sim._shape[job]``: the placement shape (:func:`throughput.placement_shape`) of a job holding GPUs, None
+    otherwise; computed on access (the engine keeps the parts it needs in its arrays)."""
+
+    def __init__(self, sim: Simulator):
+        self._sim = sim
+
+    def __len__(self) -> int:
+        return self._sim.num_jobs
+
+    def __getitem__(self, job: int) -> tp.PlacementShape | None:
+        sim = self._sim
+        gpus = sim.job_gpus[job]
+        if gpus is None:
+            return None
+        return tp.placement_shape(sim.cluster, int(sim.job_model[job]), gpus)
+
+
 class Simulator:
     """One replay of a workload on a cluster. All per-job state lives in arrays indexed by workload row."""
 
@@ -236,6 +258,14 @@ class Simulator:
                 masks.append(mask)
             self.job_allowed[j] = mask_key[key]
         self.allowed_masks = masks
+        # GPUs of the largest server each mask allows (the size up to which a job under it can be consolidated)
+        self.allowed_largest_server = [int(np.bincount(c.gpu_server[m]).max(initial=0)) for m in masks]
+        # (S,) the servers each mask allows, where it allows whole servers (None where it splits one)
+        self.allowed_server_masks: list[np.ndarray | None] = []
+        for m in masks:
+            per = np.add.reduceat(m.astype(np.int64), c.server_first_gpu)
+            whole = per == c.server_num_gpus
+            self.allowed_server_masks.append(whole if np.array_equal(whole, per > 0) else None)
 
         # capacity check: a job larger than every GPU it may use can never run
         capacity = np.array([int(m.sum()) for m in masks] + [c.num_gpus], dtype=np.int64)
@@ -291,29 +321,75 @@ class Simulator:
         self._num_jobs = n
         self.now = 0.0 if n == 0 else min(0.0, float(self.workload.submit_time[0]))
         self.status = np.where(self.initially_dropped, DROPPED, FUTURE).astype(np.int8)
-        self.done_work = np.zeros(n)
-        self.rate = np.zeros(n)  # iterations per second while running
-        self.comm_fraction = np.zeros(n)  # share of the current iteration time spent communicating
-        self.last_update = np.zeros(n)
+        # per-job state the compiled loops update (engine_kernels), one row each; the public names are the rows
+        self._jf = jf = np.zeros((_ek.JF_ROWS, n))
+        jf[_ek.WORK] = self.job_work
+        self.job_work = jf[_ek.WORK]
+        self.done_work = jf[_ek.DONE]
+        self.rate = jf[_ek.RATE]  # iterations per second while running
+        self.comm_fraction = jf[_ek.COMM]  # share of the current iteration time spent communicating
+        self.last_update = jf[_ek.LAST]
         self.first_start = np.full(n, np.nan)
         self.finish_time = np.full(n, np.nan)
         self.run_start = np.full(n, np.nan)  # start of the current allocation
         self.attained = np.zeros(n)  # GPU-seconds of allocation so far (Tiresias' attained service)
         self.allocated_time = np.zeros(n)  # seconds holding GPUs
-        self.running_time = np.zeros(n)  # seconds making progress
-        self.comm_time = np.zeros(n)  # seconds of running spent in communication
+        self.running_time = jf[_ek.RUNT]  # seconds making progress
+        self.comm_time = jf[_ek.COMMT]  # seconds of running spent in communication
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.needs_restart = np.zeros(n, dtype=bool)
-        self.version = np.zeros(n, dtype=np.int64)
+        self._ji = ji = np.zeros((_ek.JI_ROWS, n), dtype=np.int64)
+        ji[_ek.MODEL] = self.job_model
+        ji[_ek.MILLI] = self.job_milli
+        ji[_ek.SHNEXT] = -1
+        self.version = ji[_ek.VER]
         self.job_gpus: list[np.ndarray | None] = [None] * n
-        self._shape: list[tp.PlacementShape | None] = [None] * n
+        self._job_servers: list[list[int] | None] = [None] * n  # distinct servers of a job's GPUs, ascending
+        self._job_racks: list[list[int] | None] = [None] * n  # and their racks, ascending
+        self._shape = _Shapes(self)
         self.demand_at_arrival = np.zeros(n)  # demand integral (GPU-seconds) when the job arrived
         self._demand_at_finish = np.zeros(n)
 
         # (G,) unallocated share of each GPU, and a job holding it (one of its sharers; -1 when free)
-        self.gpu_free_milli = np.full(c.num_gpus, FULL_GPU, dtype=np.int64)
-        self.gpu_job = np.full(c.num_gpus, -1, dtype=np.int64)
-        self.server_free = c.server_num_gpus.astype(np.int64).copy()  # (S,) wholly free GPUs per server
+        self._gi = gi = np.empty((_ek.GI_ROWS, c.num_gpus), dtype=np.int64)
+        gi[_ek.G_FREE] = FULL_GPU
+        gi[_ek.G_JOB] = -1
+        gi[_ek.G_SERVER] = c.gpu_server
+        gi[_ek.G_TYPE] = c.gpu_type
+        gi[_ek.G_SHHEAD] = -1  # a shared GPU's sharers: a list through _ji[SHNEXT]
+        self.gpu_free_milli = gi[_ek.G_FREE]
+        self.gpu_job = gi[_ek.G_JOB]
+        self._si = si = np.zeros((_ek.SI_ROWS, c.num_servers), dtype=np.int64)
+        si[_ek.S_FIRST] = c.server_first_gpu
+        si[_ek.S_NUM] = c.server_num_gpus
+        si[_ek.S_RACK] = c.server_rack
+        si[_ek.S_FREE] = c.server_num_gpus
+        self.server_free = si[_ek.S_FREE]  # (S,) wholly free GPUs per server
+        self._sf = sf = np.zeros((_ek.SF_ROWS, c.num_servers))
+        sf[_ek.S_NICBW] = c.server_nic_bandwidth
+        sf[_ek.S_INTRABW] = c.server_intra_bandwidth
+        sf[_ek.S_INTRALAT] = c.server_intra_latency
+        sf[_ek.S_NICLAT] = c.server_nic_latency
+        if c.server_intra_shared is not None:
+            sf[_ek.S_SHARED] = c.server_intra_shared
+        self._rf = rf = np.zeros((_ek.RF_ROWS, c.num_racks))
+        rf[_ek.R_UPBW] = c.rack_uplink_bandwidth
+        cat = c.catalog
+        self._mf = np.stack(
+            [np.asarray(cat.gradient_bytes, dtype=float), np.asarray(cat.overlap_gamma, dtype=float)]
+        )
+        self._overhead = (
+            c.server_compute_overhead if c.server_compute_overhead is not None else np.zeros((0, 0))
+        )
+        self._params = np.zeros(_ek.P_SIZE)
+        self._params[_ek.P_SPINE] = c.spine_latency
+        self._params[_ek.P_UNIFORM] = self._uniform_slowdown
+        self._params[_ek.P_INTERFERENCE] = float(self.config.interference)
+        self._params[_ek.P_DURATION] = float(self.config.speed_model == "duration")
+        self._params[_ek.P_OVERHEAD] = float(c.server_compute_overhead is not None)
+        self._gbuf = np.empty(max(64, 2 * c.num_gpus), dtype=np.int64)  # every start's GPU list, appended
+        self._goff = 0
+        self._places = np.empty((2, max(c.num_servers, c.num_racks)), dtype=np.int64)
         self._free_total = int(c.num_gpus)  # wholly free GPUs in all (the sum of server_free)
         self._submit = self.workload.submit_time.tolist()  # arrival times as Python floats (the event loop's)
         self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
@@ -325,11 +401,11 @@ class Simulator:
             c.num_racks, dtype=np.int64
         )  # (R,) running jobs whose ring crosses the uplink
         self.rack_crossers: list[dict[int, None]] = [{} for _ in range(c.num_racks)]
-        self.uplink_load = np.zeros(c.num_racks)  # (R,) bytes/s offered to each uplink by its crossers
+        self.uplink_load = rf[_ek.R_UPLOAD]  # (R,) bytes/s offered to each uplink by its crossers
         self.nic_users: list[dict[int, None]] = [
             {} for _ in range(c.num_servers)
         ]  # running multi-server jobs
-        self.nic_load = np.zeros(c.num_servers)  # (S,) bytes/s offered to each NIC
+        self.nic_load = sf[_ek.S_NICLOAD]  # (S,) bytes/s offered to each NIC
 
         self.queue: dict[int, None] = {}  # waiting jobs, in the order they (re)entered the queue
         self.running: dict[int, None] = {}  # jobs holding GPUs (running or restarting)
@@ -343,6 +419,8 @@ class Simulator:
         self.finished = 0
         self.to_finish = int(np.sum(~self.initially_dropped))
         self._demand = 0.0  # GPUs asked for by jobs in the system
+        # GPUs each job holds, a fraction for a shared GPU (np.float64 values, as the sums above had them)
+        self._share = list(self.job_gpus_n * np.minimum(self.job_milli, FULL_GPU) / FULL_GPU)
         self._demand_integral = 0.0
         self._fragmentation_integral = 0.0
         self._fragmented_now = 0.0
@@ -392,8 +470,8 @@ class Simulator:
     def start(self, job: int, gpus) -> None:
         """Place a queued job on the given GPU ids and start it (after the restart delay if it was preempted)."""
         job = int(job)
-        if not 0 <= job < self.num_jobs or self.status[job] != QUEUED:
-            state = STATUS_NAMES[self.status[job]] if 0 <= job < self.num_jobs else "unknown"
+        if not 0 <= job < self._num_jobs or self.status[job] != QUEUED:
+            state = STATUS_NAMES[self.status[job]] if 0 <= job < self._num_jobs else "unknown"
             raise SimulationError(f"start: job {job} is not waiting in the queue (it is {state})")
         gpus = np.asarray(gpus, dtype=np.int64)
         if gpus.ndim != 1 or len(gpus) != self.job_gpus_n[job]:
@@ -403,52 +481,77 @@ class Simulator:
             raise SimulationError(
                 f"start: job {job}: GPU ids must be distinct and in range, got {gpus.tolist()}"
             )
-        need = FULL_GPU if self.job_milli[job] >= FULL_GPU else self.job_milli[job]
+        milli = self.job_milli[job]
         k = self.job_allowed[job]
-        if (self.gpu_free_milli[gpus] < need).any() or (k >= 0 and not self.allowed_masks[k][gpus].all()):
+        if not _ek.check_gpus(
+            gpus, FULL_GPU if milli >= FULL_GPU else milli, self.gpu_free_milli,
+            _ALL_GPUS if k < 0 else self.allowed_masks[k],
+        ):  # fmt: skip
             raise SimulationError(
                 f"start: job {job}: GPUs {gpus.tolist()} are not all free or allowed for it"
             )
         self._integrate_to_now()
         now = self.now
-        milli = self.job_milli[job]
-        self.gpu_free_milli[gpus] -= min(milli, FULL_GPU)
-        self.gpu_job[gpus] = job
         c = self.cluster
-        servers = c.gpu_server[gpus].tolist()
-        if milli >= FULL_GPU:
-            for s in servers:
-                self.server_free[s] -= 1
-            self._free_total -= len(servers)
+        gs = c.gpu_server_list
+        if len(ids) == 1:
+            servers = [gs[ids[0]]]
+            racks = [c.server_rack_list[servers[0]]]
         else:
-            g = int(gpus[0])
-            if self.gpu_free_milli[g] + milli == FULL_GPU:  # first sharer: the GPU stops being wholly free
-                self.server_free[servers[0]] -= 1
-                self._free_total -= 1
-            self.gpu_sharers.setdefault(g, {})[job] = None
+            servers = sorted({gs[g] for g in ids})
+            rk = c.server_rack_list
+            racks = sorted({rk[s] for s in servers})
+        self._job_servers[job] = servers
+        self._job_racks[job] = racks
+        if milli < FULL_GPU:
+            self.gpu_sharers.setdefault(ids[0], {})[job] = None
         del self.queue[job]
         self.running[job] = None
         self.job_gpus[job] = gpus
         self.run_start[job] = now
-        self._allocated_now += len(gpus) * min(milli, FULL_GPU) / FULL_GPU
+        self._allocated_now += self._share[job]
         if np.isnan(self.first_start[job]):
             self.first_start[job] = now
-        for s in set(servers):
+        for s in servers:
             self.server_jobs[s][job] = None
-        self._shape[job] = tp.placement_shape(c, int(self.job_model[job]), gpus)
         self.last_update[job] = now
+        goff = self._goff
+        if goff + len(ids) > len(self._gbuf):
+            self._gbuf = np.concatenate([self._gbuf, np.empty(len(self._gbuf) + len(ids), dtype=np.int64)])
+        self._goff = goff + len(ids)
         if self.needs_restart[job] and self.restart_delay > 0:
             self.status[job] = RESTARTING
             self.rate[job] = 0.0
             self.version[job] += 1
             self._push(now + self.restart_delay, RESTART_DONE, job, int(self.version[job]))
-            self._refresh_rates(self._neighbours(job))
+            jobs = self._neighbours(job)
         else:
             self.status[job] = RUNNING
             self.needs_restart[job] = False
-            self._join_network(job)
-            self._refresh_rates(self._neighbours(job) | {job})
+            if len(servers) > 1 and self.config.speed_model != "duration":
+                # it joins the network: its traffic (the placement's shape) first, then the loads, then the rates
+                self._free_total -= self._start_kernel(job, gpus, goff, ())
+                self._join_network(job)
+                self._refresh_rates(self._neighbours(job) | {job})
+                self.changed = True
+                return
+            jobs = self._neighbours(job) | {job}
+        self._free_total -= self._start_kernel(job, gpus, goff, jobs)
         self.changed = True
+
+    def _start_kernel(self, job: int, gpus: np.ndarray, goff: int, jobs) -> int:
+        """Allocate the job's GPUs, compute its placement's shape and refresh ``jobs`` (compiled); returns the
+        GPUs that stopped being wholly free."""
+        order = list(jobs)
+        out = np.empty(len(order))
+        lost = _ek.start_job(
+            job, gpus, goff, np.array(order, dtype=np.int64), self.now, self.status, self._jf, self._ji, self._gi,
+            self._si, self._sf, self._rf, self._mf, self.cluster.catalog.iteration_time, self._overhead,
+            self.cluster.catalog.colocation_slowdown, self.cluster.catalog.space_sharing_by_type, self._params,
+            self._gbuf, self._places, out,
+        )  # fmt: skip
+        self._push_completions(order, out)
+        return lost
 
     def preempt(self, job: int) -> None:
         """Stop a running job; it keeps its progress, returns to the queue and pays the restart delay when restarted."""
@@ -481,12 +584,14 @@ class Simulator:
         """
         self._note_fragmentation()
         self.changed = False
+        heap, submit, num_jobs, status = self._heap, self._submit, self._num_jobs, self.status
+        max_time = self.config.max_time
         while True:
-            if self.drained:
+            if self.finished >= self.to_finish:
                 self._integrate_to_now()
                 return False
-            t_event = self._heap[0][0] if self._heap else math.inf
-            t_arrival = self._submit[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
+            t_event = heap[0][0] if heap else math.inf
+            t_arrival = submit[self.next_arrival] if self.next_arrival < num_jobs else math.inf
             t = min(t_event, t_arrival)
             if t == math.inf:
                 stuck = [int(j) for j in list(self.queue)[:5]]
@@ -494,27 +599,29 @@ class Simulator:
                     f"deadlock at t={self.now:.1f}: jobs {stuck} wait, nothing runs and no event is pending "
                     "(the scheduler never starts them)"
                 )
-            if t > self.config.max_time:
-                self.now = max(self.now, self.config.max_time)
+            if t > max_time:
+                self.now = max(self.now, max_time)
                 self._integrate_to_now()
                 return False
             self.now = t
             self._integrate_to_now()
             timer_fired = False
             # every arrival and event at this instant, in (time, seq) order; arrivals first
-            while self.next_arrival < self.num_jobs and self._submit[self.next_arrival] <= t:
-                j = self.next_arrival
-                self.next_arrival += 1
-                if self.status[j] == DROPPED:
-                    continue
-                self.status[j] = QUEUED
-                self.queue[j] = None
-                self._demand += self.job_gpus_n[j] * min(self.job_milli[j], FULL_GPU) / FULL_GPU
-                self.demand_at_arrival[j] = self._demand_integral
-                self.events_processed += 1
-                self.changed = True
-            while self._heap and self._heap[0][0] <= t:
-                _, _, kind, job, version = heapq.heappop(self._heap)
+            j = self.next_arrival
+            if j < num_jobs and submit[j] <= t:
+                queue, share, at_arrival = self.queue, self._share, self.demand_at_arrival
+                while j < num_jobs and submit[j] <= t:
+                    if status[j] != DROPPED:
+                        status[j] = QUEUED
+                        queue[j] = None
+                        self._demand += share[j]
+                        at_arrival[j] = self._demand_integral
+                        self.events_processed += 1
+                        self.changed = True
+                    j += 1
+                self.next_arrival = j
+            while heap and heap[0][0] <= t:
+                _, _, kind, job, version = heapq.heappop(heap)
                 self.events_processed += 1
                 if kind == TIMER:
                     if version == self._timer_version:
@@ -526,7 +633,7 @@ class Simulator:
                 if kind == COMPLETION:
                     self._complete(job)
                 else:  # RESTART_DONE
-                    self.status[job] = RUNNING
+                    status[job] = RUNNING
                     self.needs_restart[job] = False
                     self.last_update[job] = t
                     self._join_network(job)
@@ -567,10 +674,19 @@ class Simulator:
         self._fragmented_now = 0.0
         if self.queue:
             head = min(self.queue)  # oldest arrival (rows are sorted by submit time)
-            usable = self.free_mask(head)
-            if int(np.count_nonzero(usable)) >= self.job_gpus_n[head]:
+            milli = self.job_milli[head]
+            k = self.job_allowed[head]
+            if milli >= FULL_GPU and k < 0:  # every wholly free GPU, the engine's count
+                if self._free_total >= self.job_gpus_n[head]:
+                    self._fragmented_now = float(self._free_total)
+                return
+            usable, whole = _ek.fragmentation(
+                self.gpu_free_milli, FULL_GPU if milli >= FULL_GPU else milli,
+                _ALL_GPUS if k < 0 else self.allowed_masks[k],
+            )  # fmt: skip
+            if usable >= self.job_gpus_n[head]:
                 # the wholly free GPUs of the head's pool / type, all unusable by it since it still waits
-                self._fragmented_now = float(np.count_nonzero(usable & (self.gpu_free_milli == FULL_GPU)))
+                self._fragmented_now = float(whole)
 
     def _bank(self, job: int) -> None:
         """Credit progress at the current rate up to now."""
@@ -581,65 +697,60 @@ class Simulator:
             self.comm_time[job] += dt * self.comm_fraction[job]
         self.last_update[job] = self.now
 
-    def _release(self, job: int) -> None:
+    def _release(self, job: int, complete: bool = False) -> None:
+        """Take the job's GPUs back (after banking its progress and marking its work done if it ``complete``s)
+        and refresh the jobs whose speed depended on it."""
         gpus = self.job_gpus[job]
-        c = self.cluster
         milli = self.job_milli[job]
-        self.gpu_free_milli[gpus] += min(milli, FULL_GPU)
-        servers = c.gpu_server[gpus].tolist()
-        if milli >= FULL_GPU:
-            for s in servers:
-                self.server_free[s] += 1
-            self._free_total += len(servers)
-            self.gpu_job[gpus] = -1
-        else:
+        if milli < FULL_GPU:
             g = int(gpus[0])
-            del self.gpu_sharers[g][job]
-            if not self.gpu_sharers[g]:
+            sharers = self.gpu_sharers[g]
+            del sharers[job]
+            if not sharers:
                 del self.gpu_sharers[g]
-            self.gpu_job[g] = next(iter(self.gpu_sharers[g])) if g in self.gpu_sharers else -1
-            if self.gpu_free_milli[g] == FULL_GPU:
-                self.server_free[servers[0]] += 1
-                self._free_total += 1
+            self.gpu_job[g] = next(iter(sharers)) if sharers else -1
         held = self.now - self.run_start[job]
         self.allocated_time[job] += held
         self.attained[job] += self.job_gpus_n[job] * held
-        self._allocated_now -= len(gpus) * min(milli, FULL_GPU) / FULL_GPU
+        self._allocated_now -= self._share[job]
         neighbours = self._neighbours(job)
-        for s in set(servers):
+        for s in self._job_servers[job]:
             del self.server_jobs[s][job]
         self._leave_network(job)
         del self.running[job]
         self.job_gpus[job] = None
-        self._shape[job] = None
-        self.rate[job] = 0.0
-        self.comm_fraction[job] = 0.0
-        self.version[job] += 1
         neighbours.discard(job)
-        self._refresh_rates(neighbours)
+        order = list(neighbours)
+        out = np.empty(len(order))
+        c = self.cluster.catalog
+        self._free_total += _ek.release_job(
+            job, complete, self.now, np.array(order, dtype=np.int64), self.status, self._jf, self._ji, self._gi,
+            self._si, self._sf, self._rf, self._mf, c.colocation_slowdown, c.space_sharing_by_type, self._params,
+            self._gbuf, out,
+        )  # fmt: skip
+        self._push_completions(order, out)
 
     def _complete(self, job: int) -> None:
-        self._bank(job)
-        self.done_work[job] = self.job_work[job]
-        self._release(job)
+        self._release(job, complete=True)
         self.status[job] = DONE
         self.finish_time[job] = self.now
         self._demand_at_finish[job] = self._demand_integral
         self.finished += 1
-        self._demand -= self.job_gpus_n[job] * min(self.job_milli[job], FULL_GPU) / FULL_GPU
+        self._demand -= self._share[job]
 
     def _join_network(self, job: int) -> None:
         """The job starts sending: it takes its traffic-weighted share of every NIC and uplink its ring crosses."""
-        shape = self._shape[job]
-        if self.config.speed_model == "duration" or not shape.crosses_servers:
+        servers = self._job_servers[job]
+        if self.config.speed_model == "duration" or len(servers) <= 1:
             return
         self.on_network[job] = True
-        for s in shape.servers:
+        for s in servers:
             self.nic_users[s][job] = None
             self._sum_load(self.nic_users[s], self.nic_load, s)
-        if shape.crosses_racks:
-            self.rack_crossing[shape.racks] += 1
-            for r in shape.racks:
+        racks = self._job_racks[job]
+        if len(racks) > 1:
+            self.rack_crossing[racks] += 1
+            for r in racks:
                 self.rack_crossers[r][job] = None
                 self._sum_load(self.rack_crossers[r], self.uplink_load, r)
 
@@ -647,19 +758,20 @@ class Simulator:
         if not self.on_network[job]:
             return
         self.on_network[job] = False
-        shape = self._shape[job]
-        for s in shape.servers:
+        for s in self._job_servers[job]:
             del self.nic_users[s][job]
             self._sum_load(self.nic_users[s], self.nic_load, s)
-        if shape.crosses_racks:
-            self.rack_crossing[shape.racks] -= 1
-            for r in shape.racks:
+        racks = self._job_racks[job]
+        if len(racks) > 1:
+            self.rack_crossing[racks] -= 1
+            for r in racks:
                 del self.rack_crossers[r][job]
                 self._sum_load(self.rack_crossers[r], self.uplink_load, r)
 
     def _sum_load(self, users: dict[int, None], load: np.ndarray, i: int) -> None:
         # summed afresh (not += / -=) so that a link's load is exactly its users' traffic, with no drift
-        load[i] = sum(self._shape[k].traffic for k in users)
+        traffic = self._jf[_ek.TRAF]
+        load[i] = sum(traffic[k] for k in users)
 
     def _neighbours(self, job: int) -> set[int]:
         """Jobs whose speed depends on this job's presence: same servers, same GPUs, same NICs and uplinks."""
@@ -669,75 +781,43 @@ class Simulator:
         gpus = self.job_gpus[job]
         if gpus is None:
             return out
-        shape = self._shape[job]
+        servers = self._job_servers[job]
         if self.config.interference:
-            for s in shape.servers:
+            for s in servers:
                 out.update(self.server_jobs[s])
         if self.job_milli[job] < FULL_GPU:
             out.update(self.gpu_sharers.get(int(gpus[0]), ()))
         if self.on_network[job]:
-            for s in shape.servers:
+            for s in servers:
                 out.update(self.nic_users[s])
-            if shape.crosses_racks:
-                for r in shape.racks:
+            racks = self._job_racks[job]
+            if len(racks) > 1:
+                for r in racks:
                     out.update(self.rack_crossers[r])
         return out
 
     def _refresh_rates(self, jobs) -> None:
-        """Bank progress and recompute rate and completion time of running jobs (after any change around them)."""
-        cat = self.cluster.catalog
-        for job in jobs:
-            if self.status[job] != RUNNING:
-                continue
-            self._bank(job)
-            if self.config.speed_model == "duration":
-                rate, comm = 1.0, 0.0
-            else:
-                m = int(self.job_model[job])
-                slowdown = 1.0
-                if self.config.interference:
-                    others = set()
-                    for s in self._shape[job].servers:
-                        others.update(self.server_jobs[s])
-                    others.discard(job)
-                    if self.job_milli[job] < FULL_GPU:  # GPU sharers count through space sharing only
-                        others.difference_update(self.gpu_sharers.get(int(self.job_gpus[job][0]), ()))
-                    if others:
-                        slowdown = self._uniform_slowdown or float(
-                            cat.colocation_slowdown[m, self.job_model[list(others)]].max()
-                        )
-                share = 1.0
-                if self.job_milli[job] < FULL_GPU:
-                    sharers = [o for o in self.gpu_sharers.get(int(self.job_gpus[job][0]), ()) if o != job]
-                    if sharers:
-                        g = int(self.job_gpus[job][0])
-                        share = float(
-                            cat.space_sharing_by_type[
-                                self.cluster.gpu_type[g], m, self.job_model[sharers]
-                            ].min()
-                        )
-                shape = self._shape[job]
-                if shape.num_gpus <= 1:  # no all-reduce: iteration_time_of_shape's arithmetic, inlined
-                    base = shape.compute
-                    rate = 1.0 / (base * slowdown / share)
-                    comm = 0.0 if base <= 0 else max(0.0, 1.0 - shape.compute / base)
-                else:
-                    it = tp.iteration_time_of_shape(
-                        self.cluster,
-                        m,
-                        shape,
-                        None,
-                        slowdown,
-                        share,
-                        nic_load=self.nic_load,
-                        uplink_load=self.uplink_load,
-                    )
-                    rate, comm = 1.0 / it.total, it.communication_fraction
-            self.rate[job] = rate
-            self.comm_fraction[job] = comm
-            self.version[job] += 1
-            remaining = self.job_work[job] - self.done_work[job]
-            self._push(self.now + max(0.0, remaining) / rate, COMPLETION, job, int(self.version[job]))
+        """Bank progress and recompute rate and completion time of running jobs (after any change around them),
+        in the iteration order of ``jobs`` (the order their completion events are pushed)."""
+        if not jobs:
+            return
+        order = list(jobs)
+        out = np.empty(len(order))
+        _ek.refresh(
+            np.array(order, dtype=np.int64), self.now, self.status, self._jf, self._ji, self._gi, self._si,
+            self._sf, self._rf, self._mf, self.cluster.catalog.colocation_slowdown,
+            self.cluster.catalog.space_sharing_by_type, self._params, self._gbuf, out,
+        )  # fmt: skip
+        self._push_completions(order, out)
+
+    def _push_completions(self, jobs: list[int], times: np.ndarray) -> None:
+        """Push the completion events of the refreshed jobs in order (``times[i]`` nan: not running)."""
+        version = self.version
+        for i, job in enumerate(jobs):
+            t = times[i]
+            if t == t:
+                self._seq += 1
+                heapq.heappush(self._heap, (t, self._seq, COMPLETION, job, int(version[job])))
 
     # ------------------------------------------------------------------ results
     def metrics(self) -> dict:

@@ -99,6 +99,30 @@ class Cluster:
     def max_server_gpus(self) -> int:
         return int(self.server_num_gpus.max())
 
+    @cached_property
+    def gpu_server_i64(self) -> np.ndarray:
+        """(G,) ``gpu_server`` as int64 (the compiled loops' index type)."""
+        out = self.gpu_server.astype(np.int64)
+        out.flags.writeable = False
+        return out
+
+    @cached_property
+    def gpu_server_list(self) -> list[int]:
+        """(G,) ``gpu_server`` as a list of Python ints (the engine's per-start look-ups)."""
+        return self.gpu_server.tolist()
+
+    @cached_property
+    def server_rack_list(self) -> list[int]:
+        """(S,) ``server_rack`` as a list of Python ints."""
+        return self.server_rack.tolist()
+
+    @cached_property
+    def server_rows_i64(self) -> np.ndarray:
+        """(3, S) int64: each server's first GPU, GPU count and rack (the compiled placement loops' layout)."""
+        out = np.stack([self.server_first_gpu, self.server_num_gpus, self.server_rack]).astype(np.int64)
+        out.flags.writeable = False
+        return out
+
     def gpu_speed(self, model: int) -> np.ndarray:
         """(G,) iterations per second of ``model`` on each GPU alone."""
         if self.server_compute_overhead is None:

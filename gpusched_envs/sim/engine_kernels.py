@@ -1,0 +1,417 @@
+"""Compiled (numba) per-event work of the discrete-event engine (:mod:`gpusched_envs.sim.engine`).
+
+The engine keeps its per-job, per-GPU, per-server and per-rack state in a few packed arrays (their rows are the
+arrays policies and envs read, ``sim.done_work``, ``sim.gpu_free_milli``, ``sim.nic_load`` ...); these loops
+allocate and release a job's GPUs, compute its placement's shape (:func:`gpusched_envs.sim.throughput.placement_shape`)
+and recompute the rate and completion time of the jobs whose speed changed. Each computes the same floating-point
+operations in the same order as the Python code of :mod:`gpusched_envs.sim.throughput` it replaces (sums in the
+same order, min / max where the order does not matter), so results are bit-identical. Argument checks stay in the
+engine's Python code, before any of these runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+FULL_GPU = 1000
+RUNNING = 2  # gpusched_envs.sim.status.RUNNING
+
+# rows of the packed per-job float state (``Simulator._jf``)
+DONE, RATE, COMM, LAST, RUNT, COMMT, WORK, CMP, BW, LAT, TRAF = range(11)
+JF_ROWS = 11
+# rows of the packed per-job int state (``Simulator._ji``)
+VER, MODEL, MILLI, GOFF, GLEN, SHNEXT = range(6)
+JI_ROWS = 6
+# rows of the per-GPU int state (``Simulator._gi``)
+G_FREE, G_JOB, G_SERVER, G_TYPE, G_SHHEAD = range(5)
+GI_ROWS = 5
+# rows of the per-server int state (``Simulator._si``)
+S_FIRST, S_NUM, S_RACK, S_FREE, S_STAMP = range(5)
+SI_ROWS = 5
+# rows of the per-server float state (``Simulator._sf``)
+S_NICBW, S_NICLOAD, S_INTRABW, S_INTRALAT, S_NICLAT, S_SHARED = range(6)
+SF_ROWS = 6
+# rows of the per-rack float state (``Simulator._rf``)
+R_UPBW, R_UPLOAD = range(2)
+RF_ROWS = 2
+# entries of the settings vector (``Simulator._params``)
+P_SPINE, P_UNIFORM, P_INTERFERENCE, P_DURATION, P_OVERHEAD, P_STAMP = range(6)
+P_SIZE = 6
+
+
+@njit(cache=True)
+def _overlap(compute, communication, gamma):
+    if communication <= 0.0:
+        return compute
+    return (compute**gamma + communication**gamma) ** (1.0 / gamma)
+
+
+@njit(cache=True)
+def _all_reduce(n, gradient, bandwidth, latency):
+    if n <= 1:
+        return 0.0
+    steps = 2 * (n - 1)
+    return steps / n * gradient / bandwidth + steps * latency
+
+
+@njit(cache=True)
+def check_gpus(gpus, need, free_milli, allowed):
+    """Whether every GPU has ``need`` milli-GPUs free and is allowed (``allowed`` of length 0: all)."""
+    for g in gpus:
+        if free_milli[g] < need:
+            return False
+        if len(allowed) > 0 and not allowed[g]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params, gbuf, goff, places):
+    """Give ``gpus`` to ``job``: the GPUs' free shares, holder and sharer list, the servers' free counts, the GPU
+    list at ``gbuf[goff:]`` and the placement's shape (compute, bandwidth, latency, traffic). Writes the distinct
+    servers (ascending) to ``places[0]`` and racks (ascending) to ``places[1]``; returns (servers, racks, GPUs that
+    stopped being wholly free)."""
+    milli = ji[MILLI, job]
+    take = milli if milli < FULL_GPU else FULL_GPU
+    n = len(gpus)
+    lost = 0
+    for i in range(n):
+        g = gpus[i]
+        gbuf[goff + i] = g
+        gi[G_FREE, g] -= take
+        gi[G_JOB, g] = job
+    if milli >= FULL_GPU:
+        for i in range(n):
+            si[S_FREE, gi[G_SERVER, gpus[i]]] -= 1
+        lost = n
+    else:
+        g = gpus[0]
+        if gi[G_FREE, g] + milli == FULL_GPU:
+            si[S_FREE, gi[G_SERVER, g]] -= 1
+            lost = 1
+        ji[SHNEXT, job] = gi[G_SHHEAD, g]
+        gi[G_SHHEAD, g] = job
+    ji[GOFF, job] = goff
+    ji[GLEN, job] = n
+    # distinct servers and racks, ascending (a stamp per call marks the servers seen)
+    params[P_STAMP] += 1.0
+    stamp = np.int64(params[P_STAMP])
+    ns = 0
+    for i in range(n):
+        s = gi[G_SERVER, gpus[i]]
+        if si[S_STAMP, s] != stamp:
+            si[S_STAMP, s] = stamp
+            places[0, ns] = s
+            ns += 1
+    srv = np.sort(places[0, :ns])
+    places[0, :ns] = srv
+    nr = 0
+    for i in range(ns):
+        r = si[S_RACK, srv[i]]
+        seen = False
+        for k in range(nr):
+            if places[1, k] == r:
+                seen = True
+                break
+        if not seen:
+            places[1, nr] = r
+            nr += 1
+    places[1, :nr] = np.sort(places[1, :nr])
+    # the placement's shape (throughput.placement_shape, the same arithmetic)
+    model = ji[MODEL, job]
+    has_overhead = params[P_OVERHEAD] > 0.0
+    compute = 0.0
+    for i in range(n):
+        g = gpus[i]
+        t = iteration_time[model, gi[G_TYPE, g]]
+        if has_overhead:
+            t = t + overhead[gi[G_SERVER, g], model]
+        if i == 0 or t > compute:
+            compute = t
+    traffic = 0.0
+    if n == 1:
+        s = srv[0]
+        bandwidth = sf[S_INTRABW, s]
+        latency = sf[S_INTRALAT, s]
+    else:
+        # intra-server bandwidth of each used server (a host-staged link: / the job's GPUs on it)
+        bandwidth = np.inf
+        intra_min = np.inf
+        intra_lat_max = -np.inf
+        nic_min = np.inf
+        nic_lat_max = -np.inf
+        for i in range(ns):
+            s = srv[i]
+            intra = sf[S_INTRABW, s]
+            if sf[S_SHARED, s] > 0.0:
+                k = 0
+                for q in range(n):
+                    if gi[G_SERVER, gpus[q]] == s:
+                        k += 1
+                intra = intra / k
+            if intra < intra_min:
+                intra_min = intra
+            if sf[S_INTRALAT, s] > intra_lat_max:
+                intra_lat_max = sf[S_INTRALAT, s]
+            if sf[S_NICBW, s] < nic_min:
+                nic_min = sf[S_NICBW, s]
+            if sf[S_NICLAT, s] > nic_lat_max:
+                nic_lat_max = sf[S_NICLAT, s]
+        if ns == 1:
+            bandwidth = intra_min
+            latency = sf[S_INTRALAT, srv[0]]
+        else:
+            bandwidth = min(nic_min, intra_min)
+            latency = max(nic_lat_max, intra_lat_max)
+            if nr > 1:
+                up_min = np.inf
+                for k in range(nr):
+                    if rf[R_UPBW, places[1, k]] < up_min:
+                        up_min = rf[R_UPBW, places[1, k]]
+                bandwidth = min(bandwidth, up_min)
+                latency = max(latency, params[P_SPINE])
+            gradient = mf[0, model]
+            alone = _overlap(compute, _all_reduce(n, gradient, bandwidth, latency), mf[1, model])
+            traffic = 2 * (n - 1) / n * gradient / alone
+    jf[CMP, job] = compute
+    jf[BW, job] = bandwidth
+    jf[LAT, job] = latency
+    jf[TRAF, job] = traffic
+    return ns, nr, lost
+
+
+@njit(cache=True)
+def _bank(job, now, status, jf):
+    """Credit progress at the current rate up to now (``Simulator._bank``)."""
+    dt = now - jf[LAST, job]
+    if dt > 0 and status[job] == RUNNING:
+        jf[DONE, job] = min(jf[WORK, job], jf[DONE, job] + jf[RATE, job] * dt)
+        jf[RUNT, job] += dt
+        jf[COMMT, job] += dt * jf[COMM, job]
+    jf[LAST, job] = now
+
+
+@njit(cache=True)
+def release(job, complete, now, status, jf, ji, gi, si, gbuf):
+    """Take ``job``'s GPUs back (after banking its progress and marking its work done when it ``complete``s):
+    the GPUs' free shares, holder (whole GPUs; a shared GPU's holder is the engine's to set) and sharer list, the
+    servers' free counts; the job's rate and communication share drop to 0 and its version moves on. Returns the
+    GPUs wholly free again."""
+    if complete:
+        _bank(job, now, status, jf)
+        jf[DONE, job] = jf[WORK, job]
+    milli = ji[MILLI, job]
+    goff, n = ji[GOFF, job], ji[GLEN, job]
+    gained = 0
+    if milli >= FULL_GPU:
+        for i in range(goff, goff + n):
+            g = gbuf[i]
+            gi[G_FREE, g] += FULL_GPU
+            gi[G_JOB, g] = -1
+            si[S_FREE, gi[G_SERVER, g]] += 1
+        gained = n
+    else:
+        g = gbuf[goff]
+        gi[G_FREE, g] += milli
+        if gi[G_FREE, g] == FULL_GPU:
+            si[S_FREE, gi[G_SERVER, g]] += 1
+            gained = 1
+        # unlink from the GPU's sharer list
+        prev = -1
+        k = gi[G_SHHEAD, g]
+        while k >= 0 and k != job:
+            prev = k
+            k = ji[SHNEXT, k]
+        if k == job:
+            if prev < 0:
+                gi[G_SHHEAD, g] = ji[SHNEXT, job]
+            else:
+                ji[SHNEXT, prev] = ji[SHNEXT, job]
+        ji[SHNEXT, job] = -1
+    ji[GLEN, job] = 0
+    jf[RATE, job] = 0.0
+    jf[COMM, job] = 0.0
+    ji[VER, job] += 1
+    return gained
+
+
+@njit(cache=True)
+def _slowdown_and_share(job, model, jf, ji, gi, si, colo, spsh, uniform, interference, gbuf):
+    """Co-location slowdown (worst pair with the other jobs on the job's servers; a fractional job's GPU sharers
+    count through space sharing only) and the throughput share left by its GPU sharers."""
+    milli = ji[MILLI, job]
+    goff, n = ji[GOFF, job], ji[GLEN, job]
+    own = gbuf[goff]  # a fractional job's one GPU
+    slowdown = 1.0
+    if interference:
+        found = False
+        worst = 0.0
+        # the job's servers: those of its GPUs (a server seen twice is scanned twice: max does not mind)
+        for i in range(goff, goff + n):
+            s = gi[G_SERVER, gbuf[i]]
+            seen = False
+            for q in range(goff, i):
+                if gi[G_SERVER, gbuf[q]] == s:
+                    seen = True
+                    break
+            if seen:
+                continue
+            lo = si[S_FIRST, s]
+            for g in range(lo, lo + si[S_NUM, s]):
+                if gi[G_FREE, g] >= FULL_GPU:
+                    continue
+                if milli < FULL_GPU and g == own:
+                    continue  # the job's own GPU: its sharers count through space sharing
+                h = gi[G_JOB, g]
+                if h >= 0 and ji[MILLI, h] >= FULL_GPU:
+                    if h != job:
+                        v = colo[model, ji[MODEL, h]]
+                        if not found or v > worst:
+                            worst = v
+                        found = True
+                else:
+                    k = gi[G_SHHEAD, g]
+                    while k >= 0:
+                        if k != job:
+                            v = colo[model, ji[MODEL, k]]
+                            if not found or v > worst:
+                                worst = v
+                            found = True
+                        k = ji[SHNEXT, k]
+        if found:
+            slowdown = uniform if uniform != 0.0 else worst
+    share = 1.0
+    if milli < FULL_GPU:
+        found = False
+        best = 0.0
+        t = gi[G_TYPE, own]
+        k = gi[G_SHHEAD, own]
+        while k >= 0:
+            if k != job:
+                v = spsh[t, model, ji[MODEL, k]]
+                if not found or v < best:
+                    best = v
+                found = True
+            k = ji[SHNEXT, k]
+        if found:
+            share = best
+    return slowdown, share
+
+
+@njit(cache=True)
+def refresh(jobs, now, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, out):
+    """Bank progress and recompute rate, communication share and version of each running job of ``jobs``
+    (``Simulator._refresh_rates``); ``out[i]`` is the new completion time of ``jobs[i]``, nan when it is not
+    running."""
+    duration = params[P_DURATION] > 0.0
+    interference = params[P_INTERFERENCE] > 0.0
+    uniform = params[P_UNIFORM]
+    for i in range(len(jobs)):
+        job = jobs[i]
+        if status[job] != RUNNING:
+            out[i] = np.nan
+            continue
+        _bank(job, now, status, jf)
+        if duration:
+            rate, comm = 1.0, 0.0
+        else:
+            model = ji[MODEL, job]
+            slowdown, share = _slowdown_and_share(
+                job, model, jf, ji, gi, si, colo, spsh, uniform, interference, gbuf
+            )
+            n = ji[GLEN, job]
+            compute = jf[CMP, job]
+            if n <= 1:
+                base = compute
+                rate = 1.0 / (base * slowdown / share)
+                comm = 0.0 if base <= 0 else max(0.0, 1.0 - compute / base)
+            else:
+                rate, comm = _multi_gpu_rate(
+                    job, model, n, compute, slowdown, share, jf, ji, gi, si, sf, rf, mf, gbuf
+                )
+        jf[RATE, job] = rate
+        jf[COMM, job] = comm
+        ji[VER, job] += 1
+        remaining = jf[WORK, job] - jf[DONE, job]
+        out[i] = now + max(0.0, remaining) / rate
+
+
+@njit(cache=True)
+def _multi_gpu_rate(job, model, n, compute, slowdown, share, jf, ji, gi, si, sf, rf, mf, gbuf):
+    """Rate and communication share of a multi-GPU job: throughput.iteration_time_of_shape with the engine's
+    NIC and uplink loads."""
+    bandwidth = jf[BW, job]
+    goff = ji[GOFF, job]
+    w = jf[TRAF, job]
+    # distinct servers of the job (in GPU order; min does not mind the order)
+    first_server = gi[G_SERVER, gbuf[goff]]
+    crosses_servers = False
+    for i in range(goff + 1, goff + n):
+        if gi[G_SERVER, gbuf[i]] != first_server:
+            crosses_servers = True
+            break
+    if crosses_servers:
+        nic = np.inf
+        first_rack = si[S_RACK, first_server]
+        crosses_racks = False
+        for i in range(goff, goff + n):
+            s = gi[G_SERVER, gbuf[i]]
+            if si[S_RACK, s] != first_rack:
+                crosses_racks = True
+            load = max(sf[S_NICLOAD, s], w)
+            v = sf[S_NICBW, s] * (w / load)
+            if v < nic:
+                nic = v
+        bandwidth = min(bandwidth, nic)
+        if crosses_racks:
+            up = np.inf
+            for i in range(goff, goff + n):
+                r = si[S_RACK, gi[G_SERVER, gbuf[i]]]
+                load = max(rf[R_UPLOAD, r], w)
+                v = rf[R_UPBW, r] * (w / load)
+                if v < up:
+                    up = v
+            bandwidth = min(bandwidth, up)
+    m = _all_reduce(n, mf[0, model], bandwidth, jf[LAT, job])
+    base = _overlap(compute, m, mf[1, model])
+    total = base * slowdown / share
+    comm = 0.0 if base <= 0 else max(0.0, 1.0 - compute / base)
+    return 1.0 / total, comm
+
+
+@njit(cache=True)
+def start_job(
+    job, gpus, goff, jobs, now, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh, params,
+    gbuf, places, out,
+):  # fmt: skip
+    """:func:`allocate` then :func:`refresh` of ``jobs`` (the job and its neighbours, in the engine's order);
+    returns the GPUs that stopped being wholly free."""
+    lost = allocate(
+        job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params, gbuf, goff, places
+    )[2]
+    refresh(jobs, now, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, out)
+    return lost
+
+
+@njit(cache=True)
+def release_job(job, complete, now, jobs, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, out):
+    """:func:`release` then :func:`refresh` of ``jobs`` (its neighbours, in the engine's order); returns the GPUs
+    wholly free again."""
+    gained = release(job, complete, now, status, jf, ji, gi, si, gbuf)
+    refresh(jobs, now, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, out)
+    return gained
+
+
+@njit(cache=True)
+def fragmentation(free_milli, need, allowed):
+    """GPUs where a job needing ``need`` milli-GPUs may start (``allowed`` of length 0: all), and how many of
+    them are wholly free."""
+    usable = 0
+    whole = 0
+    for g in range(len(free_milli)):
+        if free_milli[g] >= need and (len(allowed) == 0 or allowed[g]):
+            usable += 1
+            if free_milli[g] == FULL_GPU:
+                whole += 1
+    return usable, whole

@@ -1,0 +1,135 @@
+"""Compiled (numba) loops of the placement rules (:mod:`gpusched_envs.policies.placement`): the free-GPU mask, the
+per-server free counts, the best-fit server, the rack choice and the GPU picks of ``consolidate``, ``closest`` and
+``pack`` in one pass over the cluster's arrays. Each loop makes the same choices, ties included, as the numpy
+expressions it replaces (lowest index on ties, stable orders), so the GPUs picked are the same."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+FULL_GPU = 1000
+
+
+@njit(cache=True)
+def free_counts(free_milli, allowed, within, gpu_server, num_servers, free, counts):
+    """Fill ``free`` (G,) with the GPUs wholly free, allowed (``allowed`` of length 0: all) and inside ``within``
+    (length 0: all), and ``counts`` (S,) with each server's number of them."""
+    has_allowed = len(allowed) > 0
+    has_within = len(within) > 0
+    for s in range(num_servers):
+        counts[s] = 0
+    for g in range(len(free_milli)):
+        ok = free_milli[g] >= FULL_GPU
+        if ok and has_allowed:
+            ok = allowed[g]
+        if ok and has_within:
+            ok = within[g]
+        free[g] = ok
+        if ok:
+            counts[gpu_server[g]] += 1
+
+
+@njit(cache=True)
+def _take(free, servers, num, server_first, server_num, n, out):
+    """The first ``n`` free GPUs of ``servers[:num]`` in that order, written to ``out``; returns how many."""
+    got = 0
+    for i in range(num):
+        s = servers[i]
+        lo = server_first[s]
+        for g in range(lo, lo + server_num[s]):
+            if free[g]:
+                out[got] = g
+                got += 1
+                if got == n:
+                    return got
+    return got
+
+
+@njit(cache=True)
+def whole_gpus(free, counts, n, spread, try_server, prefer, server_first, server_num, server_rack, num_racks):
+    """GPUs of a whole-GPU job of ``n`` GPUs (``n`` >= 1) given the free mask and counts of
+    :func:`free_counts`: the best-fit server (fewest free GPUs among those holding ``n``, restricted to the
+    ``prefer`` servers when one of them fits; ``prefer`` of length 0: none) when ``try_server``; else, or when
+    none fits and ``spread``, several servers: whole free ones unless ``spread``, in the best-fit rack if one holds
+    the job, else over the racks by decreasing free GPUs; in each rack its servers by decreasing free GPUs.
+    Returns the GPU ids (empty: cannot place now)."""
+    S = len(counts)
+    out = np.empty(n, dtype=np.int64)
+    if try_server:
+        best = -1
+        has_prefer = False
+        if len(prefer) > 0:
+            for s in range(S):
+                if counts[s] >= n and prefer[s]:
+                    has_prefer = True
+                    break
+        for s in range(S):
+            if counts[s] >= n and (not has_prefer or prefer[s]):
+                if best < 0 or counts[s] < counts[best]:
+                    best = s
+        if best >= 0:
+            one = np.empty(1, dtype=np.int64)
+            one[0] = best
+            _take(free, one, 1, server_first, server_num, n, out)
+            return out
+        if not spread:
+            return out[:0]
+    # several servers
+    usable = np.empty(S, dtype=np.int64)
+    for s in range(S):
+        if spread or counts[s] == server_num[s]:
+            usable[s] = counts[s]
+        else:
+            usable[s] = 0
+    rack_free = np.zeros(num_racks)
+    for s in range(S):
+        rack_free[server_rack[s]] += usable[s]
+    total = 0.0
+    for r in range(num_racks):
+        total += rack_free[r]
+    if total < n:
+        return out[:0]
+    best_rack = -1
+    for r in range(num_racks):
+        if rack_free[r] >= n and (best_rack < 0 or rack_free[r] < rack_free[best_rack]):
+            best_rack = r
+    if best_rack >= 0:
+        racks = np.empty(1, dtype=np.int64)
+        racks[0] = best_rack
+    else:
+        racks = np.argsort(-rack_free, kind="mergesort")
+    servers = np.empty(S, dtype=np.int64)
+    num = 0
+    for r in racks:
+        start = num
+        for s in range(S):
+            if server_rack[s] == r and usable[s] > 0:
+                servers[num] = s
+                num += 1
+        if num - start > 1:
+            order = np.argsort(-usable[servers[start:num]], kind="mergesort")
+            servers[start:num] = servers[start:num][order]
+    # whole free servers only (unless spread): _take visits only the listed servers, all with usable > 0
+    got = _take(free, servers, num, server_first, server_num, n, out)
+    if got < n:
+        return out[:0]
+    return np.sort(out)
+
+
+@njit(cache=True)
+def by_servers(free_milli, server_free, server_ok, servers, num_racks, n, spread, try_server, prefer):
+    """:func:`whole_gpus` where the allowed GPUs are whole servers (``server_ok`` (S,), length 0: all): the
+    per-server counts are the engine's wholly-free counts ``server_free``, so no pass over the GPUs is needed."""
+    S = servers.shape[1]
+    counts = np.empty(S, dtype=np.int64)
+    has_ok = len(server_ok) > 0
+    for s in range(S):
+        counts[s] = server_free[s] if (not has_ok or server_ok[s]) else 0
+    free = np.zeros(len(free_milli), dtype=np.bool_)
+    first, num = servers[0], servers[1]
+    for s in range(S):
+        if counts[s] > 0:
+            for g in range(first[s], first[s] + num[s]):
+                free[g] = free_milli[g] >= FULL_GPU
+    return whole_gpus(free, counts, n, spread, try_server, prefer, first, num, servers[2], num_racks)

@@ -1,0 +1,193 @@
+"""The engine's and the placement rules' compiled loops against the numpy definitions they replace, bit for bit:
+placement shapes and rates (``throughput.placement_shape`` / ``iteration_time_of_shape`` with the engine's link
+loads, co-location slowdown and GPU sharing), and the GPUs ``consolidate`` / ``closest`` / ``pack`` /
+``closest_in_rack`` pick, on random occupancies of several clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusched_envs.policies import placement as pl
+from gpusched_envs.sim import SimConfig, Simulator, load_cluster
+from gpusched_envs.sim import engine_kernels as ek
+from gpusched_envs.sim import throughput as tp
+from gpusched_envs.sim.catalog import default_catalog
+from gpusched_envs.sim.engine import FULL_GPU, RUNNING
+from gpusched_envs.sim.topology import build_cluster
+from gpusched_envs.sim.workload import Workload
+
+
+def _azure():
+    """Two racks of catalogue ND40rs_v2 servers (host-staged intra link, host overhead) and a V100 server."""
+    doc = {
+        "name": "az",
+        "racks": [
+            {"count": 2, "servers": [{"count": 2, "server_type": "ND40rs_v2"}]},
+            {"servers": [{"gpus": 8, "gpu_type": "V100", "intra_link": "nvlink", "nic": "eth100"}]},
+        ],
+    }
+    return build_cluster(doc, default_catalog(), where="az")
+
+
+CLUSTERS = {
+    "hetero64": lambda: load_cluster("hetero64"),
+    "congested-4x": lambda: load_cluster("congested-4x"),
+    "openb": lambda: load_cluster("openb"),
+    "az": _azure,
+}
+
+
+def _random_jobs(cluster, rng, n: int, fractional: bool) -> Workload:
+    """n jobs at t=0 of random models and sizes (some fractional when asked)."""
+    names = default_catalog().model_names
+    gpus = rng.choice([1, 1, 2, 3, 4, 8, 12, 16], size=n)
+    gpus = np.minimum(gpus, cluster.num_gpus // 2)
+    milli = np.full(n, FULL_GPU)
+    if fractional:
+        small = (gpus == 1) & (rng.random(n) < 0.5)
+        milli[small] = rng.choice([250, 300, 500], size=int(small.sum()))
+    return Workload.from_columns(
+        "random",
+        np.zeros(n),
+        rng.uniform(100.0, 5000.0, size=n),
+        gpus,
+        model=rng.integers(0, len(names), size=n),
+        gpu_milli=milli,
+        model_names=tuple(names),
+    )
+
+
+def _fill(sim, rng, keep_free: float = 0.0) -> None:
+    """Start the queued jobs on random free GPUs (any servers, so rings cross NICs and uplinks) while they fit,
+    leaving about ``keep_free`` of the GPUs free."""
+    assert sim.next_decision()
+    for job in list(sim.queue):
+        if sim.free_gpus() <= keep_free * sim.cluster.num_gpus:
+            break
+        free = np.flatnonzero(sim.free_mask(job))
+        n = int(sim.job_gpus_n[job])
+        if len(free) < n or rng.random() < 0.2:
+            continue
+        sim.start(job, np.sort(rng.choice(free, size=n, replace=False)))
+
+
+def _expected_rate(sim, job: int) -> tuple[float, float]:
+    """Rate and communication share of a running job by the numpy definitions (the engine before compilation)."""
+    c, cat = sim.cluster, sim.cluster.catalog
+    m = int(sim.job_model[job])
+    gpus = sim.job_gpus[job]
+    shape = tp.placement_shape(c, m, gpus)
+    others = set()
+    for s in shape.servers:
+        others.update(sim.server_jobs[s])
+    others.discard(job)
+    sharers = set(sim.gpu_sharers.get(int(gpus[0]), ())) if sim.job_milli[job] < FULL_GPU else set()
+    others -= sharers
+    slowdown = 1.0
+    if others:
+        slowdown = sim._uniform_slowdown or float(cat.colocation_slowdown[m, sim.job_model[list(others)]].max())
+    share = 1.0
+    sharers.discard(job)
+    if sharers:
+        share = float(
+            cat.space_sharing_by_type[c.gpu_type[int(gpus[0])], m, sim.job_model[sorted(sharers)]].min()
+        )
+    if shape.num_gpus <= 1:
+        return 1.0 / (shape.compute * slowdown / share), 0.0
+    it = tp.iteration_time_of_shape(
+        c, m, shape, None, slowdown, share, nic_load=sim.nic_load, uplink_load=sim.uplink_load
+    )
+    return 1.0 / it.total, it.communication_fraction
+
+
+@pytest.mark.parametrize("name", sorted(CLUSTERS))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_shapes_and_rates_equal_the_numpy_definitions(name, seed):
+    cluster = CLUSTERS[name]()
+    rng = np.random.default_rng(seed)
+    sim = Simulator(cluster, _random_jobs(cluster, rng, 60, fractional=name == "openb"), SimConfig(seed=seed))
+    _fill(sim, rng)
+    running = [j for j in sim.running if sim.status[j] == RUNNING]
+    assert len(running) >= 5
+    crossing = 0
+    for job in running:
+        shape = tp.placement_shape(cluster, int(sim.job_model[job]), sim.job_gpus[job])
+        assert sim._jf[ek.CMP, job] == shape.compute
+        assert sim._jf[ek.BW, job] == shape.base_bandwidth
+        assert sim._jf[ek.LAT, job] == shape.hop_latency
+        assert sim._jf[ek.TRAF, job] == shape.traffic
+        assert sim._job_servers[job] == list(shape.servers)
+        assert sim._job_racks[job] == shape.racks.tolist()
+        assert sim._shape[job].servers == shape.servers and sim._shape[job].traffic == shape.traffic
+        rate, comm = _expected_rate(sim, job)
+        assert sim.rate[job] == rate, (job, sim.rate[job], rate)
+        assert sim.comm_fraction[job] == comm
+        crossing += shape.crosses_racks
+    if name != "openb":
+        assert crossing > 0  # the loads of shared uplinks were exercised
+    # and after some of them leave (their neighbours refreshed by the release)
+    for job in running[::3]:
+        sim.preempt(job)
+    for job in sim.running:
+        if sim.status[job] == RUNNING:
+            assert (sim.rate[job], sim.comm_fraction[job]) == _expected_rate(sim, job)
+
+
+def _occupied(cluster, rng, pools: bool):
+    """A simulator with random whole- and shared-GPU jobs running and a queue of probes of every size."""
+    if pools:
+        from gpusched_envs.workloads import load_workload
+
+        w = load_workload("philly:start=2017-10-01,jobs=400")
+        workload = Workload.from_columns(  # the same jobs, all at t=0, in their VCs (pools)
+            "pools", np.zeros(len(w)), w.duration, w.num_gpus, vc=w.vc, vc_names=w.vc_names
+        )
+        sim = Simulator(cluster, workload, SimConfig(seed=0, oversize="drop"))
+        assert sim.allowed_masks and all(m is not None for m in sim.allowed_server_masks)
+    else:
+        sim = Simulator(cluster, _random_jobs(cluster, rng, 120, fractional=True), SimConfig(seed=0))
+    _fill(sim, rng, keep_free=0.5)
+    return sim
+
+
+@pytest.mark.parametrize(
+    "name,pools", [("hetero64", False), ("openb", False), ("congested-4x", False), ("philly-vc", True)]
+)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_placements_equal_the_numpy_definition(name, pools, seed):
+    cluster = load_cluster(name)
+    rng = np.random.default_rng(seed)
+    sim = _occupied(cluster, rng, pools)
+    probes = [j for j in sim.queue if sim.job_milli[j] >= FULL_GPU]
+    assert probes
+    compared = placed = 0
+    for job in probes:
+        for spread, affinity in ((False, False), (True, False), (True, True)):
+            got = pl._topology_aware(sim, job, spread=spread, affinity=affinity)
+            want = pl._whole_reference(sim, job, spread=spread, affinity=affinity)
+            assert (got is None) == (want is None), (job, spread, affinity)
+            if got is not None:
+                assert got.tolist() == want.tolist(), (job, spread, affinity)
+                placed += 1
+            compared += 1
+        rack = int(rng.integers(cluster.num_racks))
+        within = cluster.gpu_rack == rack
+        got = pl._topology_aware(sim, job, spread=True, affinity=False, within=within)
+        want = pl._whole_reference(sim, job, spread=True, affinity=False, within=within)
+        assert (None if got is None else got.tolist()) == (None if want is None else want.tolist())
+    assert placed > 0 and compared >= 3 * len(probes)
+
+
+def test_placement_with_a_mask_that_splits_a_server_takes_the_gpu_scan():
+    """A GPU mask that allows part of a server (not a pool or type mask) goes through the per-GPU loop."""
+    cluster = load_cluster("hetero64")
+    rng = np.random.default_rng(3)
+    sim = _occupied(cluster, rng, pools=False)
+    job = next(j for j in sim.queue if sim.job_milli[j] >= FULL_GPU)
+    within = np.zeros(cluster.num_gpus, dtype=bool)
+    within[::2] = True
+    assert pl._server_mask(sim, job, within) is None
+    got = pl._topology_aware(sim, job, spread=True, affinity=False, within=within)
+    want = pl._whole_reference(sim, job, spread=True, affinity=False, within=within)
+    assert (None if got is None else got.tolist()) == (None if want is None else want.tolist())
