@@ -129,6 +129,35 @@ def _check_env_kwargs(kwargs: dict, where: str, allow_paths: bool) -> None:
             )
 
 
+def check_known_fields(values: dict, known, where: str, block: str) -> None:
+    """Refuse names in ``values`` that the config it builds does not have (a checkpoint written by another
+    version): :class:`CheckpointMismatchError` naming the block and the first unknown field, with a did-you-mean."""
+    import difflib
+
+    unknown = sorted(str(k) for k in set(values) - set(known))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise CheckpointMismatchError(
+            f"{where}: {block} has unknown field(s) {', '.join(map(repr, unknown))}{hint}; this checkpoint was "
+            "written by another version"
+        )
+
+
+def build_config(config_type, values, where: str, block: str):
+    """``config_type(**values)`` for a dataclass named in a checkpoint's metadata: unknown fields are a
+    :class:`CheckpointMismatchError` naming them, a constructor's complaint one :class:`CheckpointError` line."""
+    from dataclasses import fields
+
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{where}: {block} must be an object, got {type(values).__name__}")
+    check_known_fields(values, {f.name for f in fields(config_type)}, where, block)
+    try:
+        return config_type(**values)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{where}: {block}: {' '.join(str(exc).split())}") from None
+
+
 def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = False) -> dict:
     """Check ``meta.json``'s fields (types, known values, env id, file-naming kwargs) and return it."""
     if not isinstance(meta, dict):
@@ -150,9 +179,7 @@ def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = Fals
     _check_type(meta, "network", dict, where)
     fields = {f.name: f.type for f in dataclass_fields(NetworkConfig)}
     net = meta["network"]
-    unknown = sorted(set(net) - set(fields))
-    if unknown:
-        raise CheckpointError(f"{where}: network has unknown field(s) {', '.join(map(repr, unknown))}")
+    check_known_fields(net, fields, where, "network")
     for key, value in net.items():
         want = str if fields[key] in ("str", str) else int
         if (
@@ -379,10 +406,11 @@ def read_model_bytes(folder: Path, meta: dict, require_sha256: bool = False) -> 
     return data
 
 
-def load_state(folder: Path, data: bytes) -> dict:
-    """``torch.load(weights_only=True)`` of ``model.pt``'s bytes; anything it refuses is one line naming the file
-    (never torch's advice to set ``weights_only=False``: a checkpoint that needs it is refused)."""
-    where = folder / MODEL_FILE
+def load_state(folder: Path, data: bytes, name: str = MODEL_FILE) -> dict:
+    """``torch.load(weights_only=True)`` of a weights file's bytes (``model.pt``, or ``name``); anything it refuses
+    is one line naming the file (never torch's advice to set ``weights_only=False``: a checkpoint that needs it is
+    refused)."""
+    where = folder / name
     if not data:
         raise CheckpointCorruptError(f"{where}: empty file")
     try:
@@ -435,10 +463,7 @@ def load(
         check_compatible(
             meta, str(folder), spec.id if spec else None, getattr(env.unwrapped, "obs_mode", None)
         )
-    try:
-        cfg = NetworkConfig(**meta["network"])
-    except TypeError as exc:
-        raise CheckpointError(f"{folder / META_FILE}: network: {exc}") from None
+    cfg = build_config(NetworkConfig, meta["network"], str(folder / META_FILE), "network")
     if env is not None and meta["policy"] != "logits":  # PPO's action net is sized by the action count
         from gpusched_lab.agents.nets.networks import for_env
 

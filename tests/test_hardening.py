@@ -743,3 +743,47 @@ def test_clusters_never_wraps_a_word_per_line_and_envs_is_a_table(gpusched, monk
     assert len(rows) == 5 and "125" in out  # DelayTuning's 5^3 timer combinations
     code, out, _ = gpusched("envs", "--details")
     assert code == 0 and "observation:" in out
+
+
+def test_checkpoint_metadata_with_an_unknown_field_is_a_mismatch_naming_it(tmp_path):
+    from gpusched_lab import agents
+    from gpusched_lab.agents.checkpoint import CheckpointMismatchError
+
+    folder = copy_checkpoint(tmp_path)
+    meta = json.loads((folder / "meta.json").read_text())
+    edit_meta(folder, network={**meta["network"], "hiddn": 64})
+    with pytest.raises(
+        CheckpointMismatchError, match=r"network has unknown field\(s\) 'hiddn' \(did you mean"
+    ):
+        agents.load(folder)
+
+
+def test_hmarl_checkpoint_with_an_unknown_network_field_is_a_mismatch(tmp_path):
+    from gpusched_lab.agents.checkpoint import CheckpointMismatchError
+    from gpusched_lab.agents.methods.hmarl.checkpoint import load
+
+    folder = copy_checkpoint(tmp_path, "hmarl_dc4")
+    meta = json.loads((folder / "meta.json").read_text())
+    edit_meta(folder, network={**meta["network"], "__class__": "x"})
+    with pytest.raises(
+        CheckpointMismatchError, match=r"meta.json: network has unknown field\(s\) '__class__'"
+    ):
+        load(folder, interference=False)
+
+
+def test_metaplace_checkpoint_whose_weights_hold_objects_is_one_line(tmp_path):
+    import hashlib
+
+    from gpusched_lab.agents.checkpoint import CheckpointError
+    from gpusched_lab.agents.methods.metaplace.checkpoint import load_meta
+
+    folder = copy_checkpoint(tmp_path, "workerplacement_gnn")
+    data = _weights_only_refused_pickle()
+    (folder / "value.pt").write_bytes(data)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["meta_rl"]["sha256"]["value.pt"] = hashlib.sha256(data).hexdigest()
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as err:
+        load_meta(folder)
+    text = str(err.value)
+    assert "\n" not in text and "value.pt: holds Python objects other than tensors; refused" in text

@@ -82,8 +82,10 @@ def load(path: str | Path, device: str = "cpu", interference: bool = True) -> HM
         raise ValueError(
             f"{folder / 'meta.json'}: env_id {meta.get('env_id')!r}, an HMARL checkpoint has {ENV_ID}"
         )
+    from gpusched_lab.agents.checkpoint import build_config
+
+    cfg = build_config(NetworkConfig, meta.get("network"), str(folder / "meta.json"), "network")
     try:
-        cfg = NetworkConfig(**meta["network"])
         dims = {k: int(v) for k, v in meta["dims"].items()}
         actor = HMARLActor(cfg, dims)
         actor.load_state_dict(read_state(folder, meta))

@@ -107,11 +107,22 @@ def load_meta(path: str | Path) -> tuple[PlacementPolicy, PerformanceModel, dict
     path = Path(path)
     if not (path / META_FILE).exists():
         raise FileNotFoundError(f"{path}: no MetaPlace checkpoint ({META_FILE} missing)")
-    meta = json.loads((path / META_FILE).read_text())
-    if "meta_rl" not in meta:
-        raise ValueError(f"{path}: not a MetaPlace checkpoint (no 'meta_rl' in {META_FILE})")
+    from gpusched_lab.agents.checkpoint import CheckpointError, build_config, load_state
+
+    where = str(path / META_FILE)
+    try:
+        meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"{where}: not a JSON metadata file ({' '.join(str(exc).split())})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("meta_rl"), dict):
+        raise CheckpointError(f"{path}: not a MetaPlace checkpoint (no 'meta_rl' in {META_FILE})")
+    hashes = meta["meta_rl"].get("sha256")
+    if not isinstance(hashes, dict):
+        raise CheckpointError(f"{where}: meta_rl.sha256 must be an object of file hashes")
     fields = {f.name for f in dataclasses.fields(MetaArgs)}
-    args = MetaArgs(**{k: v for k, v in meta["args"].items() if k in fields})
+    args = build_config(
+        MetaArgs, {k: v for k, v in (meta.get("args") or {}).items() if k in fields}, where, "args"
+    )
     env = make_env(args)
     policy = make_policy(env, args)
     perf = new_perf_model(env, args.seed)
@@ -122,9 +133,9 @@ def load_meta(path: str | Path) -> tuple[PlacementPolicy, PerformanceModel, dict
         if not f.exists():
             raise FileNotFoundError(f"{f}: no such file")
         data = f.read_bytes()
-        if hashlib.sha256(data).hexdigest() != meta["meta_rl"]["sha256"][name]:
-            raise ValueError(f"{path}: {name} does not match {META_FILE} (interrupted save?)")
-        states[name] = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        if hashlib.sha256(data).hexdigest() != hashes.get(name):
+            raise CheckpointError(f"{path}: {name} does not match {META_FILE} (interrupted save?)")
+        states[name] = load_state(path, data, name)
     prefix = "scorer."
     policy.scorer.load_state_dict(
         {k[len(prefix) :]: v for k, v in states[POLICY_FILE].items() if k.startswith(prefix)}
