@@ -28,17 +28,16 @@ def register_envs() -> None:
     """Register every id (idempotent; ids whose module is not importable are skipped)."""
     import importlib.util
 
+    from gymnasium.envs.registration import WrapperSpec
+
     for env_id, entry in ENTRY_POINTS.items():
         if env_id in gym.registry:
             continue
         module = entry.split(":")[0]
         if importlib.util.find_spec(module) is None:
             continue
-        wrappers = ()
-        if env_id in CLUSTER_ENVS:  # fills info["metrics"] after gym.make's TimeLimit truncates an episode
-            from gymnasium.envs.registration import WrapperSpec
-
-            wrappers = (WrapperSpec("EpisodeMetrics", "gpusched_envs.envs.base:EpisodeMetrics", {}),)
+        # fills info["metrics"] after gym.make's TimeLimit truncates an episode
+        wrappers = (WrapperSpec("EpisodeMetrics", "gpusched_envs.envs.base:EpisodeMetrics", {}),)
         gym.register(id=env_id, entry_point=entry, additional_wrappers=wrappers)
 
 

@@ -33,6 +33,7 @@ from gpusched_envs.envs.core import (
     check_number,
     default_workload_spec,
     make_workload,
+    metrics_info,
     resolve_cluster,
 )
 from gpusched_envs.envs.encoding import NON_CLAIRVOYANT, ClusterEncoder, Layout
@@ -40,14 +41,17 @@ from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
 from gpusched_envs.envs.render import render_ansi, render_rgb
 from gpusched_envs.sim import Simulator
 from gpusched_envs.sim.engine import FULL_GPU
+from gpusched_envs.sim.metrics import METRIC_KEYS
 from gpusched_envs.sim.sensitivity import job_sensitivities
 from gpusched_envs.sim.topology import Cluster
 
 
 class EpisodeMetrics(gym.Wrapper, gym.utils.RecordConstructorArgs):
-    """Registered as an additional wrapper of every cluster env, so it sits outside ``gym.make``'s ``TimeLimit``:
-    when an episode is truncated (``max_episode_steps``) it puts the simulator's metrics in ``info["metrics"]``,
-    as the env itself does at termination and at its own ``max_steps``."""
+    """Fills ``info["metrics"]`` (and sets ``info["episode_done"]``) when a wrapper inside it truncates the episode:
+    the env fills them itself at termination and at its own ``max_steps``, but a ``TimeLimit`` only sets
+    ``truncated``. Registered as an additional wrapper of every env, so it sits outside ``gym.make``'s
+    ``TimeLimit`` (``max_episode_steps``). With a hand-added ``TimeLimit``, wrap it once more:
+    ``EpisodeMetrics(TimeLimit(env, n))``, or read ``env.unwrapped.episode_metrics()`` after the last step."""
 
     def __init__(self, env: gym.Env):
         gym.utils.RecordConstructorArgs.__init__(self)
@@ -55,8 +59,8 @@ class EpisodeMetrics(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if (terminated or truncated) and "metrics" not in info:
-            info = {**info, "metrics": self.env.unwrapped.sim.metrics()}
+        if (terminated or truncated) and not info.get("episode_done", False):
+            info = {**info, "episode_done": np.bool_(True), "metrics": self.env.unwrapped.episode_metrics()}
         return obs, reward, terminated, truncated, info
 
 
@@ -117,6 +121,7 @@ class ClusterEnv(EnvCore, gym.Env):
         self.sim: Simulator | None = None
         self._static_cluster: Cluster | None = None
         self._terminated = False
+        self.last_invalid_reason = ""
 
     @property
     def clairvoyant(self) -> bool:
@@ -143,6 +148,7 @@ class ClusterEnv(EnvCore, gym.Env):
         self.steps = 0
         self.drained = False
         self._terminated = False
+        self.last_invalid_reason = ""  # why the last invalid action was refused
         self._invalid_run = 0  # invalid actions since the last action that acted (the state has not moved)
         self._last_mark = None
         # rewards accrue from the start of the run, so a full episode's return is the exact integral even when
@@ -188,16 +194,17 @@ class ClusterEnv(EnvCore, gym.Env):
                 "the episode has ended (every job finished, terminated=True); call reset() before step()"
             )
         a = self._check_action(action)
-        penalty, forced = 0.0, None
+        penalty, forced = 0.0, False
         if not self.encoder.action_mask[a]:
             why = self._why_invalid(a)
             if self.invalid_action == "raise":
                 raise InvalidActionError(f"invalid action {a}: {why}")
+            self.last_invalid_reason = f"invalid action {a}: {why}"
             self._invalid_run += 1
             if self._invalid_run < self.max_invalid_repeats:
-                return self._invalid(a, why)
+                return self._invalid()
             # the max_invalid_repeats-th invalid action in a row: the env takes the safe action itself
-            penalty, forced = self.invalid_penalty, (a, why)
+            penalty, forced = self.invalid_penalty, True
             a = self.safe_action()
         self._invalid_run = 0
         mark = self._pending_mark if self._pending_mark is not None else self._mark()
@@ -209,9 +216,7 @@ class ClusterEnv(EnvCore, gym.Env):
         truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
         self._terminated = terminated
         obs = self._observe()
-        info = self._info(terminated, truncated)
-        if forced:
-            info = {**info, "invalid_action": True, "reason": forced[1], "forced_action": a}
+        info = self._info(terminated, truncated, forced, a if forced else -1)
         return obs, reward, terminated, truncated, info
 
     # ------------------------------------------------------------------ rewards
@@ -287,19 +292,37 @@ class ClusterEnv(EnvCore, gym.Env):
         last = self.layout.actions - 1
         return last if mask[last] else int(np.flatnonzero(mask)[0])
 
-    def _invalid(self, action: int, why: str):
+    def _invalid(self):
         """No-op with a penalty: the state and the clock do not move."""
         self.steps += 1
         truncated = self.max_steps is not None and self.steps >= self.max_steps
-        info = {**self._info(False, truncated), "invalid_action": True, "reason": why}
+        info = self._info(False, truncated, True)
         return self.encoder.observation(), -self.invalid_penalty, False, truncated, info
 
-    def _info(self, terminated: bool, truncated: bool) -> dict[str, Any]:
+    def episode_metrics(self) -> dict[str, np.float64]:
+        """The simulator's metrics (:data:`~gpusched_envs.sim.metrics.METRIC_KEYS`, float64) of the episode so far:
+        what ``info["metrics"]`` holds once the episode ends, available at any step (e.g. after a truncation by a
+        hand-added ``TimeLimit``)."""
+        if self.sim is None:
+            raise gym.error.ResetNeeded("call reset() before episode_metrics()")
+        return metrics_info(self.sim.metrics(), METRIC_KEYS)
+
+    def _info(
+        self, terminated: bool, truncated: bool, invalid: bool = False, forced: int = -1
+    ) -> dict[str, Any]:
+        """The info of every ``reset`` and ``step``: the same keys and dtypes throughout (see the env docstring,
+        section Info)."""
         sim = self.sim
-        info: dict[str, Any] = {"time": sim.now, "queued": len(sim.queue), "running": len(sim.running)}
-        if terminated or truncated:
-            info["metrics"] = sim.metrics()
-        return info
+        done = terminated or truncated
+        return {
+            "time": np.float64(sim.now),
+            "queued": np.int64(len(sim.queue)),
+            "running": np.int64(len(sim.running)),
+            "invalid_action": np.bool_(invalid),
+            "forced_action": np.int64(forced),
+            "episode_done": np.bool_(done),
+            "metrics": metrics_info(sim.metrics() if done else None, METRIC_KEYS),
+        }
 
     # ------------------------------------------------------------------ rendering
     def _render_window(self) -> list[int]:

@@ -30,6 +30,15 @@ SPEED_MODELS = ("throughput", "duration")
 WorkloadArg = str | Workload | Callable[[Cluster, np.random.Generator], Workload] | None
 
 
+def metrics_info(metrics: dict | None, keys: tuple[str, ...]) -> dict[str, np.float64]:
+    """The ``info["metrics"]`` dict of the fixed ``keys``, each a float64 numpy scalar: 0.0 while ``metrics`` is
+    None (the episode has not ended: ``info["episode_done"]`` is False; not NaN, so that two equal infos compare
+    equal, as Gymnasium's ``check_env`` asks), else the value (NaN where the metric is undefined or missing)."""
+    if metrics is None:
+        return {k: np.float64(0.0) for k in keys}
+    return {k: np.float64(metrics.get(k, np.nan)) for k in keys}
+
+
 class InvalidActionError(ValueError):
     """An action that is malformed (not one integer of the action space) or, with ``invalid_action="raise"``, one
     the mask forbids."""

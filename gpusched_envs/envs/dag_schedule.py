@@ -15,6 +15,7 @@ from gpusched_envs.envs.base import (
     InvalidActionError,
     check_choice,
     check_int,
+    metrics_info,
     resolve_cluster,
 )
 from gpusched_envs.envs.features import gpu_relative_speed
@@ -26,6 +27,8 @@ TASK_FEATURES = ("work", "rank", "scheduled", "ready", "current", "start", "fini
 GPU_FEATURES = ("speed", "free_at", "tasks", "makespan_if_here")
 EDGE_FEATURES = ("dependency", "assignment", "bytes")
 MODES = ("construct", "improve")
+# the keys of info["metrics"] (float64, NaN until the episode ends)
+DAG_METRIC_KEYS = ("makespan", "tasks", "gpus", "initial_makespan")
 
 
 SYNTHETIC_CCR_KINDS = ("random", "alibaba", "tpch")  # DAG spec kinds whose edge bytes come from a CCR knob
@@ -94,8 +97,20 @@ class DAGScheduleEnv(gym.Env):
     ## Episode End
     ``construct``: terminates when every task is placed. ``improve``: terminates after ``improve_steps``
     reassignments (default: one pass over the tasks); the spent share of the budget is in the context, so the
-    end is part of the observed state (a termination, not a time-limit truncation). ``info["makespan"]``, ``info["plan"]`` = (assignment,
-    priority) as :func:`gpusched_envs.sim.dag_eval.evaluate_plan` takes them; at the end ``info["metrics"]``.
+    end is part of the observed state (a termination, not a time-limit truncation). The plan so far:
+    :meth:`plan` = (assignment, priority) as :func:`gpusched_envs.sim.dag_eval.evaluate_plan` takes them.
+
+    ## Info
+    The same keys and dtypes at ``reset`` and at every ``step``: ``makespan`` (float64, of the plan so far),
+    ``invalid_action`` (bool_), ``forced_action`` (int64: the GPU the env took after ``max_invalid_repeats``
+    invalid actions in a row, else -1), ``episode_done`` (bool_), ``metrics`` (:data:`DAG_METRIC_KEYS`, float64:
+    ``makespan``, ``tasks``, ``gpus``, ``initial_makespan`` (improve mode; NaN in construct) once
+    ``episode_done``, 0.0 before; :meth:`episode_metrics` at any time).
+
+    ## Invalid Actions
+    ``"penalize"`` (default): a GPU the task's affinity forbids changes nothing and gives ``−invalid_penalty``
+    until ``max_invalid_repeats`` (8) come in a row: that one is replaced by :meth:`safe_action` (improve: the
+    task's own GPU; construct: the first allowed GPU). ``"raise"``: an :class:`InvalidActionError`.
 
     ## Arguments
     - ``cluster`` (``"hetero64"``): preset, path or ``Cluster``; ``gpus`` (8): how many of its GPUs, spread evenly
@@ -109,7 +124,8 @@ class DAGScheduleEnv(gym.Env):
       the CCR holds on this GPU set (:func:`ccr_at_gpus`); measured DAGs (PipeDream, GPT-2) keep their bytes.
     - ``mode``: ``"construct"`` | ``"improve"``; ``initial_plan``: ``"heft"`` | ``"random"``; ``improve_steps``.
     - ``obs_mode``: ``"graph"`` | ``"flat"``; ``time_scale``: seconds per reward unit (None: the DAG's total
-      work ÷ GPUs, the perfectly balanced makespan without transfers); ``invalid_action``, ``invalid_penalty``;
+      work ÷ GPUs, the perfectly balanced makespan without transfers); ``invalid_action``, ``invalid_penalty``,
+      ``max_invalid_repeats``;
       ``render_mode``: ``"ansi"`` | ``"rgb_array"`` (Gantt chart).
 
     ## Version History
@@ -162,6 +178,7 @@ class DAGScheduleEnv(gym.Env):
         self.invalid_action, self.invalid_penalty = invalid_action, float(invalid_penalty)
         self.max_invalid_repeats = check_int("max_invalid_repeats", max_invalid_repeats, 1)
         self.render_mode = render_mode
+        self.last_invalid_reason = ""  # why the last invalid action was refused
         firsts = [self._load_one(d, 0) for d in self._entries()]
         n = max(d.num_tasks for d in firsts)
         self.max_tasks = int(max_tasks or n)
@@ -332,23 +349,18 @@ class DAGScheduleEnv(gym.Env):
         a = int(np.asarray(action).reshape(()))
         if not 0 <= a < self.num_gpus:
             raise InvalidActionError(f"action {a} outside 0..{self.num_gpus - 1}")
-        penalty, forced = 0.0, None
+        penalty, forced = 0.0, False
         if self.done or not self._action_mask[a]:
             why = "the episode has ended" if self.done else f"task {self.current} may not run on GPU {a}"
             if self.invalid_action == "raise":
                 raise InvalidActionError(f"invalid action {a}: {why}")
+            self.last_invalid_reason = f"invalid action {a}: {why}"
             self._invalid_run += 1
             if self.done or self._invalid_run < self.max_invalid_repeats:
                 self.steps += 1
-                return (
-                    self._snapshot(),
-                    -self.invalid_penalty,
-                    False,
-                    False,
-                    {"invalid_action": True, "reason": why},
-                )
+                return self._snapshot(), -self.invalid_penalty, False, False, self._info(invalid=True)
             # the max_invalid_repeats-th invalid action in a row: the env takes the safe action itself
-            penalty, forced = self.invalid_penalty, (a, why)
+            penalty, forced = self.invalid_penalty, True
             a = self.safe_action()
         self._invalid_run = 0
         self.steps += 1
@@ -381,10 +393,9 @@ class DAGScheduleEnv(gym.Env):
             if not terminated:
                 self._score_candidates()
         self.done = terminated or truncated
-        info = self._info()
         if forced:
             reward -= penalty
-            info = {**info, "invalid_action": True, "reason": forced[1], "forced_action": a}
+        info = self._info(invalid=forced, forced=a if forced else -1)
         return self._observe(), reward, terminated, truncated, info
 
     def safe_action(self) -> int:
@@ -405,16 +416,31 @@ class DAGScheduleEnv(gym.Env):
         priority[self.order] = n - np.arange(len(self.order))
         return self.assignment.copy(), priority
 
-    def _info(self) -> dict:
-        info: dict[str, Any] = {"makespan": float(self.makespan), "plan": self.plan()}
-        if self.done:
-            info["metrics"] = {
-                "makespan": float(self.makespan),
+    def episode_metrics(self) -> dict[str, np.float64]:
+        """:data:`DAG_METRIC_KEYS` of the plan so far (float64; ``initial_makespan`` NaN in ``construct`` mode):
+        what ``info["metrics"]`` holds once the episode ends."""
+        if self.dag is None:
+            raise gym.error.ResetNeeded("call reset() before episode_metrics()")
+        initial = self.initial_makespan if self.mode == "improve" else np.nan
+        return metrics_info(
+            {
+                "makespan": self.makespan,
                 "tasks": self.dag.num_tasks,
                 "gpus": self.num_gpus,
-                **({"initial_makespan": self.initial_makespan} if self.mode == "improve" else {}),
-            }
-        return info
+                "initial_makespan": initial,
+            },
+            DAG_METRIC_KEYS,
+        )
+
+    def _info(self, invalid: bool = False, forced: int = -1) -> dict[str, Any]:
+        """The info of every ``reset`` and ``step``: the same keys and dtypes throughout (section Info)."""
+        return {
+            "makespan": np.float64(self.makespan),
+            "invalid_action": np.bool_(invalid),
+            "forced_action": np.int64(forced),
+            "episode_done": np.bool_(self.done),
+            "metrics": metrics_info(self.episode_metrics() if self.done else None, DAG_METRIC_KEYS),
+        }
 
     def action_masks(self) -> np.ndarray:
         return self._action_mask.astype(bool)

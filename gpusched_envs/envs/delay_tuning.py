@@ -50,6 +50,17 @@ class DelayTuningEnv(ClusterEnv):
     Terminates when every job has finished (a further ``step`` raises); truncates after ``max_steps`` intervals or
     ``max_episode_steps``. ``info["metrics"]`` at the end.
 
+    ## Info
+    The same keys and dtypes at ``reset`` and at every ``step`` (vector envs, TorchRL, Minari and PettingZoo
+    wrappers need a fixed structure): ``time`` (float64, simulated seconds), ``queued`` / ``running`` (int64, jobs
+    waiting / running), ``invalid_action`` (bool_, this step's action was invalid), ``forced_action`` (int64: the
+    action the env took for it after ``max_invalid_repeats`` invalid ones in a row, else -1), ``episode_done``
+    (bool_, the episode ended at this step: terminated or truncated), ``metrics`` (a dict of the simulator's
+    :data:`~gpusched_envs.sim.metrics.METRIC_KEYS`, each float64: the episode's metrics once ``episode_done``, 0.0
+    before). ``env.unwrapped.episode_metrics()`` gives them at any time, e.g. after a hand-added ``TimeLimit``
+    (or wrap it: ``EpisodeMetrics(TimeLimit(env, n))``; ``gym.make``'s own ``max_episode_steps`` is covered).
+    Why the last invalid action was refused: ``env.unwrapped.last_invalid_reason``.
+
     ## Arguments
     ``cluster`` (``"topdrl"``), ``workload``, ``num_jobs`` (200), ``load`` (0.9) as JobSelect-v0; ``interval``
     (900 s); ``timer_levels``, ``sensitivity_thresholds`` and ``min_run`` (seconds a job runs before it may be

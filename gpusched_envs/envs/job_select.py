@@ -88,6 +88,23 @@ class JobSelectEnv(ClusterEnv):
     ``gym.make(..., max_episode_steps=n)``. ``info["metrics"]`` then carries the simulator's metrics
     (:mod:`gpusched_envs.sim.metrics`).
 
+    ## Info
+    The same keys and dtypes at ``reset`` and at every ``step`` (vector envs, TorchRL, Minari and PettingZoo
+    wrappers need a fixed structure): ``time`` (float64, simulated seconds), ``queued`` / ``running`` (int64, jobs
+    waiting / running), ``invalid_action`` (bool_, this step's action was invalid), ``forced_action`` (int64: the
+    action the env took for it after ``max_invalid_repeats`` invalid ones in a row, else -1), ``episode_done``
+    (bool_, the episode ended at this step: terminated or truncated), ``metrics`` (a dict of the simulator's
+    :data:`~gpusched_envs.sim.metrics.METRIC_KEYS`, each float64: the episode's metrics once ``episode_done``, 0.0
+    before). ``env.unwrapped.episode_metrics()`` gives them at any time, e.g. after a hand-added ``TimeLimit``
+    (or wrap it: ``EpisodeMetrics(TimeLimit(env, n))``; ``gym.make``'s own ``max_episode_steps`` is covered).
+    Why the last invalid action was refused: ``env.unwrapped.last_invalid_reason``.
+
+    ## Invalid Actions
+    ``invalid_action="penalize"`` (default): an action the mask forbids changes nothing and gives
+    ``−invalid_penalty``, until ``max_invalid_repeats`` (default 8) of them come in a row: that one is replaced by
+    :meth:`safe_action` (wait / defer when valid, else the first valid action), taken with the penalty, so
+    simulated time always moves on and every episode ends. ``"raise"``: an :class:`InvalidActionError`.
+
     ## Arguments
     - ``cluster``: preset name (``"topdrl"``, ``"tiny"``, ``"hetero64"``, ...), YAML path or a ``Cluster``.
     - ``workload``: spec string (``"philly:jobs=500,load=0.9,gpus=64"``), a ``Workload``, or a callable
@@ -109,7 +126,8 @@ class JobSelectEnv(ClusterEnv):
       this long after (a periodic scheduling round, as Tiresias' demotion timer gives the heuristic). None: only
       at arrivals, completions and the timers a heuristic sets.
     - ``obs_mode``: ``"graph"`` | ``"image"`` | ``"flat"``; ``render_mode``: ``"ansi"`` | ``"rgb_array"`` | None.
-    - ``max_steps`` (None): truncation. ``invalid_action``: ``"penalize"`` | ``"raise"``; ``invalid_penalty`` (1.0).
+    - ``max_steps`` (None): truncation. ``invalid_action``: ``"penalize"`` | ``"raise"``; ``invalid_penalty`` (1.0);
+      ``max_invalid_repeats`` (8): invalid actions in a row before the env takes :meth:`safe_action`.
     - ``interference`` (True), ``speed_model`` (``"throughput"`` | ``"duration"``): simulator settings.
     - the seed comes from ``reset(seed=...)``.
 

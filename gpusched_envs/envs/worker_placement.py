@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -80,9 +81,26 @@ class WorkerPlacementEnv(ClusterEnv):
 
     ## Episode End
     Terminates when every job has finished (a further ``step`` raises); truncates after ``max_steps`` actions or
-    ``max_episode_steps``. ``info["metrics"]`` at the end.
-    ``info["iteration_times"]`` = ``(jobs, seconds, ideal seconds)``: the running jobs whose iteration time changed
-    since the last step (a job started or a neighbour came or went), for learning a performance model online.
+    ``max_episode_steps``. ``info["metrics"]`` at the end (section Info).
+
+    ## Info
+    The same keys and dtypes at ``reset`` and at every ``step`` (vector envs, TorchRL, Minari and PettingZoo
+    wrappers need a fixed structure): ``time`` (float64, simulated seconds), ``queued`` / ``running`` (int64, jobs
+    waiting / running), ``invalid_action`` (bool_, this step's action was invalid), ``forced_action`` (int64: the
+    action the env took for it after ``max_invalid_repeats`` invalid ones in a row, else -1), ``episode_done``
+    (bool_, the episode ended at this step: terminated or truncated), ``metrics`` (a dict of the simulator's
+    :data:`~gpusched_envs.sim.metrics.METRIC_KEYS`, each float64: the episode's metrics once ``episode_done``, 0.0
+    before). ``env.unwrapped.episode_metrics()`` gives them at any time, e.g. after a hand-added ``TimeLimit``
+    (or wrap it: ``EpisodeMetrics(TimeLimit(env, n))``; ``gym.make``'s own ``max_episode_steps`` is covered).
+    The iteration times of the running jobs whose speed changed (MetaPlace's performance model): the
+    :meth:`iteration_times` method.
+    Why the last invalid action was refused: ``env.unwrapped.last_invalid_reason``.
+
+    ## Invalid Actions
+    ``invalid_action="penalize"`` (default): an action the mask forbids changes nothing and gives
+    ``−invalid_penalty``, until ``max_invalid_repeats`` (default 8) of them come in a row: that one is replaced by
+    :meth:`safe_action` (wait / defer when valid, else the first valid action), taken with the penalty, so
+    simulated time always moves on and every episode ends. ``"raise"``: an :class:`InvalidActionError`.
 
     ## Heuristics
     ``heuristic_action(rule)``: the action of FIFO with backfill (the head rule) and a placement rule of
@@ -97,7 +115,7 @@ class WorkerPlacementEnv(ClusterEnv):
     ``cluster`` (``"topdrl"``), ``workload`` (None: the current task's synthetic workload; or a spec string,
     ``Workload`` or callable, as JobSelect-v0), ``num_jobs`` (100), ``load`` (0.9), ``window`` (8),
     ``information``, ``obs_mode``, ``max_steps``, ``time_scale`` (3600 s), ``invalid_action``, ``invalid_penalty``,
-    ``interference_scale`` (1.0), ``workload_seed``, ``render_mode``, ``task_clusters``, ``task_loads``,
+    ``max_invalid_repeats`` (8), ``interference_scale`` (1.0), ``workload_seed``, ``render_mode``, ``task_clusters``, ``task_loads``,
     ``task_interference``, ``task_arrivals``.
 
     ## Version History
@@ -337,18 +355,25 @@ class WorkerPlacementEnv(ClusterEnv):
         self._reported_version[run] = sim.version[run]
         self._pending_iter.append((run, 1.0 / sim.rate[run], sim.job_ideal_iter[run]))
 
-    def _info(self, terminated: bool, truncated: bool) -> dict:
-        info = super()._info(terminated, truncated)
+    def _info(self, terminated: bool, truncated: bool, invalid: bool = False, forced: int = -1) -> dict:
+        self._collect_iteration_times()
+        return super()._info(terminated, truncated, invalid, forced)
+
+    def iteration_times(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(jobs (n,) int64, seconds (n,) float64, ideal seconds (n,) float64)``: the running jobs whose iteration
+        time changed (a job started, a neighbour came or went) since the last call (or the episode's start), for
+        learning a performance model online; call it after ``reset`` and after each ``step``. A job may appear
+        more than once when it changed several times between two calls."""
+        if self.sim is None:
+            raise gym.error.ResetNeeded("call reset() before iteration_times()")
         self._collect_iteration_times()
         parts = self._pending_iter
-        if len(parts) == 1:  # the usual case: one note since the last step
-            info["iteration_times"] = parts[0]
-        elif parts:
-            info["iteration_times"] = tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
-        else:
-            info["iteration_times"] = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
         self._pending_iter = []
-        return info
+        if len(parts) == 1:  # the usual case: one note since the last call
+            return parts[0]
+        if parts:
+            return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+        return (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
 
     # ------------------------------------------------------------------ gymnasium API
     def _first_decision(self) -> None:

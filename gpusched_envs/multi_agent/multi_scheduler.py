@@ -43,12 +43,24 @@ share would reveal how many are still to arrive), and :meth:`state`'s too.
 ## Rewards
 Shared (cooperative): ``−(jobs in system × elapsed) / time_scale`` between two steps, so the return of a full
 episode is ``−Σ JCT / time_scale``; with ``agent_share = α`` each agent gets ``(1 − α) · shared + α · own``, own being
-the same integral over its own jobs. An invalid action (``invalid_action="penalize"``) is a wait plus
-``−invalid_penalty`` for that agent.
+the same integral over its own jobs.
+
+## Invalid Actions
+``invalid_action="penalize"`` (default): an invalid action gives ``−invalid_penalty`` to that agent and is a wait;
+for the agent that must place (nothing runs and nothing is to arrive, so its wait is masked) it is its first valid
+action (``infos[agent]["forced_action"]``), so the simulator is never advanced with nothing to run. ``"raise"``:
+an :class:`InvalidActionError` naming the agent. Why an agent's last action was refused: ``last_invalid_reason``.
 
 ## Episode End
-All agents terminate when every job has finished (``infos[agent]["metrics"]`` then holds the global metrics and
-``infos[agent]["agent_metrics"]`` those of the agent's own jobs); all truncate after ``max_cycles`` steps (``max_steps`` is accepted as an alias).
+All agents terminate when every job has finished; all truncate after ``max_cycles`` steps (``max_steps`` is
+accepted as an alias).
+
+## Info (per agent)
+The same keys and dtypes at ``reset`` and at every step: ``time`` (float64), ``queued`` (int64, the agent's
+waiting jobs), ``conflict`` (bool_, lost the arbitration), ``invalid_action`` (bool_), ``forced_action`` (int64,
+-1 when none), ``episode_done`` (bool_), ``metrics`` (the simulator's ``METRIC_KEYS``, float64) and
+``agent_metrics`` (:data:`AGENT_METRIC_KEYS` of the agent's own jobs, float64): the episode's values once
+``episode_done``, 0.0 before; :meth:`episode_metrics` at any time.
 
 ## Arguments
 ``num_agents`` (None: one per pool of the cluster, else one per VC of the workload, else 4), ``cluster``,
@@ -81,6 +93,7 @@ from gpusched_envs.envs.core import (
     RewardIntegral,
     check_action_value,
     check_choice,
+    metrics_info,
 )
 from gpusched_envs.envs.core import RENDER_MODES as _ENV_RENDER_MODES
 from gpusched_envs.envs.encoding import ClusterEncoder, Layout
@@ -97,10 +110,13 @@ from gpusched_envs.sim import Simulator
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.datacenter import DATACENTER_KEYS, datacenter_cluster, resolve_multi_cluster
 from gpusched_envs.sim.engine import DONE, RESTARTING, RUNNING
+from gpusched_envs.sim.metrics import METRIC_KEYS
 from gpusched_envs.sim.sensitivity import job_sensitivities
 from gpusched_envs.sim.workload import Workload
 from gpusched_envs.workloads.windows import PhillyWindows, resolve_multi_workload
 
+# the keys of infos[agent]["agent_metrics"] (float64, NaN until the episode ends): the agent's own jobs
+AGENT_METRIC_KEYS = ("jobs", "avg_jct", "p95_jct")
 CANDIDATE_FEATURES = ("valid", "servers", "racks", "log_slowdown", "colocated_jobs")
 ROUTINGS = ("auto", "vc", "tenant", "round_robin")
 OBS_MODES = NON_IMAGE_OBS_MODES
@@ -261,6 +277,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         )
         self.sim: Simulator | None = None
         self._rng = np.random.default_rng()
+        self.last_invalid_reason: dict[str, str] = {}  # per agent: why its last invalid action was refused
 
     @property
     def max_steps(self) -> int | None:
@@ -313,8 +330,30 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self._candidates: list[list[np.ndarray | None]] = [[] for _ in range(k)]
         self._same_as = np.full((k, self.num_choices), -1, dtype=np.int64)
         self._advance(force=True)
-        infos = {a: {"time": sim.now} for a in self.agents}
+        infos = {a: self._agent_info(i, False) for i, a in enumerate(self.possible_agents)}
         return self._observations(), infos
+
+    def _agent_info(self, i: int, done: bool, metrics: dict | None = None) -> dict[str, Any]:
+        """Agent ``i``'s info: the same keys and dtypes at ``reset`` and every ``step`` (module docstring, Info)."""
+        sim = self.sim
+        queued = np.count_nonzero(self.owner[list(sim.queue)] == i) if sim.queue else 0
+        return {
+            "time": np.float64(sim.now),
+            "queued": np.int64(queued),
+            "conflict": np.bool_(False),
+            "invalid_action": np.bool_(False),
+            "forced_action": np.int64(-1),
+            "episode_done": np.bool_(done),
+            "metrics": metrics_info(metrics, METRIC_KEYS),
+            "agent_metrics": metrics_info(self._agent_metrics(i) if done else None, AGENT_METRIC_KEYS),
+        }
+
+    def episode_metrics(self) -> dict[str, np.float64]:
+        """The simulator's metrics (float64) of the episode so far: what ``infos[agent]["metrics"]`` holds once
+        the episode ends."""
+        if self.sim is None:
+            raise EpisodeEndedError("episode_metrics() called before reset()")
+        return metrics_info(self.sim.metrics(), METRIC_KEYS)
 
     def _parse_actions(self, actions) -> np.ndarray:
         """(K,) integer actions (a missing agent waits); a malformed one raises :class:`InvalidActionError` naming
@@ -344,7 +383,9 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         k = len(self.possible_agents)
         mark = self._mark()
         rewards = dict.fromkeys(self.agents, 0.0)
-        infos: dict[str, dict[str, Any]] = {a: {"conflict": False} for a in self.agents}
+        flags: dict[str, dict[str, Any]] = {
+            a: {} for a in self.agents
+        }  # conflict, invalid_action, forced_action
         placed = False
         for i in self._rng.permutation(k):
             agent = self.possible_agents[i]
@@ -356,12 +397,15 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                         f"(valid now: {np.flatnonzero(self._masks[i]).tolist()})"
                     )
                 rewards[agent] -= self.invalid_penalty
-                infos[agent]["invalid_action"] = True
+                flags[agent]["invalid_action"] = np.bool_(True)
+                self.last_invalid_reason[agent] = (
+                    f"invalid action {a} (valid then: {np.flatnonzero(self._masks[i]).tolist()})"
+                )
                 if self._masks[i, self.wait_action]:
                     continue  # resolves to waiting
                 # the agent must place (nothing runs, nothing is to arrive): its first valid placement
                 a = int(np.flatnonzero(self._masks[i])[0])
-                infos[agent]["forced_action"] = a
+                flags[agent]["forced_action"] = np.int64(a)
             if a == self.wait_action:
                 continue
             if a >= self.first_preempt_action:
@@ -376,7 +420,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                 sim.start(job, gpus)
                 placed = True
             else:
-                infos[agent]["conflict"] = True  # lost the arbitration: retries at the next step
+                flags[agent]["conflict"] = np.bool_(True)  # lost the arbitration: retries at the next step
         self.steps += 1
         self._advance(force=not placed)
         shared = self._rewards[0].since(mark[0])
@@ -386,15 +430,12 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         terminated = sim.drained
         truncated = not terminated and self.max_cycles is not None and self.steps >= self.max_cycles
         observations = self._observations()
-        for i, agent in enumerate(self.possible_agents):
-            infos[agent].update(
-                time=sim.now, queued=int(np.sum(self.owner[list(sim.queue)] == i)) if sim.queue else 0
-            )
-        if terminated or truncated:
-            metrics = sim.metrics()
-            for i, agent in enumerate(self.possible_agents):
-                infos[agent]["metrics"] = metrics
-                infos[agent]["agent_metrics"] = self._agent_metrics(i)
+        done = terminated or truncated
+        metrics = sim.metrics() if done else None
+        infos = {
+            agent: {**self._agent_info(i, done, metrics), **flags[agent]}
+            for i, agent in enumerate(self.possible_agents)
+        }
         terminations = dict.fromkeys(self.agents, terminated)
         truncations = dict.fromkeys(self.agents, truncated)
         if terminated or truncated:

@@ -38,7 +38,7 @@ def test_dag_construct_exact():
     obs, reward, terminated, _, info = env.step(0)  # task 2 on GPU 0: inputs at 2 + 0.2 and 4; GPU free at 4
     assert reward == -1.0 and terminated
     assert env.start.tolist() == [0.0, 0.0, 4.0] and env.finish.tolist() == [2.0, 4.0, 5.0]
-    assignment, priority = info["plan"]
+    assignment, priority = env.plan()
     assert assignment.tolist() == [1, 0, 0]
     assert evaluate_plan(TOY_DAG, env.speed, env.bandwidth, assignment, priority) == 5.0
     assert info["metrics"]["makespan"] == 5.0
@@ -61,7 +61,7 @@ def test_dag_improve_rewards_are_makespan_decreases():
         if terminated or truncated:
             break
     assert terminated and not truncated and env.steps == 12  # improve: the budget's end is a termination
-    assignment, priority = info["plan"]
+    assignment, priority = env.plan()
     final = evaluate_plan(env.dag, env.speed, env.bandwidth, assignment, priority, gpu_types=env.gpu_types)
     assert final == pytest.approx(info["makespan"])
     assert total == pytest.approx((start - final) / env.time_scale)

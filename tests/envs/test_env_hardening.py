@@ -52,10 +52,12 @@ def test_time_limit_truncation_fills_metrics(env_id):
     obs, _ = env.reset(seed=0)
     for i in range(3):
         obs, _, terminated, truncated, info = env.step(first_valid(obs))
-        assert ("metrics" in info) == (i == 2)
+        assert info["episode_done"] == (i == 2)
+        assert (info["metrics"]["jobs"] == 0.0) == (i < 2)  # 0.0 placeholders until the episode ends
     assert truncated and not terminated
     m = info["metrics"]
     assert m == env.unwrapped.sim.metrics() and m["jobs"] < 30  # the jobs finished so far
+    assert m == env.unwrapped.episode_metrics()
 
 
 @pytest.mark.parametrize(

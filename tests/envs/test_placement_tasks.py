@@ -65,14 +65,14 @@ def test_drift_task_runs_in_the_env_and_is_seeded():
     assert run()[1] == 6
 
 
-def test_info_reports_iteration_times_of_started_jobs():
+def test_iteration_times_report_started_jobs():
     env = gym.make("gpusched/WorkerPlacement-v0", cluster="tiny", num_jobs=10)
     env.unwrapped.set_task(SizedTask(cluster="tiny", num_jobs=10, models="vgg16", max_gpus=4))
     obs, info = env.reset(seed=0)
     seen = {}
     while True:
         obs, _, term, trunc, info = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
-        jobs, secs, ideal = info["iteration_times"]
+        jobs, secs, ideal = env.unwrapped.iteration_times()
         sim = env.unwrapped.sim
         last = dict(zip(jobs.tolist(), secs.tolist(), strict=True))  # a job noted twice: its latest time
         assert np.all(secs >= ideal * (1 - 1e-9))  # never faster than ideal
