@@ -328,15 +328,18 @@ def render(
     """The page of a ``leaderboard.json`` document; ``svgs``: inline SVG by plot file name
     (:func:`gpusched_lab.evaluate.report.plots.leaderboard_figures`), ``None``: without plots; ``prov``: the
     run's :func:`provenance`; ``built``: the provenance of a rebuild, if this is one."""
-    from gpusched_lab.evaluate.report.plots import agent_styles, cdf_file_name
+    from gpusched_lab.evaluate.report.plots import agent_styles, agents_that_ran, cdf_file_name
 
     svgs = svgs or {}
-    colours = {a: s.color for a, s in agent_styles([a["name"] for a in doc["agents"]]).items()}
+    ran = agents_that_ran(doc)
+    colours = {a: s.color for a, s in agent_styles(ran).items()}
+    # agents of another env (DAG, multi-agent, ...) that apply to no scenario: named once, not per scenario
+    nowhere = [a["name"] for a in doc["agents"] if a["name"] not in ran]
     suite = doc["suite"]
     title = f"Leaderboard: suite {suite['name']}"
     n_cells = len(doc.get("cells", []))
     intro = (
-        f"{len(doc['agents'])} agents × {len(doc['scenarios'])} scenarios, {n_cells} episodes"
+        f"{len(ran)} agents × {len(doc['scenarios'])} scenarios, {n_cells} episodes"
         + (f"; run {prov['date']}" if prov else "")
         + "."
     )
@@ -357,6 +360,12 @@ def render(
         "scenarios and seeds with 95% stratified-bootstrap intervals; agents that ran on only some scenarios are "
         "listed unranked. Click a column header to sort.</p>",
         _overall_table(doc, colours),
+        (
+            f'<p class="note">Not applicable to any scenario of this suite ({len(nowhere)}): '
+            f"{escape(', '.join(nowhere))}.</p>"
+            if nowhere
+            else ""
+        ),
         "</section>",
         '<section id="plots"><h2>Plots</h2>',
     ]
@@ -390,7 +399,11 @@ def render(
         if sc.get("description"):
             parts.append(f"<p>{escape(sc['description'])}</p>")
         parts.append(_scenario_table(doc, sc, colours))
-        gone = [f"{s['agent']} ({s['reason']})" for s in skipped if s["scenario"] == sc["name"]]
+        gone = [
+            f"{s['agent']} ({s['reason']})"
+            for s in skipped
+            if s["scenario"] == sc["name"] and s["agent"] not in nowhere
+        ]
         if gone:
             parts.append(f'<p class="note">Not applicable: {escape("; ".join(gone))}.</p>')
         parts.append(

@@ -66,6 +66,13 @@ def agent_styles(agents: list[str]) -> dict[str, Style]:
     }
 
 
+def agents_that_ran(doc: dict) -> list[str]:
+    """The document's agents that ran on at least one scenario, in its order (the ones the plots and tables
+    show, so agents of other envs take no colour)."""
+    ran = {r["agent"] for r in doc["summary"]}
+    return [a["name"] for a in doc["agents"] if a["name"] in ran]
+
+
 def figure(width: float, height: float):
     from matplotlib.figure import Figure  # no pyplot: no global backend state, renders with Agg
 
@@ -107,7 +114,7 @@ def leaderboard_figures(doc: dict, quantiles: dict[tuple[str, str], list[list[fl
     performance profile (``performance_profile.png``). ``quantiles``: per (scenario, agent) the JCT quantiles of
     each seed (quantile-averaged over seeds for the CDF)."""
     figures: dict[str, object] = {}
-    agents = [a["name"] for a in doc["agents"]]
+    agents = agents_that_ran(doc)
     styles = agent_styles(agents)
     for sc in doc["scenarios"]:
         fig = figure(6.4, 4.2)
