@@ -1,13 +1,27 @@
 """Gymnasium environments. Importing this module registers every id, in this one place:
 
 ==============================  ========================================================================
-``gpusched/JobSelect-v0``       TopDRL: pick a job from a queue window; a placer picks its GPUs
-``gpusched/WorkerPlacement-v0`` MetaPlace: place the head job's workers one server at a time
-``gpusched/DelayTuning-v0``     NetSens: set delay-scheduling timers per network-sensitivity class
-``gpusched/DAGSchedule-v0``     WORL-RTGS: build or improve a DAG's GPU assignment
+``gpusched/JobSelect-v1``       TopDRL: pick a job from a queue window; a placer picks its GPUs
+``gpusched/WorkerPlacement-v1`` MetaPlace: place the head job's workers one server at a time
+``gpusched/DelayTuning-v1``     NetSens: set delay-scheduling timers per network-sensitivity class
+``gpusched/DAGSchedule-v1``     WORL-RTGS: build or improve a DAG's GPU assignment
 ==============================  ========================================================================
 
+The ``-v0`` ids are still registered and make the same envs as their ``-v1`` (v1 changed the semantics: invalid
+actions resolve to a safe action, fixed info keys, synthetic workload specs sized to the cluster); with
+:data:`V0_REFUSED` they raise an error naming the ``-v1`` id.
+
 Entry points are strings, so registration does not import the env modules (nor the simulator) until ``gym.make``.
+
+Subprocess workers (``SubprocVecEnv``, ``AsyncVectorEnv`` with the ``spawn`` start method, e.g. from a notebook)
+start without the ids: give them a factory that imports this package, :func:`gpusched_envs.make_env_fn`::
+
+    from gpusched_envs import make_env_fn
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+    venv = SubprocVecEnv([make_env_fn("gpusched/JobSelect-v1", cluster="tiny") for _ in range(4)],
+                         start_method="spawn")
+
+or name the module in the id, which makes ``gym.make`` import it: ``gym.make("gpusched_envs:gpusched/JobSelect-v1")``.
 """
 
 from __future__ import annotations
@@ -15,30 +29,62 @@ from __future__ import annotations
 import gymnasium as gym
 
 ENTRY_POINTS = {
-    "gpusched/JobSelect-v0": "gpusched_envs.envs.job_select:JobSelectEnv",
-    "gpusched/WorkerPlacement-v0": "gpusched_envs.envs.worker_placement:WorkerPlacementEnv",
-    "gpusched/DelayTuning-v0": "gpusched_envs.envs.delay_tuning:DelayTuningEnv",
-    "gpusched/DAGSchedule-v0": "gpusched_envs.envs.dag_schedule:DAGScheduleEnv",
+    "gpusched/JobSelect-v1": "gpusched_envs.envs.job_select:JobSelectEnv",
+    "gpusched/WorkerPlacement-v1": "gpusched_envs.envs.worker_placement:WorkerPlacementEnv",
+    "gpusched/DelayTuning-v1": "gpusched_envs.envs.delay_tuning:DelayTuningEnv",
+    "gpusched/DAGSchedule-v1": "gpusched_envs.envs.dag_schedule:DAGScheduleEnv",
 }
+# the previous version of each id: registered and behaving as its -v1 while V0_REFUSED is False; when True,
+# gym.make("...-v0") raises an error naming the -v1 id
+V0_IDS = {env_id.replace("-v1", "-v0"): env_id for env_id in ENTRY_POINTS}
+V0_REFUSED = False
 
-CLUSTER_ENVS = ("gpusched/JobSelect-v0", "gpusched/WorkerPlacement-v0", "gpusched/DelayTuning-v0")
+CLUSTER_ENVS = (
+    "gpusched/JobSelect-v1",
+    "gpusched/WorkerPlacement-v1",
+    "gpusched/DelayTuning-v1",
+    "gpusched/JobSelect-v0",
+    "gpusched/WorkerPlacement-v0",
+    "gpusched/DelayTuning-v0",
+)
+
+
+def make_previous_version(*, gpusched_current_id: str, **kwargs):
+    """The entry point of a ``-v0`` id: the env of ``gpusched_current_id`` (its ``-v1``), or, with
+    :data:`V0_REFUSED`, an error naming that id."""
+    from gymnasium.envs.registration import load_env_creator
+
+    if V0_REFUSED:
+        old = gpusched_current_id.replace("-v1", "-v0")
+        raise gym.error.DeprecatedEnv(
+            f"{old} is no longer offered: use {gpusched_current_id} (invalid actions resolve to a safe action, "
+            "fixed info keys, synthetic workloads sized to the cluster)"
+        )
+    return load_env_creator(ENTRY_POINTS[gpusched_current_id])(**kwargs)
 
 
 def register_envs() -> None:
-    """Register every id (idempotent; ids whose module is not importable are skipped)."""
+    """Register every id, ``-v1`` and the ``-v0`` kept for now (idempotent; ids whose module is not importable
+    are skipped)."""
     import importlib.util
 
     from gymnasium.envs.registration import WrapperSpec
 
+    # fills info["metrics"] after gym.make's TimeLimit truncates an episode
+    wrappers = (WrapperSpec("EpisodeMetrics", "gpusched_envs.envs.base:EpisodeMetrics", {}),)
     for env_id, entry in ENTRY_POINTS.items():
-        if env_id in gym.registry:
+        if importlib.util.find_spec(entry.split(":")[0]) is None:
             continue
-        module = entry.split(":")[0]
-        if importlib.util.find_spec(module) is None:
-            continue
-        # fills info["metrics"] after gym.make's TimeLimit truncates an episode
-        wrappers = (WrapperSpec("EpisodeMetrics", "gpusched_envs.envs.base:EpisodeMetrics", {}),)
-        gym.register(id=env_id, entry_point=entry, additional_wrappers=wrappers)
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry, additional_wrappers=wrappers)
+    for old, current in V0_IDS.items():
+        if old not in gym.registry and current in gym.registry:
+            gym.register(
+                id=old,
+                entry_point="gpusched_envs.envs:make_previous_version",
+                kwargs={"gpusched_current_id": current},
+                additional_wrappers=wrappers,
+            )
 
 
 def list_env_specs(**kwargs) -> list[tuple[str, object, object]]:
@@ -56,4 +102,4 @@ def list_env_specs(**kwargs) -> list[tuple[str, object, object]]:
 
 register_envs()
 
-__all__ = ["ENTRY_POINTS", "list_env_specs", "register_envs"]
+__all__ = ["ENTRY_POINTS", "V0_IDS", "V0_REFUSED", "list_env_specs", "make_previous_version", "register_envs"]

@@ -1,4 +1,4 @@
-"""``gpusched/DAGSchedule-v0``: WORL-RTGS's setting, one DAG of training tasks on heterogeneous GPUs, scheduled by
+"""``gpusched/DAGSchedule-v1``: WORL-RTGS's setting, one DAG of training tasks on heterogeneous GPUs, scheduled by
 building a plan task by task (``construct``) or by improving a given plan one reassignment at a time (``improve``).
 Plans are scored by the list-scheduling evaluator of :mod:`gpusched_envs.sim.dag_eval` (the DAG model)."""
 
@@ -129,6 +129,9 @@ class DAGScheduleEnv(gym.Env):
       ``render_mode``: ``"ansi"`` | ``"rgb_array"`` (Gantt chart).
 
     ## Version History
+    - v1: invalid actions resolve to :meth:`safe_action` after ``max_invalid_repeats`` in a row (episodes always
+      end); fixed info keys and dtypes (section Info); synthetic workload specs sized to the cluster. ``-v0``
+      still makes the same env for now.
     - v0: initial version.
     """
 

@@ -1,4 +1,4 @@
-"""``gpusched/DelayTuning-v0``: NetSens's setting, an auto-tuner of delay-scheduling timers per network-sensitivity
+"""``gpusched/DelayTuning-v1``: NetSens's setting, an auto-tuner of delay-scheduling timers per network-sensitivity
 class, with delay scheduling and network-sensitive preemption running inside the env."""
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ class DelayTuningEnv(ClusterEnv):
     ``invalid_penalty`` apply to out-of-range actions only.
 
     ## Version History
+    - v1: invalid actions resolve to :meth:`safe_action` after ``max_invalid_repeats`` in a row (episodes always
+      end); fixed info keys and dtypes (section Info); synthetic workload specs sized to the cluster. ``-v0``
+      still makes the same env for now.
     - v0: initial version.
     """
 

@@ -1,4 +1,4 @@
-"""``gpusched/JobSelect-v0``: TopDRL's setting, an online job queue on a rack/server/GPU tree."""
+"""``gpusched/JobSelect-v1``: TopDRL's setting, an online job queue on a rack/server/GPU tree."""
 
 from __future__ import annotations
 
@@ -132,6 +132,9 @@ class JobSelectEnv(ClusterEnv):
     - the seed comes from ``reset(seed=...)``.
 
     ## Version History
+    - v1: invalid actions resolve to :meth:`safe_action` after ``max_invalid_repeats`` in a row (episodes always
+      end); fixed info keys and dtypes (section Info); synthetic workload specs sized to the cluster. ``-v0``
+      still makes the same env for now.
     - v0: initial version. Later additions kept the id: ``information`` (default non-clairvoyant; the clairvoyant
       layout is v0's), ``preemption``, and the default reward ``"jct"`` (was ``"throughput"``).
     """

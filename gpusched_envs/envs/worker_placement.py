@@ -1,4 +1,4 @@
-"""``gpusched/WorkerPlacement-v0``: MetaPlace's setting, workers of the head job placed one server at a time, with
+"""``gpusched/WorkerPlacement-v1``: MetaPlace's setting, workers of the head job placed one server at a time, with
 co-location interference, over a family of tasks (workload, arrival rate, cluster, interference) for meta-RL."""
 
 from __future__ import annotations
@@ -119,6 +119,9 @@ class WorkerPlacementEnv(ClusterEnv):
     ``task_interference``, ``task_arrivals``.
 
     ## Version History
+    - v1: invalid actions resolve to :meth:`safe_action` after ``max_invalid_repeats`` in a row (episodes always
+      end); fixed info keys and dtypes (section Info); synthetic workload specs sized to the cluster. ``-v0``
+      still makes the same env for now.
     - v0: initial version.
     """
 

@@ -1,5 +1,6 @@
-"""PettingZoo multi-agent environments: ``multi_scheduler_v0`` (K schedulers sharing one cluster, HMARL)."""
+"""PettingZoo multi-agent environments: ``multi_scheduler_v1`` (K schedulers sharing one cluster, HMARL);
+``multi_scheduler_v0``, its previous module name, is kept importable for one release."""
 
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v0, multi_scheduler_v1
 
-__all__ = ["multi_scheduler_v0"]
+__all__ = ["multi_scheduler_v0", "multi_scheduler_v1"]

@@ -1,4 +1,4 @@
-"""``multi_scheduler_v0``: K scheduler agents (e.g. one per virtual cluster) share one GPU cluster (HMARL setting).
+"""``multi_scheduler_v1``: K scheduler agents (e.g. one per virtual cluster) share one GPU cluster (HMARL setting).
 
 Each job belongs to one agent (its VC, its tenant, or round-robin). At every step each agent sees the hierarchical
 cluster graph with its own queue and chooses, for its head job (its oldest waiting job), one of a few candidate
@@ -72,6 +72,8 @@ agent may choose among, oldest first), ``obs_mode``,
 ``preempt`` (running slots per agent), ``queue_order`` (``fifo`` | ``srtf`` | ``las``), ``coordination``, ``min_run``.
 
 ## Version History
+- v1: an invalid action of the agent that must place is its first valid placement (no deadlock); fixed per-agent
+  info keys; synthetic workload specs sized to the cluster; ``work_conserving``.
 - v0: initial version.
 """
 
@@ -135,7 +137,7 @@ COORDINATION_FEATURES = ("claimed_before", "claimed", "blocked_before", "running
 class MultiSchedulerEnv(EnvCore, ParallelEnv):
     """K schedulers sharing one cluster (see the module docstring for spaces, rewards and arguments)."""
 
-    metadata = {"name": "multi_scheduler_v0", "render_modes": list(RENDER_MODES), "is_parallelizable": True}
+    metadata = {"name": "multi_scheduler_v1", "render_modes": list(RENDER_MODES), "is_parallelizable": True}
     obs_modes_offered = OBS_MODES
 
     def __init__(
@@ -458,7 +460,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             head = int(self._heads[i])
             what = "idle" if head < 0 else f"head job {head} ({sim.job_gpus_n[head]} GPUs)"
             lines.append(f"  {agent}: {what}, valid {np.flatnonzero(self._masks[i]).tolist()}")
-        text = render_ansi(sim, heads, "multi_scheduler_v0", "\n".join(lines))
+        text = render_ansi(sim, heads, "multi_scheduler_v1", "\n".join(lines))
         if self.render_mode == "human":
             print(text)
             return None
