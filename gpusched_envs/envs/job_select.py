@@ -122,6 +122,8 @@ class JobSelectEnv(ClusterEnv):
     - ``min_run`` (None): seconds; a running job may be preempted only once its current allocation has held this
       long (a lease, as Gandiva's time slices): it bounds preempt-and-restart churn to one restart per lease. None:
       any job not started at this instant (what the preemptive heuristics assume).
+    - ``work_conserving`` (False): waiting is masked while a window job can start (the agent only orders jobs,
+      as a work-conserving scheduler; with ``preemption=True`` it may still preempt).
     - ``decision_interval`` (None): seconds; when the agent waits while jobs run, it is asked again at the latest
       this long after (a periodic scheduling round, as Tiresias' demotion timer gives the heuristic). None: only
       at arrivals, completions and the timers a heuristic sets.
@@ -154,6 +156,7 @@ class JobSelectEnv(ClusterEnv):
         preempt_window: int | None = None,
         decision_interval: float | None = None,
         min_run: float | None = None,
+        work_conserving: bool = False,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -167,6 +170,7 @@ class JobSelectEnv(ClusterEnv):
     ):
         window = check_int("window", window, 1)
         self.preemption = check_bool("preemption", preemption)
+        self.work_conserving = check_bool("work_conserving", work_conserving)
         if not self.preemption:
             if preempt_window is not None:
                 raise ValueError("preempt_window is only used with preemption=True")
@@ -279,6 +283,8 @@ class JobSelectEnv(ClusterEnv):
         first = self.first_preempt_action
         mask[first : first + r] = self._preemptible
         mask[self.wait_action] = self.drained or can_wait or not mask[: self.wait_action].any()
+        if self.work_conserving and startable.any():  # no waiting while a window job can start
+            mask[self.wait_action] = 0
         ctx = enc.context
         if self.clairvoyant:  # v0 context: reveals how many jobs the workload still holds
             ctx[0] = sim.finished / max(sim.to_finish, 1)

@@ -73,7 +73,7 @@ agent may choose among, oldest first), ``obs_mode``,
 
 ## Version History
 - v1: an invalid action of the agent that must place is its first valid placement (no deadlock); fixed per-agent
-  info keys; synthetic workload specs sized to the cluster; ``work_conserving``.
+  info keys; synthetic workload specs sized to the cluster.
 - v0: initial version.
 """
 

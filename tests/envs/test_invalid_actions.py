@@ -17,6 +17,7 @@ SMALL = {"cluster": "tiny", "num_jobs": 10}
 CASES = [
     ("gpusched/JobSelect-v0", ("graph", "image", "flat"), SMALL),
     ("gpusched/JobSelect-v0", ("flat",), {**SMALL, "preemption": True}),
+    ("gpusched/JobSelect-v0", ("flat",), {**SMALL, "work_conserving": True}),
     ("gpusched/WorkerPlacement-v0", ("graph", "image", "flat"), SMALL),
     ("gpusched/DelayTuning-v0", ("graph", "flat"), SMALL),
     ("gpusched/DAGSchedule-v0", ("graph", "flat"), {"dag": "dag:random:n=10", "gpus": 4}),
@@ -109,3 +110,14 @@ def test_dag_improve_safe_action_keeps_the_plan():
     ).unwrapped
     env.reset(seed=0)
     assert env.safe_action() == int(env.assignment[env.current])
+
+
+def test_work_conserving_masks_waiting_while_a_job_fits():
+    env = toy_env(work_conserving=True)
+    obs, _ = env.reset(seed=0)
+    assert obs["action_mask"].tolist() == [1, 1, 0]  # A and B fit: waiting is masked (default: [1, 1, 1])
+    assert toy_env().reset(seed=0)[0]["action_mask"].tolist() == [1, 1, 1]
+    obs, *_ = env.step(0)  # A starts; B still fits
+    assert obs["action_mask"].tolist() == [1, 0, 0]  # B only (C has not arrived: its slot is empty)
+    with pytest.raises(ValueError, match="work_conserving must be True or False"):
+        toy_env(work_conserving=1)
