@@ -15,13 +15,16 @@ A timer the heuristic sets when it waits (Tiresias' demotion) is passed to the s
 
 Information: in a non-clairvoyant env (the default) the view hides what a real scheduler cannot know (traced
 durations, total and remaining work); a clairvoyant heuristic (SJF, SRTF: :func:`~gpusched_envs.policies.
-is_clairvoyant`) is refused there with a clear error unless ``allow_clairvoyant=True``.
+is_clairvoyant`) is refused there with a clear error unless ``allow_clairvoyant=True``. A preemptive heuristic
+(Tiresias, LAS, SRTF, Gittins) needs ``preemption=True``: :func:`~gpusched_envs.policies.playable.check_playable`
+refuses it otherwise, naming the env arguments that play it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gpusched_envs.policies.playable import check_playable
 from gpusched_envs.policies.schedulers import is_clairvoyant
 
 # simulator state a non-clairvoyant heuristic may not read (derived from traced durations)
@@ -121,6 +124,7 @@ class HeuristicAgent:
                 "HeuristicAgent(..., allow_clairvoyant=True) to compare with it anyway"
             )
         if sim is not self._sim:
+            check_playable(self.policy, u, allow_clairvoyant=True)  # preemptions the env cannot carry out
             self._sim = sim
             if hasattr(self.policy, "reset"):
                 self.policy.reset(sim)

@@ -2,6 +2,7 @@
 
 from gpusched_envs.policies.base import Policy
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
+from gpusched_envs.policies.playable import NotPlayableError, check_playable
 from gpusched_envs.policies.schedulers import (
     CLAIRVOYANT_POLICIES,
     FIFO,
@@ -27,8 +28,10 @@ __all__ = [
     "SJF",
     "SRTF",
     "Gandiva",
+    "NotPlayableError",
     "Policy",
     "Tiresias",
+    "check_playable",
     "comparable_policies",
     "get_placement",
     "is_clairvoyant",
