@@ -2,7 +2,7 @@
 
 - :mod:`.files`: JSON-safe values, JSON, Markdown and CSV text, atomic writes;
 - :mod:`.tables`: Markdown rows and rules, numbers with their intervals;
-- :mod:`.plots`: one style per agent (distinct colours, then line styles), the leaderboard's figures as PNG or
+- :mod:`.plots`: one style per agent (20 distinct colours, line styles after each 10 agents), the leaderboard's figures as PNG or
   inline SVG;
 - :mod:`.document`: the schema name, table columns and score of ``leaderboard.json``;
 - :mod:`.leaderboard`: the leaderboard's document, tables, CSV files and :func:`write_outputs`;

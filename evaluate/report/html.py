@@ -75,7 +75,7 @@ CSS = """
 :root { --fg: #1d2330; --muted: #5b6474; --line: #d9dde4; --band: #f5f7fa; --accent: #1f5fbf; }
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--fg); font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
-main { max-width: 1300px; margin: 0 auto; padding: 1.2rem 1.5rem 3rem; }
+main { max-width: 1360px; margin: 0 auto; padding: 1.2rem 1rem 3rem; }
 header h1 { margin: 0 0 .3rem; font-size: 1.6rem; }
 header p { margin: .2rem 0; color: var(--muted); }
 nav { position: sticky; top: 0; z-index: 2; background: #fff; border-bottom: 1px solid var(--line);

@@ -1,9 +1,9 @@
 """Plots of the leaderboard (matplotlib, imported on use): one style per agent that every plot shares, figures
 built without pyplot (no global backend state), saved as PNG files and as inline SVG for the HTML page.
 
-Styles: 20 qualitative colours (matplotlib's tab10, then ten more saturated ones that differ from them), and after
-each 20 agents the next line style (solid, dashed, dash-dot, dotted) and bar hatch, so no two agents of a
-leaderboard look alike and the first 20 differ by colour alone.
+Styles: 20 qualitative colours (matplotlib's tab10, then ten more that differ from them in hue or lightness), and
+after each 10 agents the next line style (solid, dashed, dash-dot, dotted) and bar hatch: the first 20 agents differ
+by colour, and colour and line style together tell 40 agents apart.
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ PALETTE = (
     "#7f7f7f",
     "#bcbd22",
     "#17becf",
-    # ten more, apart from those in hue or lightness
+    # ten more, apart from those in hue or lightness (drawn dashed / hatched: see agent_styles)
     "#000075",
     "#800000",
     "#469990",
     "#f032e6",
-    "#9a6324",
-    "#3cb44b",
     "#ffd700",
-    "#4b0082",
-    "#ff6f61",
-    "#00ced1",
+    "#000000",
+    "#006400",
+    "#fa8072",
+    "#6a3d9a",
+    "#b15928",
 )
 LINE_STYLES = ("-", "--", "-.", ":")
 HATCHES = ("", "//", "..", "xx")
@@ -58,10 +58,10 @@ class Style:
 
 
 def agent_styles(agents: list[str]) -> dict[str, Style]:
-    """One style per agent in the given order: colour ``i mod 20``, line style and hatch ``(i div 20) mod 4``."""
+    """One style per agent in the given order: colour ``i mod 20``, line style and hatch ``(i div 10) mod 4``."""
     n = len(PALETTE)
     return {
-        a: Style(PALETTE[i % n], LINE_STYLES[(i // n) % len(LINE_STYLES)], HATCHES[(i // n) % len(HATCHES)])
+        a: Style(PALETTE[i % n], LINE_STYLES[(i // 10) % len(LINE_STYLES)], HATCHES[(i // 10) % len(HATCHES)])
         for i, a in enumerate(agents)
     }
 
