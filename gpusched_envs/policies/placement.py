@@ -170,7 +170,19 @@ def _compiled_whole(sim, job: int, n: int, spread: bool, affinity: bool, within)
             prefer[s] = any(
                 sim.job_gpus_n[o] == n and sim.job_milli[o] >= FULL_GPU for o in sim.server_jobs[s]
             )
-    gpus = _pk.whole_gpus(free, counts, n, spread, try_server, prefer, rows[0], rows[1], rows[2], c.num_racks)
+    gpus = _pk.whole_gpus(
+        free,
+        sim.gpu_free_milli,
+        counts,
+        n,
+        spread,
+        try_server,
+        prefer,
+        rows[0],
+        rows[1],
+        rows[2],
+        c.num_racks,
+    )
     return gpus if len(gpus) else None
 
 

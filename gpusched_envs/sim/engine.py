@@ -329,11 +329,13 @@ class Simulator:
         self.rate = jf[_ek.RATE]  # iterations per second while running
         self.comm_fraction = jf[_ek.COMM]  # share of the current iteration time spent communicating
         self.last_update = jf[_ek.LAST]
-        self.first_start = np.full(n, np.nan)
+        jf[_ek.FSTART] = np.nan
+        jf[_ek.RSTART] = np.nan
+        self.first_start = jf[_ek.FSTART]
         self.finish_time = np.full(n, np.nan)
-        self.run_start = np.full(n, np.nan)  # start of the current allocation
-        self.attained = np.zeros(n)  # GPU-seconds of allocation so far (Tiresias' attained service)
-        self.allocated_time = np.zeros(n)  # seconds holding GPUs
+        self.run_start = jf[_ek.RSTART]  # start of the current allocation
+        self.attained = jf[_ek.ATT]  # GPU-seconds of allocation so far (Tiresias' attained service)
+        self.allocated_time = jf[_ek.ALLOC]  # seconds holding GPUs
         self.running_time = jf[_ek.RUNT]  # seconds making progress
         self.comm_time = jf[_ek.COMMT]  # seconds of running spent in communication
         self.preemptions = np.zeros(n, dtype=np.int64)
@@ -419,6 +421,12 @@ class Simulator:
         self.finished = 0
         self.to_finish = int(np.sum(~self.initially_dropped))
         self._demand = 0.0  # GPUs asked for by jobs in the system
+        # per-job sizes as Python ints and settings as bools (the per-event code's look-ups)
+        self._n_list = self.job_gpus_n.tolist()
+        self._milli_list = self.job_milli.tolist()
+        self._allowed_list = self.job_allowed.tolist()
+        self._duration = self.config.speed_model == "duration"
+        self._interference = bool(self.config.interference)
         # GPUs each job holds, a fraction for a shared GPU (np.float64 values, as the sums above had them)
         self._share = list(self.job_gpus_n * np.minimum(self.job_milli, FULL_GPU) / FULL_GPU)
         self._demand_integral = 0.0
@@ -474,24 +482,40 @@ class Simulator:
             state = STATUS_NAMES[self.status[job]] if 0 <= job < self._num_jobs else "unknown"
             raise SimulationError(f"start: job {job} is not waiting in the queue (it is {state})")
         gpus = np.asarray(gpus, dtype=np.int64)
-        if gpus.ndim != 1 or len(gpus) != self.job_gpus_n[job]:
-            raise SimulationError(f"start: job {job} needs {self.job_gpus_n[job]} GPUs, got {np.size(gpus)}")
+        n = self._n_list[job]
+        if gpus.ndim != 1 or len(gpus) != n:
+            raise SimulationError(f"start: job {job} needs {n} GPUs, got {np.size(gpus)}")
         ids = gpus.tolist()
-        if len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= self.cluster.num_gpus:
+        num_gpus = len(self._gi[0])
+        if n == 1:
+            bad = not 0 <= ids[0] < num_gpus
+        else:
+            bad = len(set(ids)) != n or min(ids) < 0 or max(ids) >= num_gpus
+        if bad:
             raise SimulationError(
                 f"start: job {job}: GPU ids must be distinct and in range, got {gpus.tolist()}"
             )
-        milli = self.job_milli[job]
-        k = self.job_allowed[job]
-        if not _ek.check_gpus(
-            gpus, FULL_GPU if milli >= FULL_GPU else milli, self.gpu_free_milli,
-            _ALL_GPUS if k < 0 else self.allowed_masks[k],
-        ):  # fmt: skip
+        milli = self._milli_list[job]
+        need = FULL_GPU if milli >= FULL_GPU else milli
+        k = self._allowed_list[job]
+        if n == 1:
+            g = ids[0]
+            ok = self.gpu_free_milli[g] >= need and (k < 0 or self.allowed_masks[k][g])
+        else:
+            ok = _ek.check_gpus(
+                gpus, need, self.gpu_free_milli, _ALL_GPUS if k < 0 else self.allowed_masks[k]
+            )
+        if not ok:
             raise SimulationError(
                 f"start: job {job}: GPUs {gpus.tolist()} are not all free or allowed for it"
             )
-        self._integrate_to_now()
         now = self.now
+        dt = now - self._last_integral_time  # _integrate_to_now, inlined
+        if dt > 0:
+            self._demand_integral += self._demand * dt
+            self._fragmentation_integral += self._fragmented_now * dt
+            self._utilisation_integral += self._allocated_now * dt
+            self._last_integral_time = now
         c = self.cluster
         gs = c.gpu_server_list
         if len(ids) == 1:
@@ -508,13 +532,10 @@ class Simulator:
         del self.queue[job]
         self.running[job] = None
         self.job_gpus[job] = gpus
-        self.run_start[job] = now
         self._allocated_now += self._share[job]
-        if np.isnan(self.first_start[job]):
-            self.first_start[job] = now
+        server_jobs = self.server_jobs
         for s in servers:
-            self.server_jobs[s][job] = None
-        self.last_update[job] = now
+            server_jobs[s][job] = None
         goff = self._goff
         if goff + len(ids) > len(self._gbuf):
             self._gbuf = np.concatenate([self._gbuf, np.empty(len(self._gbuf) + len(ids), dtype=np.int64)])
@@ -528,7 +549,7 @@ class Simulator:
         else:
             self.status[job] = RUNNING
             self.needs_restart[job] = False
-            if len(servers) > 1 and self.config.speed_model != "duration":
+            if len(servers) > 1 and not self._duration:
                 # it joins the network: its traffic (the placement's shape) first, then the loads, then the rates
                 self._free_total -= self._start_kernel(job, gpus, goff, ())
                 self._join_network(job)
@@ -540,8 +561,8 @@ class Simulator:
         self.changed = True
 
     def _start_kernel(self, job: int, gpus: np.ndarray, goff: int, jobs) -> int:
-        """Allocate the job's GPUs, compute its placement's shape and refresh ``jobs`` (compiled); returns the
-        GPUs that stopped being wholly free."""
+        """Allocate the job's GPUs, compute its placement's shape, note its start and refresh ``jobs`` (compiled);
+        returns the GPUs that stopped being wholly free."""
         order = list(jobs)
         out = np.empty(len(order))
         lost = _ek.start_job(
@@ -674,10 +695,10 @@ class Simulator:
         self._fragmented_now = 0.0
         if self.queue:
             head = min(self.queue)  # oldest arrival (rows are sorted by submit time)
-            milli = self.job_milli[head]
-            k = self.job_allowed[head]
+            milli = self._milli_list[head]
+            k = self._allowed_list[head]
             if milli >= FULL_GPU and k < 0:  # every wholly free GPU, the engine's count
-                if self._free_total >= self.job_gpus_n[head]:
+                if self._free_total >= self._n_list[head]:
                     self._fragmented_now = float(self._free_total)
                 return
             usable, whole = _ek.fragmentation(
@@ -701,21 +722,18 @@ class Simulator:
         """Take the job's GPUs back (after banking its progress and marking its work done if it ``complete``s)
         and refresh the jobs whose speed depended on it."""
         gpus = self.job_gpus[job]
-        milli = self.job_milli[job]
-        if milli < FULL_GPU:
+        if self._milli_list[job] < FULL_GPU:
             g = int(gpus[0])
             sharers = self.gpu_sharers[g]
             del sharers[job]
             if not sharers:
                 del self.gpu_sharers[g]
             self.gpu_job[g] = next(iter(sharers)) if sharers else -1
-        held = self.now - self.run_start[job]
-        self.allocated_time[job] += held
-        self.attained[job] += self.job_gpus_n[job] * held
         self._allocated_now -= self._share[job]
         neighbours = self._neighbours(job)
+        server_jobs = self.server_jobs
         for s in self._job_servers[job]:
-            del self.server_jobs[s][job]
+            del server_jobs[s][job]
         self._leave_network(job)
         del self.running[job]
         self.job_gpus[job] = None
@@ -775,17 +793,18 @@ class Simulator:
 
     def _neighbours(self, job: int) -> set[int]:
         """Jobs whose speed depends on this job's presence: same servers, same GPUs, same NICs and uplinks."""
-        if self.config.speed_model == "duration":
+        if self._duration:
             return set()
         out: set[int] = set()
         gpus = self.job_gpus[job]
         if gpus is None:
             return out
         servers = self._job_servers[job]
-        if self.config.interference:
+        if self._interference:
+            server_jobs = self.server_jobs
             for s in servers:
-                out.update(self.server_jobs[s])
-        if self.job_milli[job] < FULL_GPU:
+                out.update(server_jobs[s])
+        if self._milli_list[job] < FULL_GPU:
             out.update(self.gpu_sharers.get(int(gpus[0]), ()))
         if self.on_network[job]:
             for s in servers:
@@ -812,12 +831,13 @@ class Simulator:
 
     def _push_completions(self, jobs: list[int], times: np.ndarray) -> None:
         """Push the completion events of the refreshed jobs in order (``times[i]`` nan: not running)."""
-        version = self.version
+        version, heap, push, seq = self.version, self._heap, heapq.heappush, self._seq
         for i, job in enumerate(jobs):
             t = times[i]
             if t == t:
-                self._seq += 1
-                heapq.heappush(self._heap, (t, self._seq, COMPLETION, job, int(version[job])))
+                seq += 1
+                push(heap, (t, seq, COMPLETION, job, int(version[job])))
+        self._seq = seq
 
     # ------------------------------------------------------------------ results
     def metrics(self) -> dict:

@@ -18,8 +18,8 @@ FULL_GPU = 1000
 RUNNING = 2  # gpusched_envs.sim.status.RUNNING
 
 # rows of the packed per-job float state (``Simulator._jf``)
-DONE, RATE, COMM, LAST, RUNT, COMMT, WORK, CMP, BW, LAT, TRAF = range(11)
-JF_ROWS = 11
+DONE, RATE, COMM, LAST, RUNT, COMMT, WORK, CMP, BW, LAT, TRAF, RSTART, FSTART, ATT, ALLOC = range(15)
+JF_ROWS = 15
 # rows of the packed per-job int state (``Simulator._ji``)
 VER, MODEL, MILLI, GOFF, GLEN, SHNEXT = range(6)
 JI_ROWS = 6
@@ -195,12 +195,15 @@ def _bank(job, now, status, jf):
 @njit(cache=True)
 def release(job, complete, now, status, jf, ji, gi, si, gbuf):
     """Take ``job``'s GPUs back (after banking its progress and marking its work done when it ``complete``s):
-    the GPUs' free shares, holder (whole GPUs; a shared GPU's holder is the engine's to set) and sharer list, the
+    the time held added to its allocated time and attained GPU-seconds, the GPUs' free shares, holder (whole GPUs; a shared GPU's holder is the engine's to set) and sharer list, the
     servers' free counts; the job's rate and communication share drop to 0 and its version moves on. Returns the
     GPUs wholly free again."""
     if complete:
         _bank(job, now, status, jf)
         jf[DONE, job] = jf[WORK, job]
+    held = now - jf[RSTART, job]
+    jf[ALLOC, job] += held
+    jf[ATT, job] += ji[GLEN, job] * held
     milli = ji[MILLI, job]
     goff, n = ji[GOFF, job], ji[GLEN, job]
     gained = 0
@@ -385,11 +388,15 @@ def start_job(
     job, gpus, goff, jobs, now, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh, params,
     gbuf, places, out,
 ):  # fmt: skip
-    """:func:`allocate` then :func:`refresh` of ``jobs`` (the job and its neighbours, in the engine's order);
-    returns the GPUs that stopped being wholly free."""
+    """:func:`allocate`, the allocation's start (and the job's first start) at ``now``, then :func:`refresh` of
+    ``jobs`` (the job and its neighbours, in the engine's order); returns the GPUs that stopped being wholly free."""
     lost = allocate(
         job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params, gbuf, goff, places
     )[2]
+    jf[RSTART, job] = now
+    if jf[FSTART, job] != jf[FSTART, job]:
+        jf[FSTART, job] = now
+    jf[LAST, job] = now
     refresh(jobs, now, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, out)
     return lost
 

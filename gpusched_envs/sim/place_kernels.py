@@ -31,14 +31,16 @@ def free_counts(free_milli, allowed, within, gpu_server, num_servers, free, coun
 
 
 @njit(cache=True)
-def _take(free, servers, num, server_first, server_num, n, out):
-    """The first ``n`` free GPUs of ``servers[:num]`` in that order, written to ``out``; returns how many."""
+def _take(free, free_milli, servers, num, server_first, server_num, n, out):
+    """The first ``n`` free GPUs of ``servers[:num]`` in that order, written to ``out``; returns how many. Free:
+    ``free[g]``, or where ``free`` is empty, ``free_milli[g]`` a whole GPU."""
+    by_milli = len(free) == 0
     got = 0
     for i in range(num):
         s = servers[i]
         lo = server_first[s]
         for g in range(lo, lo + server_num[s]):
-            if free[g]:
+            if (free_milli[g] >= FULL_GPU) if by_milli else free[g]:
                 out[got] = g
                 got += 1
                 if got == n:
@@ -47,9 +49,11 @@ def _take(free, servers, num, server_first, server_num, n, out):
 
 
 @njit(cache=True)
-def whole_gpus(free, counts, n, spread, try_server, prefer, server_first, server_num, server_rack, num_racks):
+def whole_gpus(
+    free, free_milli, counts, n, spread, try_server, prefer, server_first, server_num, server_rack, num_racks
+):  # fmt: skip
     """GPUs of a whole-GPU job of ``n`` GPUs (``n`` >= 1) given the free mask and counts of
-    :func:`free_counts`: the best-fit server (fewest free GPUs among those holding ``n``, restricted to the
+    :func:`free_counts` (``free`` empty: the wholly free GPUs of ``free_milli``): the best-fit server (fewest free GPUs among those holding ``n``, restricted to the
     ``prefer`` servers when one of them fits; ``prefer`` of length 0: none) when ``try_server``; else, or when
     none fits and ``spread``, several servers: whole free ones unless ``spread``, in the best-fit rack if one holds
     the job, else over the racks by decreasing free GPUs; in each rack its servers by decreasing free GPUs.
@@ -71,7 +75,7 @@ def whole_gpus(free, counts, n, spread, try_server, prefer, server_first, server
         if best >= 0:
             one = np.empty(1, dtype=np.int64)
             one[0] = best
-            _take(free, one, 1, server_first, server_num, n, out)
+            _take(free, free_milli, one, 1, server_first, server_num, n, out)
             return out
         if not spread:
             return out[:0]
@@ -111,7 +115,7 @@ def whole_gpus(free, counts, n, spread, try_server, prefer, server_first, server
             order = np.argsort(-usable[servers[start:num]], kind="mergesort")
             servers[start:num] = servers[start:num][order]
     # whole free servers only (unless spread): _take visits only the listed servers, all with usable > 0
-    got = _take(free, servers, num, server_first, server_num, n, out)
+    got = _take(free, free_milli, servers, num, server_first, server_num, n, out)
     if got < n:
         return out[:0]
     return np.sort(out)
@@ -126,10 +130,8 @@ def by_servers(free_milli, server_free, server_ok, servers, num_racks, n, spread
     has_ok = len(server_ok) > 0
     for s in range(S):
         counts[s] = server_free[s] if (not has_ok or server_ok[s]) else 0
-    free = np.zeros(len(free_milli), dtype=np.bool_)
-    first, num = servers[0], servers[1]
-    for s in range(S):
-        if counts[s] > 0:
-            for g in range(first[s], first[s] + num[s]):
-                free[g] = free_milli[g] >= FULL_GPU
-    return whole_gpus(free, counts, n, spread, try_server, prefer, first, num, servers[2], num_racks)
+    # the GPUs are taken from servers with counts > 0 only, all allowed: a GPU there is free if wholly free
+    return whole_gpus(
+        np.zeros(0, dtype=np.bool_), free_milli, counts, n, spread, try_server, prefer, servers[0], servers[1],
+        servers[2], num_racks,
+    )  # fmt: skip

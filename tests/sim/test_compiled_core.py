@@ -86,7 +86,9 @@ def _expected_rate(sim, job: int) -> tuple[float, float]:
     others -= sharers
     slowdown = 1.0
     if others:
-        slowdown = sim._uniform_slowdown or float(cat.colocation_slowdown[m, sim.job_model[list(others)]].max())
+        slowdown = sim._uniform_slowdown or float(
+            cat.colocation_slowdown[m, sim.job_model[list(others)]].max()
+        )
     share = 1.0
     sharers.discard(job)
     if sharers:
