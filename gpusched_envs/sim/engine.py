@@ -185,8 +185,45 @@ class _Shapes:
         return tp.placement_shape(sim.cluster, int(sim.job_model[job]), gpus)
 
 
+# public arrays that are rows of the packed state the compiled loops update: name -> (packed array, row)
+_ROW_VIEWS = {
+    "job_work": ("_jf", _ek.WORK),
+    "done_work": ("_jf", _ek.DONE),
+    "rate": ("_jf", _ek.RATE),
+    "comm_fraction": ("_jf", _ek.COMM),
+    "last_update": ("_jf", _ek.LAST),
+    "first_start": ("_jf", _ek.FSTART),
+    "run_start": ("_jf", _ek.RSTART),
+    "attained": ("_jf", _ek.ATT),
+    "allocated_time": ("_jf", _ek.ALLOC),
+    "running_time": ("_jf", _ek.RUNT),
+    "comm_time": ("_jf", _ek.COMMT),
+    "version": ("_ji", _ek.VER),
+    "gpu_free_milli": ("_gi", _ek.G_FREE),
+    "gpu_job": ("_gi", _ek.G_JOB),
+    "server_free": ("_si", _ek.S_FREE),
+    "uplink_load": ("_rf", _ek.R_UPLOAD),
+    "nic_load": ("_sf", _ek.S_NICLOAD),
+}
+
+
 class Simulator:
     """One replay of a workload on a cluster. All per-job state lives in arrays indexed by workload row."""
+
+    def __getstate__(self) -> dict:
+        # the row views are rebuilt on load: pickled on their own they would become copies, cut off from the
+        # packed arrays the compiled loops update
+        state = self.__dict__.copy()
+        if "_jf" in state:
+            for name in _ROW_VIEWS:
+                state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "_jf" in state:
+            for name, (packed, row) in _ROW_VIEWS.items():
+                setattr(self, name, getattr(self, packed)[row])
 
     def __init__(self, cluster: Cluster, workload: Workload, config: SimConfig | None = None):
         self.cluster = cluster

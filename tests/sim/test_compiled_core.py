@@ -193,3 +193,34 @@ def test_placement_with_a_mask_that_splits_a_server_takes_the_gpu_scan():
     got = pl._topology_aware(sim, job, spread=True, affinity=False, within=within)
     want = pl._whole_reference(sim, job, spread=True, affinity=False, within=within)
     assert (None if got is None else got.tolist()) == (None if want is None else want.tolist())
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_a_copied_simulator_keeps_its_arrays_linked_and_runs_the_same(how):
+    """Pickled (a bit-for-bit training resume pickles its envs) or deep-copied mid-run, a simulator's public
+    arrays stay the rows of its packed state, and the copy finishes exactly as the original does."""
+    import copy
+    import pickle
+
+    from gpusched_envs.policies import make_policy
+    from gpusched_envs.sim.engine import _ROW_VIEWS
+
+    cluster = load_cluster("hetero64")
+    sim = Simulator(cluster, _random_jobs(cluster, np.random.default_rng(5), 80, False), SimConfig(seed=0))
+    policy = make_policy("tiresias")
+    policy.reset(sim)
+    for _ in range(30):
+        assert sim.next_decision()
+        policy.schedule(sim)
+    twin = pickle.loads(pickle.dumps(sim)) if how == "pickle" else copy.deepcopy(sim)
+    for name, (packed, row) in _ROW_VIEWS.items():
+        view = getattr(twin, name)
+        assert np.shares_memory(view, getattr(twin, packed)) and view is not getattr(sim, name), name
+        assert np.array_equal(view, getattr(twin, packed)[row], equal_nan=True), name
+    twin_policy = copy.deepcopy(policy)
+    while sim.next_decision():
+        policy.schedule(sim)
+    while twin.next_decision():
+        twin_policy.schedule(twin)
+    assert sim.finish_time.tobytes() == twin.finish_time.tobytes()
+    assert {k: repr(v) for k, v in sim.metrics().items()} == {k: repr(v) for k, v in twin.metrics().items()}
