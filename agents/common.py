@@ -145,7 +145,11 @@ def read_config(name: str | Path, config_dir: Path, known) -> tuple[Path, dict]:
     doc = load_yaml(path.read_bytes(), str(path)) or {}
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: a config is a mapping of keys to values")
-    unknown = set(doc) - set(known)
+    unknown = sorted(map(str, set(doc) - set(known)))
     if unknown:
-        raise ValueError(f"{path}: unknown keys {sorted(unknown)} (known: {sorted(known)})")
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ValueError(f"{path}: unknown keys {unknown}{hint} (known: {sorted(known)})")
     return path, doc

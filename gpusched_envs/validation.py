@@ -128,7 +128,7 @@ def check_int(
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{where}: expected an integer, got {value!r}")
     if (min is not None and value < min) or (max is not None and value > max):
-        raise ValidationError(f"{where} must be an integer {_describe_range(min, max)}, got {value}")
+        raise ValidationError(f"{where} must be {_describe_range(min, max)} (an integer), got {value}")
     if cap is not None:
         check_cap(cap, value, where)
     return value
@@ -506,6 +506,25 @@ def check_fields(
             rule.check(value, f"{where}: {prefix}{key}")
 
 
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def parse_set_value(key: str, raw: str):
+    """The value of a ``--set key=value`` item: a YAML scalar (``1e-4``, which YAML 1.1 reads as text, is the
+    number); an empty value is None. Invalid YAML is one line naming the key."""
+    import yaml
+
+    if not raw:
+        return None
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise ValidationError(f"--set {key}: {raw!r} is not a YAML value") from None
+    if isinstance(value, str) and _NUMBER.match(value.strip()):
+        return float(value)
+    return value
+
+
 def check_key(key, known: Iterable[str], where: str, what: str = "key") -> str:
     """``key`` if it is one of ``known``; else one line with the closest known names (difflib)."""
     import difflib
@@ -544,6 +563,7 @@ __all__ = [
     "nonneg_int",
     "parser_of",
     "parse_seeds",
+    "parse_set_value",
     "positive",
     "positive_int",
     "rules_of",

@@ -17,6 +17,8 @@ from typing import Annotated
 
 import typer
 
+from gpusched_envs.validation import Int, Processes, Seed, Text
+
 app = typer.Typer(
     help="Train learning schedulers (DDQN, MaskablePPO, TopDRL, HMARL) on the gpusched envs; `compare` (registered "
     "by the evaluation package) scores a checkpoint against the heuristics of its information class.",
@@ -25,12 +27,25 @@ app = typer.Typer(
 )
 
 EnvOpt = Annotated[str | None, typer.Option("--env", help="Env id, e.g. gpusched/JobSelect-v0.")]
-EnvKwargsOpt = Annotated[str | None, typer.Option("--env-kwargs", help="Env keyword arguments as JSON.")]
-StepsOpt = Annotated[int | None, typer.Option("--steps", help="Total env steps.")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed (python, numpy, torch, envs).")]
+EnvKwargsOpt = Annotated[
+    str | None, typer.Option("--env-kwargs", parser=Text(), help="Env keyword arguments as a JSON object.")
+]
+StepsOpt = Annotated[
+    int | None, typer.Option("--steps", parser=Int(min=1, cap="steps"), help="Total env steps (>= 1).")
+]
+SeedOpt = Annotated[
+    int | None, typer.Option("--seed", parser=Seed(), help="Seed (python, numpy, torch, envs; >= 0).")
+]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda[:N].")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Run folder (TensorBoard, checkpoint, config).")]
-NumEnvsOpt = Annotated[int | None, typer.Option("--num-envs", help="Envs stepped together.")]
+NumEnvsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--num-envs",
+        parser=Processes(),
+        help="Env copies stepped together (1 to the CPU count; GPUSCHED_MAX_PROCESSES raises the cap).",
+    ),
+]
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue from OUT/checkpoint if there is one.")]
 TrustResumeOpt = Annotated[
     bool,
@@ -40,7 +55,37 @@ TrustResumeOpt = Annotated[
     ),
 ]
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="YAML file or a name in train/configs.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value override (repeatable).")]
+
+# the keys --set takes, by trainer (tests/train check them against the configs' fields)
+RUN_KEYS = "steps, seed, num_envs, eval_every, eval_seeds, eval_choices, checkpoint_every, env, curriculum"
+SHARED_ARGS = (
+    "encoder, hidden, layers, gnn_impl, learning_rate, batch_size, gamma, max_grad_norm, reward_scale, seed, "
+    "device, torch_threads"
+)
+SET_KEYS = {
+    "ddqn": f"{SHARED_ARGS}, buffer_size, n_step, tau, target_update_interval, start_epsilon, end_epsilon, "
+    "exploration_fraction, learning_starts, train_frequency, gradient_steps, bc_from, bc_steps, bc_demo_steps, "
+    "bc_margin, bc_weight, bc_learning_rate",
+    "ppo": f"{SHARED_ARGS}, lr_final_fraction, target_kl, n_steps, n_epochs, gae_lambda, clip_range, ent_coef, "
+    "vf_coef, wait_logit_init",
+}
+SET_KEYS["topdrl"] = SET_KEYS["ddqn"]
+
+
+def set_option(algorithm: str):
+    """The ``--set`` option of a trainer, its help listing the keys it takes."""
+    extra = "; bc.NAME (imitation warm start)" if algorithm == "ppo" else ""
+    return Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help=f"key=value override, repeatable; the value is read as YAML. Run keys: {RUN_KEYS}. "
+            f"{algorithm} arguments (NAME or args.NAME): {SET_KEYS[algorithm]}. Env arguments: env_kwargs.NAME{extra}.",
+        ),
+    ]
+
+
+SetOpt = set_option("ppo")
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")]
 BCFromOpt = Annotated[
     str | None,
@@ -52,7 +97,7 @@ BCFromOpt = Annotated[
 ]
 BCStepsOpt = Annotated[
     int | None,
-    typer.Option("--bc-steps", help="DDQN warm start: pre-training gradient steps (--set bc_steps=N)."),
+    typer.Option("--bc-steps", help="DDQN warm start: pre-training gradient steps, >= 0 (--set bc_steps=N)."),
 ]
 
 
@@ -94,9 +139,7 @@ def parse_env_kwargs(text: str) -> dict:
 def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs, config, set_, progress):
     import dataclasses
 
-    from gpusched_lab.agents.algos.ddqn import DDQNArgs
-    from gpusched_lab.agents.algos.ppo import PPOArgs
-    from gpusched_lab.train.config import RunConfig, apply_set, load_yaml, validate
+    from gpusched_lab.train.config import RunConfig, apply_set, args_rules, args_type, load_yaml, validate
 
     cfg = RunConfig(algorithm=algorithm)
     if config:
@@ -112,8 +155,8 @@ def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs,
     cfg.args = dict(cfg.args)
     if device is not None:
         cfg.args["device"] = device
-    fields = {f.name for f in dataclasses.fields(PPOArgs if algorithm == "ppo" else DDQNArgs)} - {"seed"}
-    apply_set(cfg, set_ or [], fields)
+    fields = {f.name for f in dataclasses.fields(args_type(algorithm))} - {"seed"}
+    apply_set(cfg, set_ or [], fields, args_rules(algorithm))
     cfg.progress = progress
     validate(cfg)
     if cfg.num_envs < 1 or cfg.steps < 1:
@@ -143,8 +186,10 @@ def _train(
     try:
         if (bc_from is not None or bc_steps is not None) and algorithm != "ddqn":
             raise ValueError("--bc-from / --bc-steps are options of the ddqn trainer")
-        if bc_steps is not None and bc_steps < 0:
-            raise ValueError(f"--bc-steps must be >= 0, got {bc_steps}")
+        if bc_steps is not None:
+            from gpusched_envs.validation import check_int
+
+            check_int(bc_steps, "--bc-steps", min=0, cap="steps")
         bc_set = [f"bc_from={bc_from}"] if bc_from is not None else []
         bc_set += [f"bc_steps={bc_steps}"] if bc_steps is not None else []
         merged = [*bc_set, *(set_ or [])] or None  # --set, given later, has the last word
@@ -188,9 +233,30 @@ TRAINERS = {
 
 
 def trainer_command(algorithm: str):
-    """The ``train ALGORITHM`` command: every trainer takes the same options and runs :func:`_train`."""
+    """The ``train ALGORITHM`` command: the trainers share their options and run :func:`_train`; the DDQN-based
+    ones (ddqn, topdrl) also take the behaviour-cloning warm start, ddqn only its flags."""
 
     def command(
+        env: EnvOpt = None,
+        env_kwargs: EnvKwargsOpt = None,
+        steps: StepsOpt = None,
+        seed: SeedOpt = None,
+        device: DeviceOpt = None,
+        out: OutOpt = Path(f"runs/{algorithm}"),
+        num_envs: NumEnvsOpt = None,
+        resume: ResumeOpt = False,
+        trust_resume: TrustResumeOpt = False,
+        config: ConfigOpt = None,
+        set_: SetOpt = None,
+        progress: ProgressOpt = True,
+        bc_from: Annotated[str | None, typer.Option("--bc-from", hidden=True)] = None,
+        bc_steps: Annotated[int | None, typer.Option("--bc-steps", hidden=True)] = None,
+    ) -> None:
+        # --bc-from / --bc-steps are ddqn's: hidden here, and refused with a line saying so
+        options = {k: v for k, v in locals().items() if k != "algorithm"}
+        _train(algorithm, **options)
+
+    def ddqn_command(
         env: EnvOpt = None,
         env_kwargs: EnvKwargsOpt = None,
         steps: StepsOpt = None,
@@ -206,37 +272,103 @@ def trainer_command(algorithm: str):
         bc_from: BCFromOpt = None,
         bc_steps: BCStepsOpt = None,
     ) -> None:
-        options = {k: v for k, v in locals().items() if k != "algorithm"}  # this command's options, by name
+        options = {k: v for k, v in locals().items() if k != "algorithm"}
         _train(algorithm, **options)
 
-    command.__doc__ = TRAINERS[algorithm]
-    return command
+    chosen = ddqn_command if algorithm == "ddqn" else command
+    chosen.__doc__ = TRAINERS[algorithm]
+    chosen.__annotations__["set_"] = set_option(algorithm)  # the help lists this trainer's keys
+    return chosen
 
 
 for _name in TRAINERS:
     app.command(_name)(trainer_command(_name))
 
 
+def imitation_budget(block: dict | None, steps: int) -> list[str]:
+    """``--set`` items that bound HMARL's imitation warm start to ``steps`` env steps: rounds x episodes x
+    max_steps <= steps (rounds, then episodes per round, then steps per episode are lowered as needed); 0 turns
+    the warm start off."""
+    from gpusched_lab.agents.methods.hmarl.config import ImitationArgs
+
+    if block is None:
+        return []
+    if steps == 0:
+        return ["imitation=null"]
+    args = ImitationArgs(**{k: v for k, v in block.items() if k in ImitationArgs.__dataclass_fields__})
+    rounds = min(args.rounds, steps)
+    episodes = min(args.episodes, max(1, steps // rounds))
+    max_steps = min(args.max_steps, max(1, steps // (rounds * episodes)))
+    return [
+        f"imitation.rounds={rounds}",
+        f"imitation.episodes={episodes}",
+        f"imitation.max_steps={max_steps}",
+    ]
+
+
 @app.command()
 def hmarl(
     config: Annotated[str, typer.Option("--config", help="YAML file or a name in train/configs.")] = "hmarl",
-    steps: StepsOpt = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            "--steps",
+            parser=Int(min=1, cap="steps"),
+            help="Env steps of the MAPPO updates (>= 1); the imitation warm start before them is bounded by "
+            "--imitation-steps.",
+        ),
+    ] = None,
+    imitation_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--imitation-steps",
+            parser=Int(min=0, cap="steps"),
+            help="Env steps of the imitation warm start at most (its rounds, episodes and episode length are "
+            "lowered to fit; 0 skips it). Default: the config's imitation block, rounds x episodes x max_steps.",
+        ),
+    ] = None,
     seed: SeedOpt = None,
     device: DeviceOpt = None,
     out: OutOpt = Path("runs/hmarl"),
     resume: ResumeOpt = False,
-    set_: SetOpt = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="key=value override, repeatable; the value is read as YAML. Run keys: steps, eval_every, "
+            "eval_seeds, checkpoint_every, imitation (null: none). Learner arguments (NAME or args.NAME): critic, "
+            "hidden, layers, learning_rate, num_envs, n_steps, n_epochs, batch_size, gamma, gae_lambda, clip_range, "
+            "ent_coef, vf_coef, max_grad_norm, reward_scale, wait_logit_init, interference_model, seed, device, "
+            "torch_threads. Imitation: imitation.NAME (expert, rounds, episodes, epochs, batch_size, "
+            "learning_rate, value_coef, beta_decay, max_steps). Env arguments: env_kwargs.NAME, eval_env_kwargs.NAME.",
+        ),
+    ] = None,
 ) -> None:
-    """HMARL (agents.methods.hmarl.agent): MAPPO with a hierarchical-GNN shared actor on multi_scheduler_v0 (configs hmarl*)."""
-    from gpusched_lab.agents.methods.hmarl.agent import train_command
-
+    """HMARL: MAPPO with a hierarchical-GNN shared actor on the multi-agent env multi_scheduler_v0 (configs
+    hmarl*), after an optional imitation warm start (the config's imitation block)."""
     from gpusched_envs.errors import USER_ERRORS
 
     command = invoked_command(
-        "hmarl", config=config, steps=steps, seed=seed, device=device, set=set_, out=out
+        "hmarl",
+        config=config,
+        steps=steps,
+        imitation_steps=imitation_steps,
+        seed=seed,
+        device=device,
+        set=set_,
+        out=out,
     )
     try:
-        result = train_command(config, out, steps, seed, device, resume, set_, command, log=typer.echo)
+        from gpusched_lab.agents.methods.hmarl.agent import train_command
+        from gpusched_lab.agents.methods.hmarl.config import apply_overrides, load_config
+
+        cfg = load_config(config)  # checked before anything runs: a bad file or --set key is one line
+        apply_overrides(cfg, list(set_ or []))
+        items = [
+            *(set_ or []),
+            *(imitation_budget(cfg.imitation, imitation_steps) if imitation_steps is not None else []),
+        ]
+        result = train_command(config, out, steps, seed, device, resume, items, command, log=typer.echo)
     except USER_ERRORS as exc:
         typer.echo(f"error: {user_error_message(exc)}", err=True)
         raise typer.Exit(2) from None

@@ -25,8 +25,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 CONFIG_DIR = Path(__file__).parent / "configs"
 
 
@@ -71,40 +69,61 @@ def resolve_config_path(name: str | Path) -> Path:
 def load_yaml(path: str | Path) -> dict:
     path = resolve_config_path(path)
     from gpusched_envs.safety import load_yaml as safe_load_yaml
+    from gpusched_envs.validation import FIELD_RULES, check_fields, check_key
 
     doc = safe_load_yaml(path.read_bytes(), str(path)) or {}  # limits on alias expansion (YAML bombs)
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: a config is a mapping of keys to values")
-    unknown = set(doc) - TOP_KEYS
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {sorted(unknown)} (known: {sorted(TOP_KEYS)})")
+    for key in doc:
+        check_key(key, TOP_KEYS, str(path))
+    check_fields({k: v for k, v in doc.items() if k in INT_KEYS}, str(path), FIELD_RULES)
+    for key, kind in (("env_kwargs", dict), ("args", dict), ("bc", dict), ("eval_seeds", list)):
+        if key in doc and not isinstance(doc[key], kind):
+            raise ValueError(
+                f"{path}: {key} must be a {'mapping' if kind is dict else 'list'}, got {doc[key]!r}"
+            )
+    if isinstance(doc.get("args"), dict):
+        check_names(doc["args"], f"{path}: args")
     return doc
 
 
-def apply_set(cfg: RunConfig, items: list[str], arg_fields: set[str]) -> None:
-    """Apply ``key=value`` overrides in place."""
+def check_names(mapping: dict, where: str) -> None:
+    """Keys of a mapping handed to a constructor as keyword arguments: plain identifiers, no ``__dunder__``."""
+    for key in mapping:
+        if not isinstance(key, str) or not key.isidentifier() or key.startswith("_"):
+            raise ValueError(f"{where}: {key!r} is not a valid name")
+
+
+def apply_set(cfg: RunConfig, items: list[str], arg_fields: set[str], arg_rules: dict | None = None) -> None:
+    """Apply ``key=value`` overrides in place. A key is a run key, an algorithm argument (``name`` or
+    ``args.name``), ``env_kwargs.NAME`` or ``bc.NAME``; an unknown key is refused with the closest known ones, a value
+    outside its field's range (NaN, a negative rate, a discount outside (0, 1]) with the field named."""
+    from gpusched_envs.validation import FIELD_RULES, check_key, parse_set_value
+
+    rules = {**FIELD_RULES, **(arg_rules or {})}
     for item in items:
         if "=" not in item:
             raise ValueError(f"--set takes key=value, got {item!r}")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw else None
-        if key.startswith("env_kwargs."):
-            cfg.env_kwargs[key.split(".", 1)[1]] = value
-        elif key.startswith("bc."):  # the imitation block (validated with the rest of the config)
-            cfg.bc[key.split(".", 1)[1]] = value
-        elif key.startswith("args.") or key in arg_fields:
-            name = key.split(".", 1)[1] if key.startswith("args.") else key
-            if name not in arg_fields:
-                raise ValueError(
-                    f"--set {key}: {cfg.algorithm} has no argument {name!r} (known: {sorted(arg_fields)})"
-                )
-            cfg.args[name] = value
-        elif key in TOP_KEYS:
-            setattr(cfg, key, value)
+        value = parse_set_value(key, raw)
+        where = f"--set {key}"
+        prefix, _, rest = key.partition(".")
+        if prefix in ("env_kwargs", "bc") and rest:
+            check_names({rest: None}, where)
+            getattr(cfg, prefix)[rest] = value
+            continue
+        if prefix == "args" and rest:
+            name = check_key(rest, arg_fields, where, f"{cfg.algorithm} argument")
+        elif key in arg_fields and not key.startswith("_"):
+            name = key
         else:
-            raise ValueError(
-                f"--set {key}: not a run key ({', '.join(sorted(TOP_KEYS))}), an algorithm argument, env_kwargs.* or bc.*"
-            )
+            known = sorted(TOP_KEYS | set(arg_fields) | {"env_kwargs.NAME", "bc.NAME"})
+            key = check_key(key, known, "--set", "key")
+            setattr(cfg, key, value)  # run keys are checked with the whole config (validate)
+            continue
+        if name in rules:
+            value = rules[name].check(value, where)
+        cfg.args[name] = value
 
 
 ENV_PREFIX = "gpusched/"
@@ -157,11 +176,15 @@ def validate(cfg: RunConfig) -> None:
     algorithm arguments (``encoder``, ``device``; TopDRL's selector is the CNN) and the integer run keys."""
     from gpusched_lab.agents.nets.networks import ENCODERS
 
+    from gpusched_envs.validation import FIELD_RULES, check_cap, check_fields, check_seed
+
     check_env_id(cfg.env)
     for key in INT_KEYS:
         value = getattr(cfg, key)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{key}: expected an integer, got {value!r}")
+    for key in INT_KEYS:
+        FIELD_RULES[key].check(getattr(cfg, key), key)
     if not isinstance(cfg.env_kwargs, dict):
         raise ValueError(f"env_kwargs: expected a mapping, got {cfg.env_kwargs!r}")
     if not isinstance(cfg.args, dict):
@@ -170,6 +193,12 @@ def validate(cfg: RunConfig) -> None:
         isinstance(s, int) and not isinstance(s, bool) for s in cfg.eval_seeds
     ):
         raise ValueError(f"eval_seeds: expected a list of integers, got {cfg.eval_seeds!r}")
+    check_cap("seeds", len(cfg.eval_seeds), "eval_seeds")
+    for seed in cfg.eval_seeds:
+        check_seed(seed, "eval_seeds")
+    check_names(cfg.env_kwargs, "env_kwargs")
+    check_names(cfg.args, "args")
+    check_fields(cfg.args, "args", args_rules(cfg.algorithm), prefix="")
     if not isinstance(cfg.eval_choices, list) or not all(isinstance(c, dict) for c in cfg.eval_choices):
         raise ValueError(f"eval_choices: expected a list of env-kwargs mappings, got {cfg.eval_choices!r}")
     encoders = ("cnn",) if cfg.algorithm == "topdrl" else ENCODERS
@@ -189,6 +218,24 @@ def validate(cfg: RunConfig) -> None:
         from gpusched_lab.train.bc import BCArgs
 
         BCArgs.from_dict(cfg.bc)
+
+
+def args_type(algorithm: str):
+    """The argument dataclass of a trainer (PPOArgs for ppo, DDQNArgs for ddqn and topdrl)."""
+    if algorithm == "ppo":
+        from gpusched_lab.agents.algos.ppo import PPOArgs
+
+        return PPOArgs
+    from gpusched_lab.agents.algos.ddqn import DDQNArgs
+
+    return DDQNArgs
+
+
+def args_rules(algorithm: str) -> dict:
+    """The range rules of a trainer's arguments (:func:`gpusched_envs.validation.rules_of`)."""
+    from gpusched_envs.validation import rules_of
+
+    return rules_of(args_type(algorithm))
 
 
 def build_args(dataclass_type, values: dict):

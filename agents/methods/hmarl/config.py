@@ -9,6 +9,8 @@ from pathlib import Path
 
 from gpusched_lab.agents.common import REPO_ROOT, read_config
 
+from gpusched_envs.validation import checked, positive_int
+
 CRITICS = ("central", "local")
 CONFIG_DIR = REPO_ROOT / "train" / "configs"
 
@@ -23,8 +25,8 @@ class HMARLArgs:
     """GNN up/down sweeps"""
     learning_rate: float = 5e-4
     """Adam step size"""
-    num_envs: int = 4
-    """env copies stepped together"""
+    num_envs: int = checked(4, positive_int())
+    """env copies stepped together (in one process)"""
     n_steps: int = 32
     """rollout length per env copy (each step gives one sample per agent)"""
     n_epochs: int = 4
@@ -128,7 +130,21 @@ class ImitationArgs:
 def load_config(path: str | Path) -> HMARLConfig:
     """A YAML run configuration (``train/configs/hmarl*.yaml`` by name, or a path), read with
     :func:`agents.common.read_config` (``yaml.safe_load`` with limits, unknown keys refused)."""
-    _, doc = read_config(path, CONFIG_DIR, HMARLConfig.__dataclass_fields__)
+    from gpusched_envs.validation import FIELD_RULES, check_fields, rules_of
+
+    where, doc = read_config(path, CONFIG_DIR, HMARLConfig.__dataclass_fields__)
+    check_fields(
+        {k: v for k, v in doc.items() if k in ("steps", "eval_every", "checkpoint_every")},
+        str(where),
+        FIELD_RULES,
+    )
+    for key in ("env_kwargs", "eval_env_kwargs", "args"):
+        if key in doc and not isinstance(doc[key], dict):
+            raise ValueError(f"{where}: {key} must be a mapping, got {doc[key]!r}")
+    if isinstance(doc.get("args"), dict):
+        check_fields(
+            doc["args"], str(where), rules_of(HMARLArgs), known=HMARLArgs.__dataclass_fields__, prefix="args."
+        )
     return HMARLConfig(**doc)
 
 
@@ -136,27 +152,37 @@ def apply_overrides(cfg: HMARLConfig, items: list[str]) -> None:
     """``--set key=value``: a top-level key (``steps=1000``, ``imitation=null``), an algorithm argument
     (``critic=local`` or ``args.critic=local``), an env kwarg (``env_kwargs.num_agents=8``) or an imitation key
     (``imitation.rounds=2``); values parsed as YAML scalars."""
-    import yaml
+
+    from gpusched_envs.validation import FIELD_RULES, check_key, parse_set_value, rules_of
 
     top = set(HMARLConfig.__dataclass_fields__) - {"args", "env_kwargs", "eval_env_kwargs"}
     arg_fields = set(HMARLArgs.__dataclass_fields__)
+    rules = {**FIELD_RULES, **rules_of(HMARLArgs)}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep:
             raise ValueError(f"--set takes key=value, got {item!r}")
-        value = yaml.safe_load(raw) if raw else None
-        if key.startswith("env_kwargs."):
-            cfg.env_kwargs = {**cfg.env_kwargs, key.split(".", 1)[1]: value}
-        elif key.startswith("eval_env_kwargs."):
-            cfg.eval_env_kwargs = {**cfg.eval_env_kwargs, key.split(".", 1)[1]: value}
-        elif key.startswith("imitation."):  # imitation.rounds=2 (``imitation=null`` turns the warm start off)
-            cfg.imitation = {**(cfg.imitation or {}), key.split(".", 1)[1]: value}
-        elif key.removeprefix("args.") in arg_fields:
-            cfg.args = {**cfg.args, key.removeprefix("args."): value}
-        elif key in top:
-            setattr(cfg, key, value)
+        value = parse_set_value(key, raw)
+        where = f"--set {key}"
+        prefix, _, rest = key.partition(".")
+        if prefix in ("env_kwargs", "eval_env_kwargs", "imitation") and rest:
+            if not rest.isidentifier() or rest.startswith("_"):
+                raise ValueError(f"{where}: {rest!r} is not a valid name")
+            if prefix == "imitation":  # imitation.rounds=2 (``imitation=null`` turns the warm start off)
+                check_key(rest, ImitationArgs.__dataclass_fields__, where, "imitation key")
+                if rest in rules:
+                    value = rules[rest].check(value, where)
+                cfg.imitation = {**(cfg.imitation or {}), rest: value}
+            else:
+                setattr(cfg, prefix, {**getattr(cfg, prefix), rest: value})
+        elif key.removeprefix("args.") in arg_fields and not key.startswith("_"):
+            name = key.removeprefix("args.")
+            if name in rules:
+                value = rules[name].check(value, where)
+            cfg.args = {**cfg.args, name: value}
         else:
-            raise ValueError(
-                f"--set {key}: unknown key (top-level: {', '.join(sorted(top))}; env_kwargs.NAME; imitation.NAME; "
-                f"args: {', '.join(sorted(arg_fields))})"
-            )
+            known = sorted(top | arg_fields | {"env_kwargs.NAME", "eval_env_kwargs.NAME", "imitation.NAME"})
+            key = check_key(key, known, "--set", "key")
+            if key in rules:
+                value = rules[key].check(value, where)
+            setattr(cfg, key, value)
