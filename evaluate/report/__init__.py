@@ -8,7 +8,9 @@
 - :mod:`.leaderboard`: the leaderboard's document, tables, CSV files and :func:`write_outputs`;
 - :mod:`.html`: ``leaderboard.html``, the self-contained page (and :func:`~.html.rebuild` from a results folder).
 
-Summary statistics (means with bootstrap intervals, IQM, performance profiles) are :mod:`gpusched_lab.evaluate.stats`.
+Every file is written through :mod:`gpusched_envs.io` (``atomic_write_text`` / ``atomic_write_bytes``, via
+:mod:`.files`), so each output path is checked and no reader ever sees half a file. Summary statistics (means with
+bootstrap intervals, IQM, performance profiles) are :mod:`gpusched_lab.evaluate.stats`.
 """
 
 from __future__ import annotations
