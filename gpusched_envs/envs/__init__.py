@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-ENTRY_POINTS = {
+# the current id of every env and its entry point
+CURRENT_IDS = {
     "gpusched/JobSelect-v1": "gpusched_envs.envs.job_select:JobSelectEnv",
     "gpusched/WorkerPlacement-v1": "gpusched_envs.envs.worker_placement:WorkerPlacementEnv",
     "gpusched/DelayTuning-v1": "gpusched_envs.envs.delay_tuning:DelayTuningEnv",
@@ -36,8 +37,10 @@ ENTRY_POINTS = {
 }
 # the previous version of each id: registered and behaving as its -v1 while V0_REFUSED is False; when True,
 # gym.make("...-v0") raises an error naming the -v1 id
-V0_IDS = {env_id.replace("-v1", "-v0"): env_id for env_id in ENTRY_POINTS}
+V0_IDS = {env_id.replace("-v1", "-v0"): env_id for env_id in CURRENT_IDS}
 V0_REFUSED = False
+# every id this package registers (checkpoints name one of them): the current ones, then the -v0 ids kept for now
+ENTRY_POINTS = {**CURRENT_IDS, **{old: CURRENT_IDS[new] for old, new in V0_IDS.items()}}
 
 CLUSTER_ENVS = (
     "gpusched/JobSelect-v1",
@@ -60,7 +63,7 @@ def make_previous_version(*, gpusched_current_id: str, **kwargs):
             f"{old} is no longer offered: use {gpusched_current_id} (invalid actions resolve to a safe action, "
             "fixed info keys, synthetic workloads sized to the cluster)"
         )
-    return load_env_creator(ENTRY_POINTS[gpusched_current_id])(**kwargs)
+    return load_env_creator(CURRENT_IDS[gpusched_current_id])(**kwargs)
 
 
 def register_envs() -> None:
@@ -72,7 +75,7 @@ def register_envs() -> None:
 
     # fills info["metrics"] after gym.make's TimeLimit truncates an episode
     wrappers = (WrapperSpec("EpisodeMetrics", "gpusched_envs.envs.base:EpisodeMetrics", {}),)
-    for env_id, entry in ENTRY_POINTS.items():
+    for env_id, entry in CURRENT_IDS.items():
         if importlib.util.find_spec(entry.split(":")[0]) is None:
             continue
         if env_id not in gym.registry:
@@ -91,7 +94,7 @@ def list_env_specs(**kwargs) -> list[tuple[str, object, object]]:
     """``(id, action space, observation space)`` of every registered env, built with default arguments
     (plus ``kwargs``, e.g. ``obs_mode="flat"``); for the command line."""
     out = []
-    for env_id in ENTRY_POINTS:
+    for env_id in CURRENT_IDS:
         if env_id not in gym.registry:
             continue
         env = gym.make(env_id, **kwargs)
@@ -102,4 +105,12 @@ def list_env_specs(**kwargs) -> list[tuple[str, object, object]]:
 
 register_envs()
 
-__all__ = ["ENTRY_POINTS", "V0_IDS", "V0_REFUSED", "list_env_specs", "make_previous_version", "register_envs"]
+__all__ = [
+    "CURRENT_IDS",
+    "ENTRY_POINTS",
+    "V0_IDS",
+    "V0_REFUSED",
+    "list_env_specs",
+    "make_previous_version",
+    "register_envs",
+]

@@ -2,13 +2,13 @@
 view of the env's simulator, and its first start (or preemption) becomes the env action.
 
     agent = HeuristicAgent(make_policy("tiresias", "closest"))
-    env = gym.make("gpusched/JobSelect-v0", preemption=True)
+    env = gym.make("gpusched/JobSelect-v1", preemption=True)
     obs, info = env.reset(seed=0)
     while True:
         obs, reward, terminated, truncated, info = env.step(agent(env))
 
 With the env's own placer and a window that holds every waiting (and, with preemption, running) job, a
-``JobSelect-v0`` episode reproduces ``Simulator.run`` of the same heuristic exactly (same starts and preemptions at
+``JobSelect-v1`` episode reproduces ``Simulator.run`` of the same heuristic exactly (same starts and preemptions at
 the same instants, hence the same metrics): the env asks again after every action at the same instant, exactly as
 the heuristic's loop goes on, and with ``preemption=True`` it asks at every decision point of the simulator.
 A timer the heuristic sets when it waits (Tiresias' demotion) is passed to the simulator, as in ``Simulator.run``.
@@ -87,7 +87,7 @@ class _RecordingSim:
     def preempt(self, job) -> None:
         if not self._preemption:
             raise ValueError(
-                "the heuristic preempts a job but this JobSelect-v0 cannot preempt: make it with preemption=True "
+                "the heuristic preempts a job but this JobSelect-v1 cannot preempt: make it with preemption=True "
                 "(or use a non-preemptive heuristic: fifo, sjf, gandiva)"
             )
         self.acted = ("preempt", int(job), None)
@@ -98,7 +98,7 @@ class _RecordingSim:
 
 
 class HeuristicAgent:
-    """Turns a :class:`~gpusched_envs.policies.base.Policy` into ``JobSelect-v0`` actions.
+    """Turns a :class:`~gpusched_envs.policies.base.Policy` into ``JobSelect-v1`` actions.
 
     The heuristic sees the queue window only (the jobs an action can start) and, with ``preemption=True``, the
     running window (the jobs an action can preempt); the action is the slot of the job it would start or preempt

@@ -246,7 +246,7 @@ class EnvCore:
         if obs_mode not in self.obs_modes_offered:
             raise ValueError(
                 f"{type(self).__name__} offers obs_mode 'graph' or 'flat'; 'image' observations are offered by "
-                "JobSelect-v0 and WorkerPlacement-v0"
+                "JobSelect-v1 and WorkerPlacement-v1"
             )
         self.obs_mode, self.render_mode, self.invalid_action, self.information = (
             obs_mode,

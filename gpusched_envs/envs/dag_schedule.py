@@ -166,7 +166,7 @@ class DAGScheduleEnv(gym.Env):
         if obs_mode not in self.obs_modes_offered:
             raise ValueError(
                 f"DAGScheduleEnv offers obs_mode 'graph' or 'flat', got {obs_mode!r} ('image' observations are "
-                "offered by JobSelect-v0 and WorkerPlacement-v0)"
+                "offered by JobSelect-v1 and WorkerPlacement-v1)"
             )
         self.cluster = resolve_cluster(cluster)
         self.gpu_ids = pick_gpus(self.cluster, gpus)

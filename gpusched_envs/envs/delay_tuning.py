@@ -39,7 +39,7 @@ class DelayTuningEnv(ClusterEnv):
     ``obs_mode="graph"`` (default) or ``"flat"``, as :class:`~gpusched_envs.envs.job_select.JobSelectEnv`; image
     observations are not offered. ``context (3K,)``: the current timers ÷ the largest level, log1p of the waiting
     jobs per class, log1p of their mean wait ÷ ``time_scale`` per class. ``information``
-    (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as JobSelect-v0's (table in
+    (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as JobSelect-v1's (table in
     :mod:`gpusched_envs.envs.encoding`); the context carries nothing clairvoyant in either setting.
 
     ## Rewards
@@ -62,7 +62,7 @@ class DelayTuningEnv(ClusterEnv):
     Why the last invalid action was refused: ``env.unwrapped.last_invalid_reason``.
 
     ## Arguments
-    ``cluster`` (``"topdrl"``), ``workload``, ``num_jobs`` (200), ``load`` (0.9) as JobSelect-v0; ``interval``
+    ``cluster`` (``"topdrl"``), ``workload``, ``num_jobs`` (200), ``load`` (0.9) as JobSelect-v1; ``interval``
     (900 s); ``timer_levels``, ``sensitivity_thresholds`` and ``min_run`` (seconds a job runs before it may be
     preempted), each ``None`` for the ``netsens`` defaults in ``data/sim_defaults.yaml`` (with their sources);
     ``preemption`` (True); ``window`` (16); ``information``; ``obs_mode``; ``max_steps``; ``time_scale``

@@ -1,4 +1,4 @@
-"""The MetaPlace task distribution over ``WorkerPlacement-v0`` (Yang, Bao et al., IEEE TCC 2023).
+"""The MetaPlace task distribution over ``WorkerPlacement-v1`` (Yang, Bao et al., IEEE TCC 2023).
 
 A task fixes the workload and the cluster an episode runs on: the **model mix** (which catalogue models the jobs
 train, with weights), the **arrival rate** (offered load, Poisson or diurnal arrivals), the **job-size mix** (the
@@ -12,7 +12,7 @@ from one task's workload, the rest from another's (model mix, load and size mix 
 start where the first part's end). The cluster and its interference strength are the first task's: the simulator's
 cluster is fixed for an episode.
 
-    env = gym.make("gpusched/WorkerPlacement-v0", cluster="topdrl", num_jobs=30)
+    env = gym.make("gpusched/WorkerPlacement-v1", cluster="topdrl", num_jobs=30)
     tasks = train_tasks(8, seed=0, num_jobs=30)
     env.unwrapped.set_task(tasks[0]); obs, info = env.reset(seed=1)
 """

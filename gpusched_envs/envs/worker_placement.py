@@ -71,7 +71,7 @@ class WorkerPlacementEnv(ClusterEnv):
     As :class:`~gpusched_envs.envs.job_select.JobSelectEnv` (``graph`` / ``image`` / ``flat``), with the GPUs taken
     by the partial placement in the ``in_placement`` columns / image channel; the window's first job is the head.
     ``context (4,)`` = (workers left ÷ workers, workers placed ÷ workers, workers ÷ GPUs, log1p(deferred jobs)).
-    ``information`` (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as JobSelect-v0's
+    ``information`` (``"non-clairvoyant"`` default | ``"clairvoyant"``) sets the time columns as JobSelect-v1's
     (table in :mod:`gpusched_envs.envs.encoding`); the context carries nothing clairvoyant in either setting.
 
     ## Rewards
@@ -113,7 +113,7 @@ class WorkerPlacementEnv(ClusterEnv):
 
     ## Arguments
     ``cluster`` (``"topdrl"``), ``workload`` (None: the current task's synthetic workload; or a spec string,
-    ``Workload`` or callable, as JobSelect-v0), ``num_jobs`` (100), ``load`` (0.9), ``window`` (8),
+    ``Workload`` or callable, as JobSelect-v1), ``num_jobs`` (100), ``load`` (0.9), ``window`` (8),
     ``information``, ``obs_mode``, ``max_steps``, ``time_scale`` (3600 s), ``invalid_action``, ``invalid_penalty``,
     ``max_invalid_repeats`` (8), ``interference_scale`` (1.0), ``workload_seed``, ``render_mode``, ``task_clusters``, ``task_loads``,
     ``task_interference``, ``task_arrivals``.

@@ -1,5 +1,5 @@
 """NetSens-style scheduling (Sharma, Bhasi et al., arXiv 2401.16492) with delay timers set from outside: the policy
-that DelayTuning-v0 runs inside the env, usable on its own with fixed timers.
+that DelayTuning-v1 runs inside the env, usable on its own with fixed timers.
 
 - FIFO order with backfill. A job that can be consolidated (``consolidate`` placement: one server, or whole servers of
   one rack) starts at once. One that cannot waits for consolidation up to the delay timer of its network-sensitivity
@@ -10,10 +10,10 @@ that DelayTuning-v0 runs inside the env, usable on its own with fixed timers.
   ``max_preemptions`` times is never chosen again (starvation guard).
 - Every start is logged in :attr:`DelaySchedulingPolicy.start_log` (how it was placed, how long it waited, what
   spreading cost it): the feedback of the auto-tuner (:class:`TimerTuner`, :class:`AutoDelaySchedulingPolicy`,
-  ``make_policy("netsens-auto")``) and of the DelayTuning-v0 agent built on it (``agents/netsens_auto.py``).
+  ``make_policy("netsens-auto")``) and of the DelayTuning-v1 agent built on it (``agents/netsens_auto.py``).
 
 Used standalone (``make_policy("netsens")``), the job classes come from the jobs' network sensitivities and the
-thresholds and fixed timers in ``data/sim_defaults.yaml``; ``DelayTuning-v0`` passes its own and retunes the timers.
+thresholds and fixed timers in ``data/sim_defaults.yaml``; ``DelayTuning-v1`` passes its own and retunes the timers.
 """
 
 from __future__ import annotations
@@ -323,7 +323,7 @@ class AutoDelaySchedulingPolicy(DelaySchedulingPolicy):
     seconds from the starts of the last period (no learning; a NetSens-style auto-tuner baseline).
 
     ``levels`` / ``initial_level`` / ``period``: None for the ``netsens`` defaults in ``data/sim_defaults.yaml``
-    (the DelayTuning-v0 timer levels, starting at the fixed timers, every 900 s).
+    (the DelayTuning-v1 timer levels, starting at the fixed timers, every 900 s).
     """
 
     name = "netsens-auto"

@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 import gpusched_envs.envs  # noqa: F401  (registers the ids)
-from gpusched_envs.envs import ENTRY_POINTS, list_env_specs
+from gpusched_envs.envs import CURRENT_IDS as ENTRY_POINTS
+from gpusched_envs.envs import list_env_specs
 
 # small instances so the whole file runs in seconds
 FAST_KWARGS = {
-    "gpusched/JobSelect-v0": {"cluster": "tiny", "num_jobs": 12},
-    "gpusched/WorkerPlacement-v0": {"cluster": "tiny", "num_jobs": 12},
-    "gpusched/DelayTuning-v0": {"cluster": "tiny", "num_jobs": 12},
-    "gpusched/DAGSchedule-v0": {"cluster": "tiny", "dag": "dag:random:n=8"},
+    "gpusched/JobSelect-v1": {"cluster": "tiny", "num_jobs": 12},
+    "gpusched/WorkerPlacement-v1": {"cluster": "tiny", "num_jobs": 12},
+    "gpusched/DelayTuning-v1": {"cluster": "tiny", "num_jobs": 12},
+    "gpusched/DAGSchedule-v1": {"cluster": "tiny", "dag": "dag:random:n=8"},
 }
 IDS = [i for i in ENTRY_POINTS if i in gym.registry]
 

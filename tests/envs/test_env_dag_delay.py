@@ -1,4 +1,4 @@
-"""DAGSchedule-v0 and DelayTuning-v0 on hand-built instances: exact masks, rewards and schedules."""
+"""DAGSchedule-v1 and DelayTuning-v1 on hand-built instances: exact masks, rewards and schedules."""
 
 from __future__ import annotations
 

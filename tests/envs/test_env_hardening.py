@@ -16,7 +16,7 @@ from gpusched_envs.envs.base import EpisodeEndedError, InvalidActionError
 from gpusched_envs.envs.job_select import JobSelectEnv
 from tests.toy import make_workload, toy_cluster
 
-CLUSTER_IDS = ["gpusched/JobSelect-v0", "gpusched/WorkerPlacement-v0", "gpusched/DelayTuning-v0"]
+CLUSTER_IDS = ["gpusched/JobSelect-v1", "gpusched/WorkerPlacement-v1", "gpusched/DelayTuning-v1"]
 
 
 def first_valid(obs) -> int:
@@ -47,7 +47,7 @@ def test_step_after_termination_raises_and_step_before_reset_too(env_id):
 
 @pytest.mark.parametrize("env_id", CLUSTER_IDS)
 def test_time_limit_truncation_fills_metrics(env_id):
-    extra = {"interval": 60.0} if env_id == "gpusched/DelayTuning-v0" else {}
+    extra = {"interval": 60.0} if env_id == "gpusched/DelayTuning-v1" else {}
     env = gym.make(env_id, cluster="tiny", num_jobs=30, load=2.0, max_episode_steps=3, **extra)
     obs, _ = env.reset(seed=0)
     for i in range(3):
@@ -83,9 +83,9 @@ def test_time_limit_truncation_fills_metrics(env_id):
 )
 @pytest.mark.parametrize("env_id", CLUSTER_IDS)
 def test_bad_arguments_name_themselves(env_id, kwargs, name):
-    if env_id == "gpusched/WorkerPlacement-v0" and name in ("interference", "speed_model"):
+    if env_id == "gpusched/WorkerPlacement-v1" and name in ("interference", "speed_model"):
         kwargs, name = {"interference_scale": float("nan")}, "interference_scale"
-    if env_id == "gpusched/DelayTuning-v0" and name == "speed_model":
+    if env_id == "gpusched/DelayTuning-v1" and name == "speed_model":
         kwargs, name = {"min_run": float("inf")}, "min_run"
     with pytest.raises(ValueError, match=name):
         gym.make(env_id, cluster="tiny", **kwargs)
@@ -110,7 +110,7 @@ def test_bad_job_select_arguments(kwargs, name):
 )
 def test_bad_delay_tuning_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
-        gym.make("gpusched/DelayTuning-v0", cluster="tiny", **kwargs)
+        gym.make("gpusched/DelayTuning-v1", cluster="tiny", **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -167,8 +167,8 @@ def test_flat_feature_names_name_every_column():
 def test_finite_bounds_and_a_silent_gymnasium_checker(env_id, mode):
     from gymnasium.utils.env_checker import check_env
 
-    if env_id == "gpusched/DelayTuning-v0" and mode == "image":
-        pytest.skip("image observations are not offered by DelayTuning-v0")
+    if env_id == "gpusched/DelayTuning-v1" and mode == "image":
+        pytest.skip("image observations are not offered by DelayTuning-v1")
     env = gym.make(env_id, cluster="tiny", num_jobs=10, obs_mode=mode).unwrapped
     for space in env.observation_space.spaces.values():
         assert np.isfinite(space.low).all() and np.isfinite(space.high).all()

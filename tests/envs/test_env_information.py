@@ -17,10 +17,10 @@ import gpusched_envs.envs  # noqa: F401  (registers the ids)
 from gpusched_envs.envs.encoding import INFORMATION, JOB_FEATURES
 
 CASES = [
-    ("gpusched/JobSelect-v0", {}),
-    ("gpusched/JobSelect-v0", {"preemption": True}),
-    ("gpusched/WorkerPlacement-v0", {}),
-    ("gpusched/DelayTuning-v0", {"interval": 600.0}),
+    ("gpusched/JobSelect-v1", {}),
+    ("gpusched/JobSelect-v1", {"preemption": True}),
+    ("gpusched/WorkerPlacement-v1", {}),
+    ("gpusched/DelayTuning-v1", {"interval": 600.0}),
 ]
 PRESETS = ("tiny", "topdrl", "hetero64")
 
@@ -28,7 +28,7 @@ PRESETS = ("tiny", "topdrl", "hetero64")
 @functools.cache
 def _env(case: int, preset: str, mode: str, information: str):
     env_id, kw = CASES[case]
-    if mode == "image" and env_id == "gpusched/DelayTuning-v0":
+    if mode == "image" and env_id == "gpusched/DelayTuning-v1":
         mode = "flat"
     return gym.make(
         env_id, cluster=preset, num_jobs=40, load=2.0, obs_mode=mode, information=information, **kw
@@ -97,11 +97,11 @@ def test_both_settings_have_the_same_spaces(case, mode):
 
 
 def test_clairvoyant_layout_is_v0():
-    env = gym.make("gpusched/JobSelect-v0", cluster="tiny", information="clairvoyant")
+    env = gym.make("gpusched/JobSelect-v1", cluster="tiny", information="clairvoyant")
     assert env.unwrapped.encoder.job_feature_names == JOB_FEATURES
     assert env.unwrapped.encoder.context_names == ("finished_share", "to_arrive")
     with pytest.raises(ValueError, match="information"):
-        gym.make("gpusched/JobSelect-v0", cluster="tiny", information="oracle")
+        gym.make("gpusched/JobSelect-v1", cluster="tiny", information="oracle")
 
 
 def test_multi_scheduler_information_setting():

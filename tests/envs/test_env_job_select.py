@@ -1,4 +1,4 @@
-"""JobSelect-v0 on a hand-built instance: exact masks, observations (both information settings) and rewards; FIFO,
+"""JobSelect-v1 on a hand-built instance: exact masks, observations (both information settings) and rewards; FIFO,
 and with preemption Tiresias and SRTF, through the env equal the simulator's own run of the same heuristic."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_wait_then_invalid_and_deadlock_guard():
 @pytest.mark.parametrize("placement", ["closest", "consolidate"])
 def test_fifo_through_the_env_equals_simulator_fifo(placement):
     env = gym.make(
-        "gpusched/JobSelect-v0",
+        "gpusched/JobSelect-v1",
         cluster="topdrl",
         workload="synthetic:jobs=80,load=1.2,gpus=32,max_gpus=16",
         placement=placement,
@@ -144,7 +144,7 @@ def test_arguments_are_checked():
 
 
 def test_truncation_and_metrics_in_info():
-    env = gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=30, max_steps=5)
+    env = gym.make("gpusched/JobSelect-v1", cluster="tiny", num_jobs=30, max_steps=5)
     obs, _ = env.reset(seed=0)
     for _ in range(5):
         obs, _, terminated, truncated, info = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
@@ -160,7 +160,7 @@ def test_heuristic_agent_sees_only_the_window_and_always_ends():
     from gpusched_envs.policies import make_policy
 
     env = gym.make(
-        "gpusched/JobSelect-v0", cluster="tiny", num_jobs=80, load=2.0, window=2, information="clairvoyant"
+        "gpusched/JobSelect-v1", cluster="tiny", num_jobs=80, load=2.0, window=2, information="clairvoyant"
     )
     agent = HeuristicAgent(make_policy("sjf", "closest"))
     obs, _ = env.reset(seed=0)
@@ -234,7 +234,7 @@ def test_preemption_action_space_and_running_rows():
 def contended_tiny(**kw):
     """60 jobs at offered load 3 on tiny with preemption, the window holding every job (Tiresias preempts here)."""
     return gym.make(
-        "gpusched/JobSelect-v0",
+        "gpusched/JobSelect-v1",
         cluster="tiny",
         workload="synthetic:jobs=60,load=3.0,gpus=16,max_gpus=8",
         workload_seed=4,
@@ -277,13 +277,13 @@ def test_preemptive_heuristics_through_the_env_equal_simulator_run(name, informa
 def test_preemptive_heuristic_refused_without_preemption_and_clairvoyant_refused():
     from gpusched_envs.envs.adapters import ClairvoyanceError
 
-    env = gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=60, load=3.0, information="clairvoyant")
+    env = gym.make("gpusched/JobSelect-v1", cluster="tiny", num_jobs=60, load=3.0, information="clairvoyant")
     env.reset(seed=0)
     agent = HeuristicAgent(make_policy("srtf", "closest"))
     with pytest.raises(ValueError, match="preemption=True"):
         for _ in range(200):
             env.step(agent(env))
-    nc = gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=20)
+    nc = gym.make("gpusched/JobSelect-v1", cluster="tiny", num_jobs=20)
     nc.reset(seed=0)
     with pytest.raises(ClairvoyanceError, match="allow_clairvoyant"):
         HeuristicAgent(make_policy("sjf", "closest"))(nc)
@@ -330,7 +330,7 @@ def test_default_reward_is_jct_and_ranks_like_average_jct():
     returns, jct = {}, {}
     for name in ("fifo", "sjf"):
         env = gym.make(
-            "gpusched/JobSelect-v0", cluster="tiny", num_jobs=60, load=2.0, information="clairvoyant"
+            "gpusched/JobSelect-v1", cluster="tiny", num_jobs=60, load=2.0, information="clairvoyant"
         )
         assert env.unwrapped.reward_kind == "jct"
         agent = HeuristicAgent(make_policy(name, "closest"))
@@ -383,7 +383,7 @@ def test_decision_interval_adds_rounds_and_keeps_the_heuristics_schedule(name, i
 @pytest.mark.parametrize("bad", [0, -5.0, float("nan"), "10"])
 def test_decision_interval_rejects_bad_values(bad):
     with pytest.raises(ValueError, match="decision_interval"):
-        gym.make("gpusched/JobSelect-v0", cluster="tiny", num_jobs=10, preemption=True, decision_interval=bad)
+        gym.make("gpusched/JobSelect-v1", cluster="tiny", num_jobs=10, preemption=True, decision_interval=bad)
 
 
 def test_min_run_leases_a_started_job_before_it_may_be_preempted():

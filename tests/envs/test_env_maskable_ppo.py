@@ -7,13 +7,13 @@ import gymnasium as gym
 import pytest
 
 import gpusched_envs.envs  # noqa: F401
-from gpusched_envs.envs import ENTRY_POINTS
+from gpusched_envs.envs import CURRENT_IDS as ENTRY_POINTS
 
 SMALL = {
-    "gpusched/JobSelect-v0": {"cluster": "tiny", "num_jobs": 20},
-    "gpusched/WorkerPlacement-v0": {"cluster": "tiny", "num_jobs": 20},
-    "gpusched/DelayTuning-v0": {"cluster": "tiny", "num_jobs": 20, "interval": 300.0},
-    "gpusched/DAGSchedule-v0": {"cluster": "tiny", "dag": "dag:random:n=10"},
+    "gpusched/JobSelect-v1": {"cluster": "tiny", "num_jobs": 20},
+    "gpusched/WorkerPlacement-v1": {"cluster": "tiny", "num_jobs": 20},
+    "gpusched/DelayTuning-v1": {"cluster": "tiny", "num_jobs": 20, "interval": 300.0},
+    "gpusched/DAGSchedule-v1": {"cluster": "tiny", "dag": "dag:random:n=10"},
 }
 
 

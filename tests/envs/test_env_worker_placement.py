@@ -1,4 +1,4 @@
-"""WorkerPlacement-v0 on a hand-built instance (exact masks, placement features, interference and rewards) and its
+"""WorkerPlacement-v1 on a hand-built instance (exact masks, placement features, interference and rewards) and its
 meta-RL task interface."""
 
 from __future__ import annotations

@@ -17,12 +17,12 @@ from gpusched_envs.sim.metrics import METRIC_KEYS
 
 SMALL = {"cluster": "tiny", "num_jobs": 8}
 CASES = [
-    ("gpusched/JobSelect-v0", ("graph", "image", "flat"), SMALL),
-    ("gpusched/JobSelect-v0", ("flat",), {**SMALL, "preemption": True}),
-    ("gpusched/WorkerPlacement-v0", ("graph", "image", "flat"), SMALL),
-    ("gpusched/DelayTuning-v0", ("graph", "flat"), SMALL),
-    ("gpusched/DAGSchedule-v0", ("graph", "flat"), {"dag": "dag:random:n=8", "gpus": 4}),
-    ("gpusched/DAGSchedule-v0", ("flat",), {"dag": "dag:random:n=8", "gpus": 4, "mode": "improve"}),
+    ("gpusched/JobSelect-v1", ("graph", "image", "flat"), SMALL),
+    ("gpusched/JobSelect-v1", ("flat",), {**SMALL, "preemption": True}),
+    ("gpusched/WorkerPlacement-v1", ("graph", "image", "flat"), SMALL),
+    ("gpusched/DelayTuning-v1", ("graph", "flat"), SMALL),
+    ("gpusched/DAGSchedule-v1", ("graph", "flat"), {"dag": "dag:random:n=8", "gpus": 4}),
+    ("gpusched/DAGSchedule-v1", ("flat",), {"dag": "dag:random:n=8", "gpus": 4, "mode": "improve"}),
 ]
 PARAMS = [(env_id, mode, kw) for env_id, modes, kw in CASES for mode in modes]
 CLUSTER_SCALARS = {
@@ -71,7 +71,7 @@ def test_same_keys_and_dtypes_at_reset_and_every_step(param):
         if terminated or truncated:
             break
     assert terminated and info["episode_done"]
-    assert info["metrics"] == env.unwrapped.episode_metrics() or env_id.endswith("DAGSchedule-v0")
+    assert info["metrics"] == env.unwrapped.episode_metrics() or env_id.endswith("DAGSchedule-v1")
     if env_id.startswith("gpusched/DAGSchedule"):
         assert info["metrics"]["makespan"] == info["makespan"] > 0
     else:
@@ -87,7 +87,7 @@ def test_check_env_with_the_fixed_schema(env_id):
     check_env(gym.make(env_id, obs_mode="flat", **kw).unwrapped, skip_render_check=True)
 
 
-@pytest.mark.parametrize("env_id", ["gpusched/JobSelect-v0", "gpusched/DAGSchedule-v0"])
+@pytest.mark.parametrize("env_id", ["gpusched/JobSelect-v1", "gpusched/DAGSchedule-v1"])
 def test_hand_added_time_limit_keeps_the_metrics(env_id):
     kw = next(p[2] for p in PARAMS if p[0] == env_id)
     base = gym.make(env_id, obs_mode="flat", **kw).unwrapped
@@ -102,7 +102,7 @@ def test_hand_added_time_limit_keeps_the_metrics(env_id):
     assert all(
         info["metrics"][k] == v or (np.isnan(v) and np.isnan(info["metrics"][k])) for k, v in metrics.items()
     )
-    if env_id == "gpusched/DAGSchedule-v0":
+    if env_id == "gpusched/DAGSchedule-v1":
         assert info["metrics"]["makespan"] == base.makespan > 0
     # without the wrapper the truncation leaves the placeholders: episode_metrics() has the numbers
     plain = TimeLimit(gym.make(env_id, obs_mode="flat", **kw).unwrapped, max_episode_steps=1)
@@ -112,7 +112,7 @@ def test_hand_added_time_limit_keeps_the_metrics(env_id):
 
 
 def test_worker_placement_iteration_times_have_fixed_dtypes():
-    env = gym.make("gpusched/WorkerPlacement-v0", obs_mode="flat", **SMALL).unwrapped
+    env = gym.make("gpusched/WorkerPlacement-v1", obs_mode="flat", **SMALL).unwrapped
     obs, _ = env.reset(seed=0)
     for _ in range(30):
         jobs, secs, ideal = env.iteration_times()

@@ -15,13 +15,13 @@ from tests.envs.test_env_job_select import toy_env
 
 SMALL = {"cluster": "tiny", "num_jobs": 10}
 CASES = [
-    ("gpusched/JobSelect-v0", ("graph", "image", "flat"), SMALL),
-    ("gpusched/JobSelect-v0", ("flat",), {**SMALL, "preemption": True}),
-    ("gpusched/JobSelect-v0", ("flat",), {**SMALL, "work_conserving": True}),
-    ("gpusched/WorkerPlacement-v0", ("graph", "image", "flat"), SMALL),
-    ("gpusched/DelayTuning-v0", ("graph", "flat"), SMALL),
-    ("gpusched/DAGSchedule-v0", ("graph", "flat"), {"dag": "dag:random:n=10", "gpus": 4}),
-    ("gpusched/DAGSchedule-v0", ("flat",), {"dag": "dag:random:n=10", "gpus": 4, "mode": "improve"}),
+    ("gpusched/JobSelect-v1", ("graph", "image", "flat"), SMALL),
+    ("gpusched/JobSelect-v1", ("flat",), {**SMALL, "preemption": True}),
+    ("gpusched/JobSelect-v1", ("flat",), {**SMALL, "work_conserving": True}),
+    ("gpusched/WorkerPlacement-v1", ("graph", "image", "flat"), SMALL),
+    ("gpusched/DelayTuning-v1", ("graph", "flat"), SMALL),
+    ("gpusched/DAGSchedule-v1", ("graph", "flat"), {"dag": "dag:random:n=10", "gpus": 4}),
+    ("gpusched/DAGSchedule-v1", ("flat",), {"dag": "dag:random:n=10", "gpus": 4, "mode": "improve"}),
 ]
 PARAMS = [(env_id, mode, kw) for env_id, modes, kw in CASES for mode in modes]
 POLICIES = ("random", "first", "last", "middle")
@@ -106,7 +106,7 @@ def test_max_invalid_repeats_is_checked_and_raise_still_raises():
 
 def test_dag_improve_safe_action_keeps_the_plan():
     env = gym.make(
-        "gpusched/DAGSchedule-v0", dag="dag:random:n=10", gpus=4, mode="improve", max_invalid_repeats=1
+        "gpusched/DAGSchedule-v1", dag="dag:random:n=10", gpus=4, mode="improve", max_invalid_repeats=1
     ).unwrapped
     env.reset(seed=0)
     assert env.safe_action() == int(env.assignment[env.current])

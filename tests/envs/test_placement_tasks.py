@@ -1,5 +1,5 @@
 """The MetaPlace task distribution: seeded train / held-out sets, the job-size mix, drift mode, and the iteration
-times WorkerPlacement-v0 reports for the performance model."""
+times WorkerPlacement-v1 reports for the performance model."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_drift_workload_switches_model_mix_mid_episode():
 def test_drift_task_runs_in_the_env_and_is_seeded():
     (task,) = drift_tasks(1, seed=0, num_jobs=12, clusters=("tiny",))
     assert isinstance(task, DriftTask) and task.models != task.then.models
-    env = gym.make("gpusched/WorkerPlacement-v0", cluster="tiny", num_jobs=12)
+    env = gym.make("gpusched/WorkerPlacement-v1", cluster="tiny", num_jobs=12)
     env.unwrapped.set_task(task)
 
     def run():
@@ -66,7 +66,7 @@ def test_drift_task_runs_in_the_env_and_is_seeded():
 
 
 def test_iteration_times_report_started_jobs():
-    env = gym.make("gpusched/WorkerPlacement-v0", cluster="tiny", num_jobs=10)
+    env = gym.make("gpusched/WorkerPlacement-v1", cluster="tiny", num_jobs=10)
     env.unwrapped.set_task(SizedTask(cluster="tiny", num_jobs=10, models="vgg16", max_gpus=4))
     obs, info = env.reset(seed=0)
     seen = {}

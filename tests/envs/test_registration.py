@@ -13,7 +13,7 @@ import gpusched_envs
 from gpusched_envs import envs as registration
 from gpusched_envs import make_env_fn
 
-V1 = sorted(registration.ENTRY_POINTS)
+V1 = sorted(registration.CURRENT_IDS)
 SMALL = {
     "gpusched/JobSelect-v1": {"cluster": "tiny", "num_jobs": 6},
     "gpusched/WorkerPlacement-v1": {"cluster": "tiny", "num_jobs": 6},
@@ -91,3 +91,7 @@ def test_sb3_subproc_vec_env_spawn():
     finally:
         venv.close()
     assert gpusched_envs.__version__
+
+
+def test_entry_points_name_every_registered_id_for_checkpoints():
+    assert set(registration.ENTRY_POINTS) == set(V1) | {i.replace("-v1", "-v0") for i in V1}

@@ -25,7 +25,7 @@ def test_durations_read_as_a_person_writes_them(seconds, text):
 
 
 def test_frame_shows_each_gpu_in_its_job_s_colour():
-    env = gym.make("gpusched/JobSelect-v0", cluster="tiny", render_mode="rgb_array")
+    env = gym.make("gpusched/JobSelect-v1", cluster="tiny", render_mode="rgb_array")
     obs, _ = env.reset(seed=3)
     rng = np.random.default_rng(0)
     for _ in range(6):

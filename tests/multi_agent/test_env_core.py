@@ -74,3 +74,10 @@ def test_moved_names_are_the_same_objects_at_the_old_path():
         assert getattr(multi_scheduler, name) is getattr(datacenter, name)
     for name in ("PhillyWindows", "resolve_multi_workload"):
         assert getattr(multi_scheduler, name) is getattr(windows, name)
+
+
+def test_multi_scheduler_v0_module_is_the_v1_env():
+    from gpusched_envs.multi_agent import multi_scheduler_v1
+
+    assert multi_scheduler_v0.parallel_env is multi_scheduler_v1.parallel_env
+    assert multi_scheduler_v0.MultiSchedulerEnv.metadata["name"] == "multi_scheduler_v1"

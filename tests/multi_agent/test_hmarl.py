@@ -183,7 +183,7 @@ def test_train_writes_checkpoints_that_load_and_transfer(tmp_path, critic):
 
 def test_load_rejects_other_checkpoints(tmp_path):
     (tmp_path / "meta.json").write_text(
-        '{"format": 1, "algorithm": "ppo", "env_id": "gpusched/JobSelect-v0"}'
+        '{"format": 1, "algorithm": "ppo", "env_id": "gpusched/JobSelect-v1"}'
     )
     with pytest.raises(ValueError, match="expected one of hmarl"):
         load(tmp_path)

@@ -19,7 +19,7 @@ from gpusched_lab.agents.methods.hmarl.agent import (
     train,
 )
 
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 from gpusched_envs.policies import make_policy
 from gpusched_envs.sim import Simulator
@@ -57,14 +57,14 @@ def test_one_agent_sjf_with_all_jobs_as_heads_equals_the_sjf_scheduler():
     """With one agent whose heads cover its whole queue, per-agent SJF + backfill is the single SJF scheduler."""
     rows = [(0, 900, 8), (0, 300, 4), (0, 600, 8), (50, 100, 4), (60, 200, 16), (70, 400, 2)]
     workload = make_workload(rows, model_names=("resnet50",))
-    env = multi_scheduler_v0.parallel_env(
+    env = multi_scheduler_v1.parallel_env(
         num_agents=1, cluster="tiny", workload=workload, heads=6, window=6, routing="round_robin"
     )
     multi = play(env, 0, HeuristicMultiAgent("consolidate", backfill=True, order="sjf"))
     single = Simulator(env.cluster, workload, env.sim.config).run(make_policy("sjf", "consolidate"))
     assert multi == single
     # three whole-cluster jobs at t=0, one at a time: SJF finishes them shortest first, FIFO in arrival order
-    env = multi_scheduler_v0.parallel_env(
+    env = multi_scheduler_v1.parallel_env(
         num_agents=1,
         cluster="tiny",
         workload=make_workload([(0, 900, 16), (0, 300, 16), (0, 600, 16)], model_names=("resnet50",)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from pettingzoo.test import parallel_api_test
 
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 from gpusched_envs.multi_agent.multi_scheduler import AGENT_METRIC_KEYS
 from gpusched_envs.sim.metrics import METRIC_KEYS
 
@@ -30,7 +30,7 @@ def schema(info: dict) -> dict:
 
 
 def test_per_agent_info_schema_at_reset_and_every_step():
-    env = multi_scheduler_v0.parallel_env(num_agents=3, num_jobs=10, obs_mode="flat")
+    env = multi_scheduler_v1.parallel_env(num_agents=3, num_jobs=10, obs_mode="flat")
     _, infos = env.reset(seed=1)
     assert set(infos) == set(env.possible_agents)
     assert all(schema(i) == WANT and not i["episode_done"] for i in infos.values())
@@ -51,5 +51,5 @@ def test_per_agent_info_schema_at_reset_and_every_step():
 
 def test_parallel_api_test_with_the_fixed_schema():
     parallel_api_test(
-        multi_scheduler_v0.parallel_env(num_agents=2, num_jobs=6, obs_mode="flat"), num_cycles=200
+        multi_scheduler_v1.parallel_env(num_agents=2, num_jobs=6, obs_mode="flat"), num_cycles=200
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 
 KWARGS = [
     {"obs_mode": "flat"},
@@ -36,7 +36,7 @@ def run_unmasked(env, policy: str, seed: int) -> tuple[int, dict, dict]:
 @pytest.mark.parametrize("kw", KWARGS, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
 @pytest.mark.parametrize("policy", ["random", "first", "last"])
 def test_unmasked_policies_always_terminate(kw, policy):
-    env = multi_scheduler_v0.parallel_env(num_jobs=8, **kw)
+    env = multi_scheduler_v1.parallel_env(num_jobs=8, **kw)
     for seed in range(3):
         _, terminations, truncations = run_unmasked(env, policy, seed)
         assert all(terminations.values()) and not any(truncations.values())
@@ -45,7 +45,7 @@ def test_unmasked_policies_always_terminate(kw, policy):
 def test_invalid_action_of_the_agent_that_must_place_is_its_first_placement():
     # every agent always waits: once every job has arrived and the running ones finish, nothing runs and nothing
     # is to arrive, and the agent owning the first placeable job must place
-    env = multi_scheduler_v0.parallel_env(num_agents=2, num_jobs=6, obs_mode="flat")
+    env = multi_scheduler_v1.parallel_env(num_agents=2, num_jobs=6, obs_mode="flat")
     env.reset(seed=0)
     seen = 0
     while env.agents:
@@ -68,7 +68,7 @@ def test_invalid_action_of_the_agent_that_must_place_is_its_first_placement():
 @pytest.mark.slow
 @pytest.mark.parametrize("kw", KWARGS, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
 def test_unmasked_policies_always_terminate_many_seeds(kw):
-    env = multi_scheduler_v0.parallel_env(num_jobs=20, **kw)
+    env = multi_scheduler_v1.parallel_env(num_jobs=20, **kw)
     for seed in range(30):
         for policy in ("random", "first", "last"):
             _, terminations, truncations = run_unmasked(env, policy, seed)

@@ -1,4 +1,4 @@
-"""multi_scheduler_v0: PettingZoo API and seed tests, a hand-built conflict, equivalence with the single-scheduler
+"""multi_scheduler_v1: PettingZoo API and seed tests, a hand-built conflict, equivalence with the single-scheduler
 simulator, rewards, and the SB3 parameter-sharing bridge."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test
 
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 from gpusched_envs.policies import make_policy
 from gpusched_envs.sim import Simulator, load_cluster
@@ -26,19 +26,19 @@ CONFIGS = [
 
 @pytest.mark.parametrize("kwargs", CONFIGS, ids=lambda k: f"{k['num_agents']}-{k['cluster']}")
 def test_parallel_api(kwargs):
-    parallel_api_test(multi_scheduler_v0.parallel_env(**kwargs), num_cycles=60)
+    parallel_api_test(multi_scheduler_v1.parallel_env(**kwargs), num_cycles=60)
 
 
 @pytest.mark.parametrize("kwargs", CONFIGS[:2], ids=lambda k: f"{k['num_agents']}-{k['cluster']}")
 def test_parallel_seed(kwargs):
-    parallel_seed_test(lambda: multi_scheduler_v0.parallel_env(**kwargs), num_cycles=40)
+    parallel_seed_test(lambda: multi_scheduler_v1.parallel_env(**kwargs), num_cycles=40)
 
 
 @pytest.mark.filterwarnings("ignore:Observation is not a NumPy array")  # Dict observations, by design
 @pytest.mark.filterwarnings("ignore:Observation space for each agent probably should be")
 @pytest.mark.parametrize("kwargs", [CONFIGS[0], CONFIGS[2]], ids=["2-tiny", "2-philly"])
 def test_aec_api(kwargs):
-    api_test(multi_scheduler_v0.env(**kwargs), num_cycles=40)
+    api_test(multi_scheduler_v1.env(**kwargs), num_cycles=40)
 
 
 def run_episode(env, seed, choose):
@@ -55,7 +55,7 @@ def run_episode(env, seed, choose):
 def test_two_agent_conflict_is_arbitrated_by_the_seeded_order():
     # both agents' head jobs want all 16 GPUs of 'tiny' at t=0 for 100 s
     workload = make_workload([(0, 100, 16), (0, 100, 16)], model_names=("resnet50",))
-    env = multi_scheduler_v0.parallel_env(
+    env = multi_scheduler_v1.parallel_env(
         num_agents=2, cluster="tiny", workload=workload, routing="round_robin", speed_model="duration"
     )
     seed = 7
@@ -85,7 +85,7 @@ def test_heuristic_agents_equal_the_single_scheduler_on_vc_pools():
     """One agent per Philly VC on the philly-vc pools, each doing FIFO + closest on its own queue, gives exactly the
     metrics of the single FIFO + closest scheduler on the merged workload."""
     workload = load_workload("philly:start=2017-10-02,end=2017-10-02", seed=0)
-    env = multi_scheduler_v0.parallel_env(cluster="philly-vc", workload=workload)
+    env = multi_scheduler_v1.parallel_env(cluster="philly-vc", workload=workload)
     assert len(env.possible_agents) == 11
     agent = HeuristicMultiAgent("closest")
     _, infos = run_episode(env, 3, lambda e, o: agent(e, o))
@@ -104,13 +104,13 @@ def test_return_is_minus_total_jct_and_agent_share():
     def random_valid(env, obs):
         return {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
 
-    env = multi_scheduler_v0.parallel_env(**kwargs)
+    env = multi_scheduler_v1.parallel_env(**kwargs)
     returns, infos = run_episode(env, 1, random_valid)
     m = infos["scheduler_0"]["metrics"]
     total_jct = m["avg_jct"] * m["jobs"]
     assert all(r == pytest.approx(-total_jct / 3600) for r in returns.values())
     # fully selfish rewards: each agent's return is minus its own jobs' total JCT
-    env = multi_scheduler_v0.parallel_env(agent_share=1.0, **kwargs)
+    env = multi_scheduler_v1.parallel_env(agent_share=1.0, **kwargs)
     returns, infos = run_episode(env, 1, random_valid)
     for a, r in returns.items():
         own = infos[a]["agent_metrics"]
@@ -119,7 +119,7 @@ def test_return_is_minus_total_jct_and_agent_share():
 
 
 def test_state_and_spaces_are_cached_and_fixed():
-    env = multi_scheduler_v0.parallel_env(num_agents=4, cluster="hetero64", num_jobs=20)
+    env = multi_scheduler_v1.parallel_env(num_agents=4, cluster="hetero64", num_jobs=20)
     obs, _ = env.reset(seed=0)
     assert env.observation_space("scheduler_0") is env.observation_space("scheduler_0")
     assert env.action_space("scheduler_1") is env.action_space("scheduler_1")
@@ -130,10 +130,10 @@ def test_state_and_spaces_are_cached_and_fixed():
 
 def test_bad_arguments_fail_clearly():
     with pytest.raises(ValueError, match="routing"):
-        multi_scheduler_v0.parallel_env(routing="telepathy")
+        multi_scheduler_v1.parallel_env(routing="telepathy")
     with pytest.raises(ValueError, match="agent_share"):
-        multi_scheduler_v0.parallel_env(agent_share=2.0)
-    env = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=10, invalid_action="raise")
+        multi_scheduler_v1.parallel_env(agent_share=2.0)
+    env = multi_scheduler_v1.parallel_env(num_agents=2, cluster="tiny", num_jobs=10, invalid_action="raise")
     obs, _ = env.reset(seed=0)
     bad = {
         a: int(np.flatnonzero(o["action_mask"] == 0)[0])

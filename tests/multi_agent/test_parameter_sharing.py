@@ -1,4 +1,4 @@
-"""The SB3 bridge: one shared MaskablePPO policy trains on all agents of multi_scheduler_v0."""
+"""The SB3 bridge: one shared MaskablePPO policy trains on all agents of multi_scheduler_v1."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from gpusched_lab.agents.algos.parameter_sharing import SharedPolicyVecEnv
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 
 
 def make(**kw):
-    return multi_scheduler_v0.parallel_env(num_agents=3, cluster="tiny", num_jobs=20, **kw)
+    return multi_scheduler_v1.parallel_env(num_agents=3, cluster="tiny", num_jobs=20, **kw)
 
 
 def test_vec_env_matches_the_parallel_env():

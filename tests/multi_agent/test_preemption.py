@@ -1,4 +1,4 @@
-"""multi_scheduler_v0 with preemption slots, queue orders and coordination features, and the per-agent preemptive
+"""multi_scheduler_v1 with preemption slots, queue orders and coordination features, and the per-agent preemptive
 heuristics (issue 16): exact hand cases, the one-agent equality with the single SRTF scheduler, PettingZoo's API
 tests on the preemptive env at 2 and 8 agents, and the HMARL actor's preempt logits."""
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, state_test
 
 from gpusched_envs.envs.base import InvalidActionError
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 from gpusched_envs.multi_agent.multi_scheduler import COORDINATION_FEATURES, HeuristicMultiAgent
 from gpusched_envs.policies import make_policy
 from gpusched_envs.sim import Simulator
@@ -26,7 +26,7 @@ PREEMPTIVE = dict(preempt=2, coordination=True, heads=2, window=4, queue_order="
 
 
 def test_action_layout_and_argument_errors():
-    env = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=8, heads=2, preempt=3)
+    env = multi_scheduler_v1.parallel_env(num_agents=2, cluster="tiny", num_jobs=8, heads=2, preempt=3)
     c = env.num_candidates
     assert env.first_preempt_action == 2 * c and env.wait_action == 2 * c + 3
     assert env.action_space("scheduler_0").n == 2 * c + 3 + 1
@@ -34,11 +34,11 @@ def test_action_layout_and_argument_errors():
     assert obs["scheduler_0"]["action_mask"].shape == (2 * c + 4,)
     assert "coordination_features" not in obs["scheduler_0"]  # only with coordination=True
     with pytest.raises(ValueError, match="preempt"):
-        multi_scheduler_v0.parallel_env(cluster="tiny", preempt=-1)
+        multi_scheduler_v1.parallel_env(cluster="tiny", preempt=-1)
     with pytest.raises(ValueError, match="queue_order"):
-        multi_scheduler_v0.parallel_env(cluster="tiny", queue_order="lifo")
+        multi_scheduler_v1.parallel_env(cluster="tiny", queue_order="lifo")
     with pytest.raises(ValueError, match="clairvoyant"):
-        multi_scheduler_v0.parallel_env(cluster="tiny", queue_order="srtf")  # reads the traced durations
+        multi_scheduler_v1.parallel_env(cluster="tiny", queue_order="srtf")  # reads the traced durations
     with pytest.raises(ValueError, match="coop"):
         HeuristicMultiAgent.from_name("srtf-consolidate+coop")  # yielding needs preemption
 
@@ -48,7 +48,7 @@ def two_agent_env(rows, **kw):
     workload = make_workload(rows, model_names=("resnet50",))
     args = dict(num_agents=2, cluster="tiny", workload=workload, heads=2, window=4, preempt=2)
     args.update(routing="round_robin", information="clairvoyant", invalid_action="raise", **kw)
-    return multi_scheduler_v0.parallel_env(**args)
+    return multi_scheduler_v1.parallel_env(**args)
 
 
 def test_an_agent_preempts_its_own_running_job_and_the_slot_rules():
@@ -125,7 +125,7 @@ def test_one_agent_cooperative_srtf_is_the_srtf_scheduler():
     step, placements one per step) makes exactly the single preemptive SRTF scheduler's schedule."""
     rows = [(0, 3000, 8), (0, 2000, 8), (50, 100, 8), (60, 400, 4), (70, 200, 16), (80, 50, 2), (500, 900, 8)]
     workload = make_workload(rows, model_names=("resnet50",))
-    env = multi_scheduler_v0.parallel_env(
+    env = multi_scheduler_v1.parallel_env(
         num_agents=1,
         cluster="tiny",
         workload=workload,
@@ -159,7 +159,7 @@ def test_cooperation_lets_a_short_job_of_another_agent_through():
 @given(seed=st.integers(0, 10_000), k=st.sampled_from([2, 3]))
 def test_random_valid_actions_preempt_only_the_actor_s_own_jobs(seed, k):
     """Whatever valid actions the agents take, a preempt action stops exactly the acting agent's slot job."""
-    env = multi_scheduler_v0.parallel_env(
+    env = multi_scheduler_v1.parallel_env(
         num_agents=k, cluster="tiny", num_jobs=20, max_cycles=150, **PREEMPTIVE
     )
     obs, _ = env.reset(seed=seed)
@@ -183,7 +183,7 @@ def play_waiting(seed: int, k: int, order: str) -> int:
     """One episode of agents that wait whenever they may, checking at every step that waiting is masked for exactly
     one agent, one that can place, when nothing runs and nothing is to arrive (for none otherwise), and that the
     episode finishes every job; how many such stuck steps it met."""
-    env = multi_scheduler_v0.parallel_env(
+    env = multi_scheduler_v1.parallel_env(
         num_agents=k, cluster="tiny", num_jobs=16, max_cycles=5_000, **{**PREEMPTIVE, "queue_order": order}
     )
     obs, _ = env.reset(seed=seed)
@@ -227,8 +227,8 @@ def test_the_waiting_agents_reach_the_end_of_window_state(k, order):
 def module_for(k: int):
     kw = dict(num_agents=k, cluster="tiny", num_jobs=24, **PREEMPTIVE)
     return types.SimpleNamespace(
-        env=functools.partial(multi_scheduler_v0.env, **kw),
-        parallel_env=functools.partial(multi_scheduler_v0.parallel_env, **kw),
+        env=functools.partial(multi_scheduler_v1.env, **kw),
+        parallel_env=functools.partial(multi_scheduler_v1.parallel_env, **kw),
     )
 
 
@@ -253,7 +253,7 @@ def test_the_actor_scores_preempt_slots_and_reads_coordination():
         to_tensors,
     )
 
-    env = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=24, **PREEMPTIVE)
+    env = multi_scheduler_v1.parallel_env(num_agents=2, cluster="tiny", num_jobs=24, **PREEMPTIVE)
     obs, _ = env.reset(seed=1)
     dims = obs_dims(env)
     assert (dims["preempt"], dims["window"], dims["coordination"]) == (2, 4, len(COORDINATION_FEATURES))

@@ -1,6 +1,6 @@
 """NetSens on hand-built cases (issue 14): when waiting for consolidation beats spreading and when it loses, what
 network-sensitive preemption frees and how the preempted job resumes, the preemption bound, and the auto-tuner's
-direction (``TimerTuner``, ``netsens-auto``, the DelayTuning-v0 agent).
+direction (``TimerTuner``, ``netsens-auto``, the DelayTuning-v1 agent).
 
 Toy cluster (tests/toy.py): 2 racks x 2 servers x 4 GPUs (server s holds GPUs 4s..4s+3; servers 0, 1 are rack 0),
 intra-server link 100 GB/s, NIC 10 GB/s, rack uplink 5 GB/s; model ``additive``: 0.1 s compute per iteration,

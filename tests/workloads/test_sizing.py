@@ -51,7 +51,7 @@ def test_plain_synthetic_on_tiny_is_at_the_default_load_not_the_traced_rate():
 def test_env_with_a_synthetic_spec_larger_than_the_cluster_resets_and_runs():
     # topdrl has 32 GPUs; the fit draws jobs of up to 128 GPUs (job 140 of this seed asks for 64)
     env = gym.make(
-        "gpusched/JobSelect-v0", workload="synthetic:jobs=300,load=0.9,gpus=32", disable_env_checker=True
+        "gpusched/JobSelect-v1", workload="synthetic:jobs=300,load=0.9,gpus=32", disable_env_checker=True
     )
     env.reset(seed=1)
     sim = env.unwrapped.sim
