@@ -187,7 +187,6 @@ class _Shapes:
 
 # public arrays that are rows of the packed state the compiled loops update: name -> (packed array, row)
 _ROW_VIEWS = {
-    "job_work": ("_jf", _ek.WORK),
     "done_work": ("_jf", _ek.DONE),
     "rate": ("_jf", _ek.RATE),
     "comm_fraction": ("_jf", _ek.COMM),
@@ -209,6 +208,18 @@ _ROW_VIEWS = {
 
 class Simulator:
     """One replay of a workload on a cluster. All per-job state lives in arrays indexed by workload row."""
+
+    @property
+    def job_work(self) -> np.ndarray:
+        """(N,) iterations of each job (its traced duration ÷ the iteration time it was traced at)."""
+        return self._jf[_ek.WORK]
+
+    @job_work.setter
+    def job_work(self, value) -> None:
+        # kept in the packed state the compiled loops read (and through a reset)
+        self._work = np.array(value, dtype=np.float64)
+        if "_jf" in self.__dict__:
+            self._jf[_ek.WORK] = self._work
 
     def __getstate__(self) -> dict:
         # the row views are rebuilt on load: pickled on their own they would become copies, cut off from the
@@ -347,7 +358,7 @@ class Simulator:
             self.job_typical_iter = typical  # seconds per iteration in the job's typical placement
             # seconds per iteration at which the traced duration was measured
             self.job_trace_iter = typical if self.config.trace_speed == "typical" else ideal
-        self.job_work = w.duration / self.job_trace_iter
+        self._work = w.duration / self.job_trace_iter  # iterations of each job (``job_work``)
         slow = c.catalog.colocation_slowdown
         # one factor for every pair (no measured pairs): skip the per-neighbour lookup in the hot loop
         self._uniform_slowdown = float(slow.flat[0]) if slow.size and (slow == slow.flat[0]).all() else 0.0
@@ -360,8 +371,7 @@ class Simulator:
         self.status = np.where(self.initially_dropped, DROPPED, FUTURE).astype(np.int8)
         # per-job state the compiled loops update (engine_kernels), one row each; the public names are the rows
         self._jf = jf = np.zeros((_ek.JF_ROWS, n))
-        jf[_ek.WORK] = self.job_work
-        self.job_work = jf[_ek.WORK]
+        jf[_ek.WORK] = self._work
         self.done_work = jf[_ek.DONE]
         self.rate = jf[_ek.RATE]  # iterations per second while running
         self.comm_fraction = jf[_ek.COMM]  # share of the current iteration time spent communicating
