@@ -33,7 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 import gpusched_envs  # noqa: F401  (registers the ids)
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 
 ids = sorted(i for i in gym.registry if i.startswith("gpusched/"))
 assert ids, "no gpusched env registered"
@@ -47,7 +47,7 @@ for env_id in ids:
         if terminated or truncated:
             break
     env.close()
-penv = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=8)
+penv = multi_scheduler_v1.parallel_env(num_agents=2, cluster="tiny", num_jobs=8)
 obs, infos = penv.reset(seed=0)
 penv.step({a: int(np.flatnonzero(o["action_mask"])[0]) for a, o in obs.items()})
 print(f"core install: top-level names {sorted(tops)}; made and stepped {len(ids)} envs and the multi-agent env")

@@ -21,7 +21,7 @@ import time
 from gpusched_lab.agents.common import make_env
 from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER
 
-DEFAULT_ENV = "gpusched/JobSelect-v0"
+DEFAULT_ENV = "gpusched/JobSelect-v1"
 DEFAULT_ENV_KWARGS = {"cluster": "topdrl", "reward": "jct", "num_jobs": 400, "load": 0.9}
 GNN_BENCH_IMPLS = ("pyg", "scatter", "dense")  # the first encoder, its first fast version, the default
 

@@ -176,7 +176,7 @@ class HeuristicEvalAgent(EvalAgent):
         return {"kind": self.kind, "policy": self.policy, "placement": self.placement}
 
     def applies_to(self, scenario: Scenario) -> str | None:
-        if scenario.env_id == "gpusched/DAGSchedule-v0":  # no job queue: the dag-* agents schedule DAGs
+        if scenario.env_id == "gpusched/DAGSchedule-v1":  # no job queue: the dag-* agents schedule DAGs
             return "a cluster scheduler; DAG scenarios are ranked with the dag-* agents"
         return None
 

@@ -6,7 +6,7 @@ Suite file format (``yaml.safe_load``)::
     name: quick
     description: one line
     defaults:                      # merged into every scenario (env_kwargs merged key by key)
-      env_id: gpusched/JobSelect-v0
+      env_id: gpusched/JobSelect-v1
       seeds: 0-4                   # "0-4", "0,2,7" or a list
       env_kwargs: {obs_mode: flat}
     scenarios:
@@ -28,11 +28,11 @@ from pathlib import Path
 import gymnasium as gym
 from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
 
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 from gpusched_envs.safety import load_yaml
 
 SUITES_PACKAGE = "gpusched_lab.evaluate"  # the bundled suites: package data of this package
-MARL_ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"  # multi-agent scenarios (evaluate.marl)
+MARL_ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v1"  # multi-agent scenarios (evaluate.marl)
 SUITES_FOLDER = "suites"
 
 
@@ -104,9 +104,9 @@ def parse_seeds(value) -> tuple[int, ...]:
 
 
 def make_marl_env(env_kwargs: dict):
-    """A multi-agent scenario's env (``multi_scheduler_v0.parallel_env``)."""
+    """A multi-agent scenario's env (``multi_scheduler_v1.parallel_env``)."""
 
-    return multi_scheduler_v0.parallel_env(**env_kwargs)
+    return multi_scheduler_v1.parallel_env(**env_kwargs)
 
 
 @dataclass(frozen=True)

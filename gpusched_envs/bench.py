@@ -153,12 +153,12 @@ def bench_env_steps(quick: bool = False) -> list[dict]:
 
 
 def bench_multi_agent(quick: bool = False) -> list[dict]:
-    """multi_scheduler_v0 joint steps per second (all agents act) with random valid actions, 4 and 16 agents."""
-    from gpusched_envs.multi_agent import multi_scheduler_v0
+    """multi_scheduler_v1 joint steps per second (all agents act) with random valid actions, 4 and 16 agents."""
+    from gpusched_envs.multi_agent import multi_scheduler_v1
 
     out = []
     for k in (4, 16):
-        env = multi_scheduler_v0.parallel_env(num_agents=k, cluster="hetero64", num_jobs=400)
+        env = multi_scheduler_v1.parallel_env(num_agents=k, cluster="hetero64", num_jobs=400)
         obs, _ = env.reset(seed=0)
         rng = np.random.default_rng(0)
         steps = 100 if quick else 1000
@@ -171,7 +171,7 @@ def bench_multi_agent(quick: bool = False) -> list[dict]:
         rate = steps / (time.perf_counter() - t0)
         out.append(
             {
-                "name": f"multi_scheduler_v0 joint steps ({k} agents, graph, hetero64)",
+                "name": f"multi_scheduler_v1 joint steps ({k} agents, graph, hetero64)",
                 "value": rate,
                 "unit": "steps/s",
                 "target": "",
@@ -230,18 +230,18 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
 
 _AB_FIGURES = {
     # name: (kind, arguments)
-    "JobSelect graph": ("env", {"id": "gpusched/JobSelect-v0", "obs_mode": "graph", "cluster": "hetero64"}),
+    "JobSelect graph": ("env", {"id": "gpusched/JobSelect-v1", "obs_mode": "graph", "cluster": "hetero64"}),
     "WorkerPlacement graph": (
         "env",
-        {"id": "gpusched/WorkerPlacement-v0", "obs_mode": "graph", "cluster": "hetero64"},
+        {"id": "gpusched/WorkerPlacement-v1", "obs_mode": "graph", "cluster": "hetero64"},
     ),
-    "DAGSchedule flat": ("env", {"id": "gpusched/DAGSchedule-v0", "obs_mode": "flat"}),
-    "DAGSchedule graph": ("env", {"id": "gpusched/DAGSchedule-v0", "obs_mode": "graph"}),
+    "DAGSchedule flat": ("env", {"id": "gpusched/DAGSchedule-v1", "obs_mode": "flat"}),
+    "DAGSchedule graph": ("env", {"id": "gpusched/DAGSchedule-v1", "obs_mode": "graph"}),
     "DelayTuning graph": (
         "env",
-        {"id": "gpusched/DelayTuning-v0", "obs_mode": "graph", "cluster": "hetero64"},
+        {"id": "gpusched/DelayTuning-v1", "obs_mode": "graph", "cluster": "hetero64"},
     ),
-    "multi_scheduler_v0 graph (4 agents)": (
+    "multi_scheduler_v1 graph (4 agents)": (
         "multi",
         {"num_agents": 4, "cluster": "hetero64", "num_jobs": 400},
     ),
@@ -276,8 +276,8 @@ if kind == "env":
             obs, _ = env.reset()
     out = {"value": steps / spent, "unit": "steps/s"}
 elif kind == "multi":
-    from gpusched_envs.multi_agent import multi_scheduler_v0
-    env = multi_scheduler_v0.parallel_env(**args)
+    from gpusched_envs.multi_agent import multi_scheduler_v1
+    env = multi_scheduler_v1.parallel_env(**args)
     obs, _ = env.reset(seed=0)
     spent = 0.0
     for i in range(steps):

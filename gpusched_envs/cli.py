@@ -376,9 +376,9 @@ def envs(
     from rich.markup import escape
 
     from gpusched_envs.envs import list_env_specs
-    from gpusched_envs.multi_agent import multi_scheduler_v0
+    from gpusched_envs.multi_agent import multi_scheduler_v1
 
-    ma = multi_scheduler_v0.parallel_env(num_agents=4, cluster="tiny", num_jobs=10)
+    ma = multi_scheduler_v1.parallel_env(num_agents=4, cluster="tiny", num_jobs=10)
     agent = ma.possible_agents[0]
     if details:
         for env_id, action_space, observation_space in list_env_specs():
@@ -387,7 +387,7 @@ def envs(
                 f"  observation: {escape(str(observation_space))}"
             )
         console.print(
-            "[bold]gpusched_envs.multi_agent.multi_scheduler_v0[/] (PettingZoo ParallelEnv, 4 agents on 'tiny')\n"
+            "[bold]gpusched_envs.multi_agent.multi_scheduler_v1[/] (PettingZoo ParallelEnv, 4 agents on 'tiny')\n"
             f"  action (per agent): {escape(str(ma.action_space(agent)))}\n"
             f"  observation (per agent): {escape(str(ma.observation_space(agent)))}\n"
             f"  state: {escape(str(ma.state_space))}"
@@ -409,7 +409,7 @@ def envs(
     size = getattr(ma.action_space(agent), "n", None)
     rows.append(
         [
-            "multi_scheduler_v0",
+            "multi_scheduler_v1",
             "graph",
             f"{int(size):,} per agent" if size is not None else "",
             "Several schedulers, one per agent, share one cluster (PettingZoo ParallelEnv; 4 agents on 'tiny').",

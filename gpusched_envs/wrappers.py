@@ -298,7 +298,7 @@ class FixedInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
     Args:
         env: any env of the suite (or another env whose info values under ``keys`` are numbers).
         keys: top-level info entries kept; ``None`` (default): the entries of the first ``reset``'s info that are
-            numbers (``time``, ``queued``, ``running`` for the cluster envs, ``makespan`` for DAGSchedule-v0).
+            numbers (``time``, ``queued``, ``running`` for the cluster envs, ``makespan`` for DAGSchedule-v1).
         metrics: entries of ``info["metrics"]`` kept under their own name (default ``avg_jct``, ``makespan``;
             a name also among ``keys`` keeps the top-level value when there is one).
     """

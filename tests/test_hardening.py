@@ -551,10 +551,10 @@ def evaluate_cli(capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--env", "gpusched/JobSelect-v0", "--env-kwargs", '{"window": "five"}'], "window"),
-        (["--env", "gpusched/JobSelect-v0", "--env-kwargs", "[1]"], "--env-kwargs must be a JSON object"),
+        (["--env", "gpusched/JobSelect-v1", "--env-kwargs", '{"window": "five"}'], "window"),
+        (["--env", "gpusched/JobSelect-v1", "--env-kwargs", "[1]"], "--env-kwargs must be a JSON object"),
         (["--env", "evil_mod:Evil-v0"], "env id 'evil_mod:Evil-v0' is not registered"),
-        (["--env", "gpusched/JobSelect-v0", "--seeds", "0-999999999"], "more than the limit"),
+        (["--env", "gpusched/JobSelect-v1", "--seeds", "0-999999999"], "more than the limit"),
     ],
 )
 def test_evaluate_bad_env_is_one_line_before_any_table(evaluate_cli, args, message):
@@ -566,7 +566,7 @@ def test_evaluate_bad_env_is_one_line_before_any_table(evaluate_cli, args, messa
 
 def test_evaluate_markup_in_error_text_is_verbatim(evaluate_cli):
     code, out, err = evaluate_cli(
-        "--agent", "[/]nosuch[bold]", "--env", "gpusched/JobSelect-v0", "--seeds", "0"
+        "--agent", "[/]nosuch[bold]", "--env", "gpusched/JobSelect-v1", "--seeds", "0"
     )
     assert_one_line(code, out, err, "[/]nosuch[bold]")
 
@@ -678,7 +678,7 @@ def test_a_suite_name_from_a_file_stays_a_single_name(tmp_path, monkeypatch, nam
     suite = tmp_path / "s.yaml"
     suite.write_text(
         yaml.safe_dump(
-            {"name": name, "scenarios": [{"name": "a", "env_id": "gpusched/JobSelect-v0", "seeds": [0]}]}
+            {"name": name, "scenarios": [{"name": "a", "env_id": "gpusched/JobSelect-v1", "seeds": [0]}]}
         )
     )
     with pytest.raises(SuiteError, match="not a valid name"):
@@ -702,7 +702,7 @@ def test_a_scenario_name_from_a_file_stays_a_single_name(tmp_path):
 
     suite = tmp_path / "s.yaml"
     suite.write_text(
-        yaml.safe_dump({"name": "ok", "scenarios": [{"name": "../up", "env_id": "gpusched/JobSelect-v0"}]})
+        yaml.safe_dump({"name": "ok", "scenarios": [{"name": "../up", "env_id": "gpusched/JobSelect-v1"}]})
     )
     with pytest.raises(SuiteError, match=r"scenarios\[0\]: name: '../up' is not a valid name"):
         load_suite(suite)

@@ -79,7 +79,7 @@ def make_workload(rows, model_names=("additive",), name="hand"):
 
 
 def play_marl(env, seed, policy):
-    """One episode of a multi_scheduler_v0 parallel env with ``policy(env, observations)``; its global metrics."""
+    """One episode of a multi_scheduler_v1 parallel env with ``policy(env, observations)``; its global metrics."""
     obs, _ = env.reset(seed=seed)
     infos = {}
     while env.agents:

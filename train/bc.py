@@ -1,4 +1,4 @@
-"""Behaviour-cloning warm start for MaskablePPO on JobSelect-v0: imitate a heuristic, then let PPO improve on it.
+"""Behaviour-cloning warm start for MaskablePPO on JobSelect-v1: imitate a heuristic, then let PPO improve on it.
 
 From a random start, PPO on a 300-job Philly window with preemption wastes its budget: a uniform policy preempts
 about as often as it starts a job, so jobs restart over and over and an episode does not end in 20,000 steps (a
@@ -201,7 +201,7 @@ def pretrain(
     envs = [make_env(env_id, {**env_kwargs, **c}, obs_mode) for c in choices]
     for e in envs:
         if not hasattr(e.unwrapped, "running_window"):
-            raise ValueError(f"bc: imitation needs a JobSelect-v0 env, got {env_id}")
+            raise ValueError(f"bc: imitation needs a JobSelect-v1 env, got {env_id}")
 
     def learner(obs, mask):
         action, _ = model.predict(obs, action_masks=mask, deterministic=True)

@@ -1,6 +1,6 @@
 """``python -m gpusched_lab.train {ddqn,ppo,topdrl,hmarl}`` (also ``gpusched train ...`` through the ``gpusched.commands`` entry point).
 
-    python -m gpusched_lab.train ddqn --env gpusched/JobSelect-v0 --steps 20000 --seed 0 --out runs/ddqn-gnn
+    python -m gpusched_lab.train ddqn --env gpusched/JobSelect-v1 --steps 20000 --seed 0 --out runs/ddqn-gnn
     python -m gpusched_lab.train topdrl --config topdrl --out runs/topdrl
     python -m gpusched_lab.train ppo --config ppo_jobselect_gnn --set learning_rate=1e-4 --set env_kwargs.load=1.0 --out runs/p
     python -m gpusched_lab.train ppo --config ppo_jobselect_gnn --out runs/p --resume     # continue from runs/p/checkpoint
@@ -26,7 +26,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-EnvOpt = Annotated[str | None, typer.Option("--env", help="Env id, e.g. gpusched/JobSelect-v0.")]
+EnvOpt = Annotated[str | None, typer.Option("--env", help="Env id, e.g. gpusched/JobSelect-v1.")]
 EnvKwargsOpt = Annotated[
     str | None, typer.Option("--env-kwargs", parser=Text(), help="Env keyword arguments as a JSON object.")
 ]
@@ -91,7 +91,7 @@ BCFromOpt = Annotated[
     str | None,
     typer.Option(
         "--bc-from",
-        help="DDQN warm start: behaviour-clone this expert first (a placement rule of WorkerPlacement-v0's "
+        help="DDQN warm start: behaviour-clone this expert first (a placement rule of WorkerPlacement-v1's "
         "heuristic_action: consolidate, closest, pack, ...); same as --set bc_from=RULE.",
     ),
 ]
@@ -228,7 +228,7 @@ def _train(
 TRAINERS = {
     "ddqn": "Double DQN (agents.algos.ddqn) with a GNN, CNN or MLP Q-network (--set encoder=gnn|cnn|mlp).",
     "ppo": "MaskablePPO (sb3-contrib) with the GNN / CNN / MLP features extractor (--set encoder=...).",
-    "topdrl": "TopDRL: CNN job selector + closest-GPU placer on JobSelect-v0 (image observations), trained with DDQN.",
+    "topdrl": "TopDRL: CNN job selector + closest-GPU placer on JobSelect-v1 (image observations), trained with DDQN.",
 }
 
 
@@ -344,7 +344,7 @@ def hmarl(
         ),
     ] = None,
 ) -> None:
-    """HMARL: MAPPO with a hierarchical-GNN shared actor on the multi-agent env multi_scheduler_v0 (configs
+    """HMARL: MAPPO with a hierarchical-GNN shared actor on the multi-agent env multi_scheduler_v1 (configs
     hmarl*), after an optional imitation warm start (the config's imitation block)."""
     from gpusched_envs.errors import USER_ERRORS
 

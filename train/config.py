@@ -2,7 +2,7 @@
 
 A config file (``train/configs/*.yaml``, read with ``yaml.safe_load``)::
 
-    env: gpusched/JobSelect-v0
+    env: gpusched/JobSelect-v1
     env_kwargs: {cluster: topdrl, reward: jct, num_jobs: 400, load: 0.9}
     steps: 30000
     seed: 0
@@ -31,7 +31,7 @@ CONFIG_DIR = Path(__file__).parent / "configs"
 @dataclass
 class RunConfig:
     algorithm: str  # ddqn | ppo | topdrl
-    env: str = "gpusched/JobSelect-v0"
+    env: str = "gpusched/JobSelect-v1"
     env_kwargs: dict = field(default_factory=dict)
     steps: int = 10_000
     seed: int = 0

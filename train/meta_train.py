@@ -1,5 +1,5 @@
 """``gpusched meta-train``: meta-training (Reptile / FOMAML) of the MetaPlace worker-placement policy, or the
-multi-task baseline, on the training tasks of ``WorkerPlacement-v0`` (:func:`agents.methods.metaplace.agent.meta_train`).
+multi-task baseline, on the training tasks of ``WorkerPlacement-v1`` (:func:`agents.methods.metaplace.agent.meta_train`).
 ``gpusched adapt`` (:mod:`gpusched_lab.evaluate.adapt`) evaluates the checkpoints it writes.
 
     gpusched meta-train --config train/configs/meta.yaml --out checkpoints/workerplacement_gnn

@@ -9,11 +9,11 @@ Run folder (``--out``)::
     checkpoint/resume.pt    DDQN / TopDRL: full training state (pickled envs, replay, RNGs, optimiser)
     checkpoint/sb3.zip      PPO: SB3's save (policy, optimiser, step counter)
     best/model.pt, meta.json  the policy with the lowest evaluation objective so far (avg JCT; makespan on
-                              DAGSchedule-v0), on the eval seeds
+                              DAGSchedule-v1), on the eval seeds
 
 TensorBoard scalars: ``episode/return``, ``episode/length``, ``episode/avg_jct`` (from ``info["metrics"]`` at
 episode end), ``train/loss``, ``train/epsilon`` (DDQN), ``train/steps_per_second``, ``eval/return``,
-``eval/avg_jct`` (``eval/makespan`` on DAGSchedule-v0).
+``eval/avg_jct`` (``eval/makespan`` on DAGSchedule-v1).
 
 Resume guarantees. DDQN / TopDRL: bit-for-bit — a run resumed from a checkpoint ends with the same parameters as an
 uninterrupted run (the envs are pickled mid-episode, with every RNG). PPO: the policy, optimiser state and step
@@ -92,7 +92,7 @@ def make_train_env(
 
 def summarize(episodes: list[dict]) -> dict:
     """Evaluation figures; ``objective`` (lower is better) is the average JCT, or the makespan on envs without jobs
-    (DAGSchedule-v0), and selects the best policy."""
+    (DAGSchedule-v1), and selects the best policy."""
     name = "avg_jct" if not episodes or "avg_jct" in episodes[0]["metrics"] else "makespan"
     jct = [e["metrics"].get("avg_jct", np.nan) for e in episodes]
     values = [e["metrics"].get(name, np.nan) for e in episodes]

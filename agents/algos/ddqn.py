@@ -85,7 +85,7 @@ class DDQNArgs:
     """CPU threads for torch (1 is fastest for these small networks on a shared machine; 0 leaves torch's default)"""
     bc_from: str = ""
     """expert for a warm start ('' none): a placement rule whose env.unwrapped.heuristic_action(rule) acts
-    (WorkerPlacement-v0: consolidate | closest | pack | first-fit | spread | random)"""
+    (WorkerPlacement-v1: consolidate | closest | pack | first-fit | spread | random)"""
     bc_steps: int = 0
     """pre-training gradient steps on the expert's demonstrations before the first env step (DQfD-style)"""
     bc_demo_steps: int = 5_000
@@ -366,7 +366,7 @@ class DDQN:
         act = getattr(env.unwrapped, "heuristic_action", None)
         if act is None:
             raise ValueError(
-                f"bc_from={rule!r}: {type(env.unwrapped).__name__} has no heuristic_action (WorkerPlacement-v0 has)"
+                f"bc_from={rule!r}: {type(env.unwrapped).__name__} has no heuristic_action (WorkerPlacement-v1 has)"
             )
         return int(act(rule))
 

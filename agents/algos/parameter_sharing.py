@@ -1,13 +1,13 @@
 """Parameter sharing for PettingZoo envs with stable-baselines3: every agent of a ``ParallelEnv`` is one slot of an
 SB3 ``VecEnv``, so one policy (e.g. ``MaskablePPO``) acts for all agents and learns from all their transitions.
 
-    from gpusched_envs.multi_agent import multi_scheduler_v0
+    from gpusched_envs.multi_agent import multi_scheduler_v1
     from sb3_contrib import MaskablePPO
-    vec = SharedPolicyVecEnv(multi_scheduler_v0.parallel_env(num_agents=4, cluster="tiny"), seed=0)
+    vec = SharedPolicyVecEnv(multi_scheduler_v1.parallel_env(num_agents=4, cluster="tiny"), seed=0)
     MaskablePPO("MultiInputPolicy", vec, n_steps=128, batch_size=64).learn(2048)
 
 All agents must share one observation and one action space, and the env must keep every agent alive until the
-episode ends (``multi_scheduler_v0`` does). When the episode ends, every slot reports done, carries its
+episode ends (``multi_scheduler_v1`` does). When the episode ends, every slot reports done, carries its
 ``terminal_observation`` and the env is reset (SB3's convention). ``env_method("action_masks")`` returns the
 per-agent masks that ``MaskablePPO`` reads.
 """

@@ -44,7 +44,7 @@ def config_for_env(
     u = env.unwrapped
     a = int(env.observation_space["action_mask"].shape[-1])
     lo = getattr(u, "layout", None)
-    if lo is None:  # not a cluster env (DAGSchedule-v0): its own GNN (agents.nets.dag) or the MLP
+    if lo is None:  # not a cluster env (DAGSchedule-v1): its own GNN (agents.nets.dag) or the MLP
         env_id = u.spec.id if u.spec is not None else type(u).__name__
         if encoder == "gnn" and hasattr(u, "max_tasks") and getattr(u, "obs_mode", None) == "graph":
             return NetworkConfig(encoder, a, "dag", a, 0, 0, 0, int(u.max_tasks), hidden, layers)

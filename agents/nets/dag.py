@@ -1,4 +1,4 @@
-"""Graph network for ``gpusched/DAGSchedule-v0`` (``obs_mode="graph"``): message passing over the task DAG and the
+"""Graph network for ``gpusched/DAGSchedule-v1`` (``obs_mode="graph"``): message passing over the task DAG and the
 GPUs, one score per GPU. The weights do not depend on the DAG's size or the GPU count, so one network trained on
 20-task DAGs schedules 1,000-task DAGs (only the env's padding changes).
 
@@ -49,7 +49,7 @@ class DAGConv(MessagePassing):
 
 
 class DAGScorer(nn.Module):
-    """Observations of ``DAGSchedule-v0`` → ``(B, GPUs)`` scores; same interface as
+    """Observations of ``DAGSchedule-v1`` → ``(B, GPUs)`` scores; same interface as
     :class:`agents.nets.networks.ActionScorer` (``forward``, ``scores_and_embedding``, ``embed``)."""
 
     def __init__(self, cfg: NetworkConfig, obs_space):

@@ -7,8 +7,8 @@ keys) and returns one score per action, ``(B, A)`` with ``A = action_mask.shape[
 scored by one shared head from the slot's embedding ⊕ the cluster embedding (so a job's score does not depend on
 the slot it sits in), the last action (wait / defer) by its own head:
 
-- ``slots="jobs"`` (``JobSelect-v0``: action ``i < W`` starts window job ``i``): slot embeddings from job features;
-- ``slots="servers"`` (``WorkerPlacement-v0``: action ``s`` puts a worker on server ``s``): slot embeddings from the
+- ``slots="jobs"`` (``JobSelect-v1``: action ``i < W`` starts window job ``i``): slot embeddings from job features;
+- ``slots="servers"`` (``WorkerPlacement-v1``: action ``s`` puts a worker on server ``s``): slot embeddings from the
   server nodes (GNN) or the server rows of the image (CNN);
 - ``slots="none"``: a generic linear head on the pooled embedding (any other discrete action space).
 
@@ -159,7 +159,7 @@ class ActionScorer(nn.Module):
 
 def build_network(cfg: NetworkConfig, obs_space, gnn_impl: str = "dense") -> ActionScorer:
     """The scorer for ``cfg``; ``gnn_impl`` picks the GNN's implementation (``"dense"``, the default, ``"scatter"``
-    or the reference ``"pyg"``; same parameters and outputs, see :class:`GraphEncoder`). DAGSchedule-v0's config
+    or the reference ``"pyg"``; same parameters and outputs, see :class:`GraphEncoder`). DAGSchedule-v1's config
     (``slots="dag"``) gets the task-DAG + GPU network of :mod:`agents.nets.dag` (same interface)."""
     if cfg.slots == "dag":
         from gpusched_lab.agents.nets.dag import DAGScorer
@@ -182,7 +182,7 @@ def layout_mismatch(encoder: str, trained_space, env_space, fixed_actions: bool 
         if set(mine) != set(theirs):
             return f"observation keys differ ({sorted(mine)} vs {sorted(theirs)})"
         for k in GNN_FEATURE_KEYS:
-            if k in mine and mine[k][-1:] != theirs[k][-1:]:  # DAGSchedule-v0 has no job_features
+            if k in mine and mine[k][-1:] != theirs[k][-1:]:  # DAGSchedule-v1 has no job_features
                 return f"{k} has {theirs[k][-1]} feature columns, the network reads {mine[k][-1]}"
         if fixed_actions and mine["action_mask"] != theirs["action_mask"]:
             return f"{theirs['action_mask'][0]} actions, the policy has {mine['action_mask'][0]}"

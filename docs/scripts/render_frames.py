@@ -14,15 +14,15 @@ import gymnasium as gym
 import numpy as np
 
 import gpusched_envs.envs  # noqa: F401  (registers the ids)
-from gpusched_envs.multi_agent import multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler_v1
 
 OUT = Path(__file__).resolve().parents[1] / "img"
 
 SINGLE = {
-    "job-select": ("gpusched/JobSelect-v0", {"cluster": "topdrl", "num_jobs": 60}, 40),
-    "worker-placement": ("gpusched/WorkerPlacement-v0", {"cluster": "topdrl", "num_jobs": 60}, 60),
-    "delay-tuning": ("gpusched/DelayTuning-v0", {"cluster": "topdrl", "num_jobs": 60}, 6),
-    "dag-schedule": ("gpusched/DAGSchedule-v0", {"dag": "dag:random:n=20,ccr=1.0"}, 20),
+    "job-select": ("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 60}, 40),
+    "worker-placement": ("gpusched/WorkerPlacement-v1", {"cluster": "topdrl", "num_jobs": 60}, 60),
+    "delay-tuning": ("gpusched/DelayTuning-v1", {"cluster": "topdrl", "num_jobs": 60}, 6),
+    "dag-schedule": ("gpusched/DAGSchedule-v1", {"dag": "dag:random:n=20,ccr=1.0"}, 20),
 }
 
 
@@ -73,7 +73,7 @@ def main() -> None:
         write_png(OUT / f"{name}.png", upscale(env.render()))
         env.close()
         print(f"wrote {OUT / name}.png")
-    env = multi_scheduler_v0.parallel_env(
+    env = multi_scheduler_v1.parallel_env(
         num_agents=4, cluster="hetero64", num_jobs=40, render_mode="rgb_array"
     )
     observations, _ = env.reset(seed=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-ENV_ID = "gpusched/JobSelect-v0"
+ENV_ID = "gpusched/JobSelect-v1"
 FULL = {"cluster": "tiny", "num_jobs": 60, "load": 1.5, "obs_mode": "flat"}  # a contended 16-GPU cluster
 SMOKE = {"cluster": "tiny", "num_jobs": 12, "load": 1.5, "obs_mode": "flat"}
 EVAL_SEEDS = [20000, 20001, 20002]

@@ -1,6 +1,6 @@
-"""RLlib: PPO with the action-masking RLModule on JobSelect-v0 (gpusched_envs.integrations.rllib), then the
+"""RLlib: PPO with the action-masking RLModule on JobSelect-v1 (gpusched_envs.integrations.rllib), then the
 comparison with the heuristics of its information class, FIFO with backfilling and a random masked policy on
-the same episodes. ``--multi-agent`` trains multi_scheduler_v0 (shared policy) instead and prints its returns.
+the same episodes. ``--multi-agent`` trains multi_scheduler_v1 (shared policy) instead and prints its returns.
 
     python examples/integrations/rllib_ppo.py            # a few minutes
     python examples/integrations/rllib_ppo.py --smoke    # under a minute (Ray's start-up)

@@ -1,4 +1,4 @@
-"""Stable-Baselines3: MaskablePPO (sb3-contrib) on JobSelect-v0 with the features flattened and normalised
+"""Stable-Baselines3: MaskablePPO (sb3-contrib) on JobSelect-v1 with the features flattened and normalised
 (gpusched_envs.wrappers), then compared with the heuristics of its information class, FIFO with backfilling and a
 random masked policy on the same episodes.
 

@@ -1,4 +1,4 @@
-"""TorchRL: PPO (ClipPPOLoss, GAE, Collector) on a batched JobSelect-v0 built by
+"""TorchRL: PPO (ClipPPOLoss, GAE, Collector) on a batched JobSelect-v1 built by
 gpusched_envs.integrations.torchrl.make_env (specs, fixed info, the ActionMask transform; the policy samples from
 logits of invalid actions at -1e9), then the comparison with the heuristics of its information class, FIFO with backfilling
 and a random masked policy on the same episodes.

@@ -33,7 +33,7 @@ class EnvFactory:
     def __init__(self, env_id: str, env_kwargs: dict | None = None, wrappers: Sequence[Callable] = ()):
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(
-                f"env_id must be a registered id such as 'gpusched/JobSelect-v0', got {env_id!r}"
+                f"env_id must be a registered id such as 'gpusched/JobSelect-v1', got {env_id!r}"
             )
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})

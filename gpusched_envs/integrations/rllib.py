@@ -49,12 +49,12 @@ def masking_layout(env):
 
 
 def rllib_env_name(env_id: str) -> str:
-    """The name :func:`register_env` registers ``env_id`` under (``gpusched/JobSelect-v0`` ->
-    ``gpusched-rllib/JobSelect-v0``)."""
+    """The name :func:`register_env` registers ``env_id`` under (``gpusched/JobSelect-v1`` ->
+    ``gpusched-rllib/JobSelect-v1``)."""
     return env_id.replace("gpusched/", "gpusched-rllib/", 1)
 
 
-def register_env(env_id: str = "gpusched/JobSelect-v0", name: str | None = None, **env_kwargs) -> str:
+def register_env(env_id: str = "gpusched/JobSelect-v1", name: str | None = None, **env_kwargs) -> str:
     """Register with ``ray.tune`` a creator of ``env_id`` (built with ``env_kwargs``, then any entries of
     RLlib's ``env_config``) in the masking layout; returns the name to give ``config.environment(env=...)``."""
     require("ray.tune", "gpusched_envs.integrations.rllib")
@@ -107,7 +107,7 @@ class AgentMaskLayout(BaseParallelWrapper):
 
 
 class MultiAgentEnvFactory:
-    """A picklable creator of ``multi_scheduler_v0`` as an RLlib ``MultiAgentEnv`` (``ParallelPettingZooEnv`` over
+    """A picklable creator of ``multi_scheduler_v1`` as an RLlib ``MultiAgentEnv`` (``ParallelPettingZooEnv`` over
     :class:`AgentMaskLayout`); ``env_config`` entries override ``env_kwargs``."""
 
     def __init__(self, env_kwargs: dict | None = None):
@@ -116,14 +116,14 @@ class MultiAgentEnvFactory:
     def __call__(self, config: dict | None = None):
         from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
-        from gpusched_envs.multi_agent import multi_scheduler_v0
+        from gpusched_envs.multi_agent import multi_scheduler_v1
 
-        env = multi_scheduler_v0.parallel_env(**{**self.env_kwargs, **dict(config or {})})
+        env = multi_scheduler_v1.parallel_env(**{**self.env_kwargs, **dict(config or {})})
         return ParallelPettingZooEnv(AgentMaskLayout(env))
 
 
-def register_multi_agent_env(name: str = "gpusched-rllib/multi_scheduler_v0", **env_kwargs) -> str:
-    """Register ``multi_scheduler_v0.parallel_env(**env_kwargs)`` as an RLlib ``MultiAgentEnv``; returns ``name``."""
+def register_multi_agent_env(name: str = "gpusched-rllib/multi_scheduler_v1", **env_kwargs) -> str:
+    """Register ``multi_scheduler_v1.parallel_env(**env_kwargs)`` as an RLlib ``MultiAgentEnv``; returns ``name``."""
     require("ray.tune", "gpusched_envs.integrations.rllib")
     from ray.tune.registry import register_env as tune_register
 
@@ -140,7 +140,7 @@ def _own_policy(agent_id, *args, **kwargs) -> str:
 
 
 def ppo_config(
-    env_id: str = "gpusched/JobSelect-v0",
+    env_id: str = "gpusched/JobSelect-v1",
     env_kwargs: dict | None = None,
     *,
     multi_agent: bool = False,
@@ -153,7 +153,7 @@ def ppo_config(
     lr: float = 3e-4,
     seed: int | None = 0,
 ):
-    """A ``PPOConfig`` on ``env_id`` (``multi_agent=False``) or on ``multi_scheduler_v0`` (``multi_agent=True``;
+    """A ``PPOConfig`` on ``env_id`` (``multi_agent=False``) or on ``multi_scheduler_v1`` (``multi_agent=True``;
     ``env_id`` is then ignored), with ``ActionMaskingTorchRLModule`` (an MLP of ``hiddens`` on the flattened
     features; invalid actions get logit -inf). Multi-agent: one policy ``"shared"`` for every agent
     (``shared_policy``) or one policy per agent, named after it. Env checking is off (see the module docstring).
@@ -169,10 +169,10 @@ def ppo_config(
     module = partial(RLModuleSpec, module_class=ActionMaskingTorchRLModule, model_config=model_config)
     config = PPOConfig()
     if multi_agent:
-        from gpusched_envs.multi_agent import multi_scheduler_v0
+        from gpusched_envs.multi_agent import multi_scheduler_v1
 
         name = register_multi_agent_env(**env_kwargs)
-        probe = multi_scheduler_v0.parallel_env(**env_kwargs)
+        probe = multi_scheduler_v1.parallel_env(**env_kwargs)
         agents = list(probe.possible_agents)
         if shared_policy:
             policies, mapping = {"shared"}, _shared_policy

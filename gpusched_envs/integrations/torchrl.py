@@ -4,7 +4,7 @@
 (``autoreset_mode=DISABLED``: TorchRL resets the finished sub-envs itself), reads a fixed info
 (:class:`~gpusched_envs.wrappers.FixedInfo`: the env's numeric entries and the episode's ``avg_jct`` /
 ``makespan``, NaN where the env's info has no value) and appends the ``ActionMask`` transform on the (batched) env, so random
-and policy actions respect the mask. :func:`make_multi_agent_env` wraps ``multi_scheduler_v0`` with
+and policy actions respect the mask. :func:`make_multi_agent_env` wraps ``multi_scheduler_v1`` with
 ``PettingZooWrapper`` (per-agent masks, one group or one group per agent).
 
 ``torchrl`` is imported inside the functions; without it they raise an ImportError naming the ``integrations``
@@ -27,7 +27,7 @@ def _fixed_info(env):
 
 
 def make_env(
-    env_id: str = "gpusched/JobSelect-v0",
+    env_id: str = "gpusched/JobSelect-v1",
     num_envs: int = 0,
     *,
     vectorization: str = "sync",
@@ -80,7 +80,7 @@ def make_multi_agent_env(
     device: str = "cpu",
     **env_kwargs,
 ):
-    """``multi_scheduler_v0.parallel_env(**env_kwargs)`` through TorchRL's ``PettingZooWrapper``.
+    """``multi_scheduler_v1.parallel_env(**env_kwargs)`` through TorchRL's ``PettingZooWrapper``.
 
     Each agent's ``action_mask`` becomes the mask of its action spec (``use_mask``: agents that finished are
     masked out too); the per-agent info is fixed (:class:`~gpusched_envs.integrations.common.FixedAgentInfo`).
@@ -94,14 +94,14 @@ def make_multi_agent_env(
     from torchrl.envs import PettingZooWrapper
     from torchrl.envs.utils import MarlGroupMapType
 
-    from gpusched_envs.multi_agent import multi_scheduler_v0
+    from gpusched_envs.multi_agent import multi_scheduler_v1
 
     maps = {"one_group": MarlGroupMapType.ALL_IN_ONE_GROUP, "per_agent": MarlGroupMapType.ONE_GROUP_PER_AGENT}
     if isinstance(group_map, str):
         if group_map not in maps:
             raise ValueError(f"group_map must be one of {sorted(maps)} or a dict, got {group_map!r}")
         group_map = maps[group_map]
-    env = FixedAgentInfo(multi_scheduler_v0.parallel_env(**env_kwargs))
+    env = FixedAgentInfo(multi_scheduler_v1.parallel_env(**env_kwargs))
     return PettingZooWrapper(
         env, group_map=group_map, return_state=return_state, use_mask=True, seed=seed, device=device
     )

@@ -1,4 +1,4 @@
-"""Per-agent heuristics of the multi-scheduler env (``multi_scheduler_v0``): every agent places its own jobs with
+"""Per-agent heuristics of the multi-scheduler env (``multi_scheduler_v1``): every agent places its own jobs with
 one named candidate placement in a queue order, optionally backfilling, preempting its own jobs, or cooperating on
 one priority rule over the jobs of all agents. They act only through the env's per-agent actions, so an actor can
 imitate them."""

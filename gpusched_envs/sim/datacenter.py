@@ -16,7 +16,7 @@ def datacenter_cluster(
     (links as the ``topdrl`` preset)."""
     doc = {
         "name": f"datacenter-{racks}x{servers}x{gpus}",
-        "description": "generated data centre (multi_scheduler_v0)",
+        "description": "generated data centre (multi_scheduler_v1)",
         "racks": [
             {
                 "count": int(racks),

@@ -1,5 +1,5 @@
 """Train the DAG plan generators shipped in checkpoints/ (WORL-RTGS): DDQN (the plan generator) or
-MaskablePPO (the PPO-GNN list-scheduler baseline) on ``gpusched/DAGSchedule-v0`` in construct mode with graph
+MaskablePPO (the PPO-GNN list-scheduler baseline) on ``gpusched/DAGSchedule-v1`` in construct mode with graph
 observations, across DAG families (random layered at CCR 0.1 / 1 / 10, Alibaba-like, TPC-H, PipeDream pipeline
 training DAGs), then score the greedy policy on held-out DAG seeds against HEFT and write the checkpoint.
 
@@ -27,7 +27,7 @@ from gpusched_lab.agents.checkpoint import save  # noqa: E402
 from gpusched_lab.agents.common import make_env  # noqa: E402
 from gpusched_lab.agents.nets.networks import config_for_env  # noqa: E402
 
-ENV_ID = "gpusched/DAGSchedule-v0"
+ENV_ID = "gpusched/DAGSchedule-v1"
 TRAIN_DAGS = [
     "dag:random:n=20,ccr=0.1",
     "dag:random:n=20,ccr=1.0",

@@ -9,7 +9,7 @@ On a shared machine the ratio is the figure that carries.
 Usage::
 
     git worktree add /tmp/old 5172800
-    .venv/bin/python scripts/studies/bench_env_ab.py gpusched/WorkerPlacement-v0 --mode flat --rounds 40 --chunk 500 \\
+    .venv/bin/python scripts/studies/bench_env_ab.py gpusched/WorkerPlacement-v1 --mode flat --rounds 40 --chunk 500 \\
         /tmp/old "$PWD"
 """
 

@@ -99,7 +99,7 @@ def main(argv=None) -> None:
             "workload": f"philly:start={start},jobs={a.size},load=0.9,gpus=32",
             "placement": "closest",
         }
-        env = make_env("gpusched/JobSelect-v0", kw, "flat")
+        env = make_env("gpusched/JobSelect-v1", kw, "flat")
         for s in range(a.seeds):
             row = {"window": start, "seed": s}
             for name, make in cands.items():

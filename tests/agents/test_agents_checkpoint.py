@@ -19,7 +19,7 @@ TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9}
 
 @pytest.fixture
 def saved(tmp_path):
-    env = make_env("gpusched/JobSelect-v0", TINY, "image")
+    env = make_env("gpusched/JobSelect-v1", TINY, "image")
     cfg = config_for_env(env, "cnn", hidden=16)
     net = build_network(cfg, env.observation_space)
     ckpt.save(
@@ -27,7 +27,7 @@ def saved(tmp_path):
         net,
         algorithm="ddqn",
         policy="q",
-        env_id="gpusched/JobSelect-v0",
+        env_id="gpusched/JobSelect-v1",
         env_kwargs={**TINY, "obs_mode": "image"},
         obs_mode="image",
         network=cfg,
@@ -73,16 +73,16 @@ def test_round_trip_and_metadata(saved):
 def test_wrong_env_id_or_obs_mode_names_both(saved):
     path, *_ = saved
     with pytest.raises(ckpt.CheckpointMismatchError) as err:
-        agents.load(path, env_id="gpusched/WorkerPlacement-v0")
+        agents.load(path, env_id="gpusched/WorkerPlacement-v1")
     msg = str(err.value)
-    assert "gpusched/JobSelect-v0" in msg and "gpusched/WorkerPlacement-v0" in msg
+    assert "gpusched/JobSelect-v1" in msg and "gpusched/WorkerPlacement-v1" in msg
     with pytest.raises(ckpt.CheckpointMismatchError, match="obs_mode='image'.*obs_mode='graph'"):
         agents.load(path, obs_mode="graph")
     with pytest.raises(ckpt.CheckpointMismatchError, match="WorkerPlacement"):
-        agents.load(path, env=make_env("gpusched/WorkerPlacement-v0", TINY, "image"))
+        agents.load(path, env=make_env("gpusched/WorkerPlacement-v1", TINY, "image"))
     agent = agents.load(path)
     with pytest.raises(ckpt.CheckpointMismatchError, match="obs_mode='flat'"):
-        agent(make_env("gpusched/JobSelect-v0", TINY, "flat"))
+        agent(make_env("gpusched/JobSelect-v1", TINY, "flat"))
     assert isinstance(ckpt.CheckpointMismatchError("x"), ValueError)  # printed as one line by the CLI
 
 

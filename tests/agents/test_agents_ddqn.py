@@ -54,7 +54,7 @@ def test_masked_target_never_evaluates_an_invalid_action():
 
 
 def test_n_step_transitions_written_with_discounted_sums():
-    env = make_env("gpusched/JobSelect-v0", TINY, "flat")
+    env = make_env("gpusched/JobSelect-v1", TINY, "flat")
     algo = DDQN(DDQNArgs(encoder="mlp", n_step=3, gamma=0.5, **SMALL_ARGS), [env])
     obs = [{"action_mask": np.ones(3, np.int8), "obs": np.full(2, i, np.float32)} for i in range(5)]
 
@@ -78,7 +78,7 @@ def test_n_step_transitions_written_with_discounted_sums():
     ]
 
 
-@pytest.mark.parametrize("env_id", ["gpusched/JobSelect-v0", "gpusched/WorkerPlacement-v0"])
+@pytest.mark.parametrize("env_id", ["gpusched/JobSelect-v1", "gpusched/WorkerPlacement-v1"])
 @pytest.mark.parametrize("encoder", ENCODERS)
 def test_trains_a_few_hundred_steps(env_id, encoder):
     envs = [make_env(env_id, TINY, OBS_MODE_OF_ENCODER[encoder]) for _ in range(2)]
@@ -99,7 +99,7 @@ def test_resume_from_training_state_is_bit_for_bit(encoder):
     args = DDQNArgs(encoder=encoder, n_step=3, seed=3, **SMALL_ARGS)
 
     def fresh():
-        return DDQN(args, [make_env("gpusched/JobSelect-v0", TINY, mode) for _ in range(2)], total_steps=240)
+        return DDQN(args, [make_env("gpusched/JobSelect-v1", TINY, mode) for _ in range(2)], total_steps=240)
 
     straight = fresh().learn(240)
     first = fresh().learn(130)  # stops mid-episode, mid n-step window
@@ -117,7 +117,7 @@ def test_resume_from_training_state_is_bit_for_bit(encoder):
 
 
 def test_polyak_target_update():
-    env = make_env("gpusched/JobSelect-v0", TINY, "flat")
+    env = make_env("gpusched/JobSelect-v1", TINY, "flat")
     algo = DDQN(DDQNArgs(encoder="mlp", tau=0.25, **SMALL_ARGS), [env])
     with torch.no_grad():
         for p in algo.q.parameters():
@@ -141,7 +141,7 @@ def test_large_margin_loss_matches_hand_computation():
 
 
 def _wp_bc_algo(**kw):
-    envs = [make_env("gpusched/WorkerPlacement-v0", TINY, "flat") for _ in range(2)]
+    envs = [make_env("gpusched/WorkerPlacement-v1", TINY, "flat") for _ in range(2)]
     args = DDQNArgs(
         encoder="mlp", bc_from="closest", bc_demo_steps=150, bc_margin=0.5, **{**SMALL_ARGS, **kw}
     )
@@ -156,7 +156,7 @@ def test_bc_pretraining_clones_the_expert_and_flags_demonstrations():
     assert n >= 150 and algo.buffer.demo[:n].all() and not algo.buffer.demo[n:].any()
     assert np.isfinite(stats["loss"]) and algo.updates == 400
     # the greedy policy now agrees with the expert on the states of a fresh episode the expert plays
-    env = make_env("gpusched/WorkerPlacement-v0", TINY, "flat")
+    env = make_env("gpusched/WorkerPlacement-v1", TINY, "flat")
     obs, _ = env.reset(seed=12345)
     agree = total = 0
     while True:
@@ -173,7 +173,7 @@ def test_bc_pretraining_clones_the_expert_and_flags_demonstrations():
 
 
 def test_bc_without_an_expert_says_so():
-    envs = [make_env("gpusched/JobSelect-v0", TINY, "flat")]
+    envs = [make_env("gpusched/JobSelect-v1", TINY, "flat")]
     algo = DDQN(DDQNArgs(encoder="mlp", bc_from="closest", bc_steps=1, **SMALL_ARGS), envs)
     with pytest.raises(ValueError, match="heuristic_action"):
         algo.learn(10)

@@ -1,4 +1,4 @@
-"""Networks: every encoder scores every action of JobSelect-v0 and WorkerPlacement-v0 from padded batches."""
+"""Networks: every encoder scores every action of JobSelect-v1 and WorkerPlacement-v1 from padded batches."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from gpusched_lab.agents.nets.networks import (
 )
 
 TINY = {"cluster": "tiny", "num_jobs": 12, "load": 0.9}
-ENVS = {"gpusched/JobSelect-v0": "jobs", "gpusched/WorkerPlacement-v0": "servers"}
+ENVS = {"gpusched/JobSelect-v1": "jobs", "gpusched/WorkerPlacement-v1": "servers"}
 
 
 def two_observations(env):
@@ -46,7 +46,7 @@ def test_job_scores_follow_the_job_not_the_slot(encoder):
     """Swapping two window jobs swaps their scores (one shared head over job embedding ⊕ cluster embedding)."""
     torch.manual_seed(0)
     env = make_env(
-        "gpusched/JobSelect-v0", {**TINY, "num_jobs": 40, "load": 1.5}, OBS_MODE_OF_ENCODER[encoder]
+        "gpusched/JobSelect-v1", {**TINY, "num_jobs": 40, "load": 1.5}, OBS_MODE_OF_ENCODER[encoder]
     )
     net = build_network(config_for_env(env, encoder, hidden=16), env.observation_space)
     obs, _ = env.reset(seed=1)
@@ -64,7 +64,7 @@ def test_job_scores_follow_the_job_not_the_slot(encoder):
 def test_to_pyg_keep_padding_offsets_edges_and_drops_padded_edges():
     from gpusched_envs.graph import to_pyg
 
-    env = make_env("gpusched/JobSelect-v0", TINY, "graph")
+    env = make_env("gpusched/JobSelect-v1", TINY, "graph")
     a, b = two_observations(env)
     obs = obs_to_tensors({k: np.stack([a[k], b[k]]) for k in a})
     g = to_pyg(obs, keep_padding=True)
@@ -133,7 +133,7 @@ def test_tree_blocks_read_the_padded_layout_from_the_observation():
 
     # tiny padded to the layout of topdrl and hetero64 (WorkerPlacement's task clusters): padding in every block
     env = make_env(
-        "gpusched/WorkerPlacement-v0",
+        "gpusched/WorkerPlacement-v1",
         {"cluster": "tiny", "task_clusters": ["tiny", "topdrl", "hetero64"], "num_jobs": 8},
         "graph",
     )

@@ -1,5 +1,5 @@
-"""DDQN and MaskablePPO also train on the NetSens and WORL-RTGS envs: DelayTuning-v0 (cluster observations, every
-encoder that reads them) and DAGSchedule-v0 (MLP only; the cluster encoders refuse it with one clear message)."""
+"""DDQN and MaskablePPO also train on the NetSens and WORL-RTGS envs: DelayTuning-v1 (cluster observations, every
+encoder that reads them) and DAGSchedule-v1 (MLP only; the cluster encoders refuse it with one clear message)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ SMALL_ARGS = dict(
     train_frequency=2,
 )
 CASES = [
-    ("gpusched/DelayTuning-v0", {"cluster": "tiny", "num_jobs": 10, "interval": 300.0}, "mlp"),
-    ("gpusched/DelayTuning-v0", {"cluster": "tiny", "num_jobs": 10, "interval": 300.0}, "gnn"),
-    ("gpusched/DAGSchedule-v0", {"cluster": "tiny", "dag": "dag:random:n=8"}, "mlp"),
+    ("gpusched/DelayTuning-v1", {"cluster": "tiny", "num_jobs": 10, "interval": 300.0}, "mlp"),
+    ("gpusched/DelayTuning-v1", {"cluster": "tiny", "num_jobs": 10, "interval": 300.0}, "gnn"),
+    ("gpusched/DAGSchedule-v1", {"cluster": "tiny", "dag": "dag:random:n=8"}, "mlp"),
 ]
 
 
@@ -45,6 +45,6 @@ def test_ppo_trains_a_few_hundred_steps(env_id, kwargs, encoder):
 
 @pytest.mark.parametrize("encoder", ["gnn", "cnn"])
 def test_cluster_encoders_refuse_the_dag_env_clearly(encoder):
-    env = make_env("gpusched/DAGSchedule-v0", {"cluster": "tiny", "dag": "dag:random:n=8"}, "flat")
-    with pytest.raises(ValueError, match="DAGSchedule-v0 has none: use encoder=mlp"):
+    env = make_env("gpusched/DAGSchedule-v1", {"cluster": "tiny", "dag": "dag:random:n=8"}, "flat")
+    with pytest.raises(ValueError, match="DAGSchedule-v1 has none: use encoder=mlp"):
         config_for_env(env, encoder)

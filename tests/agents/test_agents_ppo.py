@@ -13,7 +13,7 @@ from gpusched_lab.agents.nets.networks import ENCODERS, OBS_MODE_OF_ENCODER, con
 TINY = {"cluster": "tiny", "num_jobs": 10, "load": 0.9}
 
 
-@pytest.mark.parametrize("env_id", ["gpusched/JobSelect-v0", "gpusched/WorkerPlacement-v0"])
+@pytest.mark.parametrize("env_id", ["gpusched/JobSelect-v1", "gpusched/WorkerPlacement-v1"])
 @pytest.mark.parametrize("encoder", ENCODERS)
 def test_maskable_ppo_trains_with_each_extractor(env_id, encoder):
     env = make_env(env_id, TINY, OBS_MODE_OF_ENCODER[encoder])
@@ -31,7 +31,7 @@ def test_maskable_ppo_trains_with_each_extractor(env_id, encoder):
 
 
 def test_exported_policy_matches_sb3_deterministic_actions():
-    env = make_env("gpusched/JobSelect-v0", {**TINY, "num_jobs": 30}, "graph")
+    env = make_env("gpusched/JobSelect-v1", {**TINY, "num_jobs": 30}, "graph")
     cfg = config_for_env(env, "gnn", hidden=16)
     model = make_ppo(
         env, cfg, PPOArgs(encoder="gnn", hidden=16, n_steps=64, batch_size=32, n_epochs=1, device="cpu")
@@ -52,7 +52,7 @@ def test_exported_policy_matches_sb3_deterministic_actions():
 
 
 def test_wait_logit_starts_low():
-    env = make_env("gpusched/JobSelect-v0", TINY, "image")
+    env = make_env("gpusched/JobSelect-v1", TINY, "image")
     cfg = config_for_env(env, "cnn", hidden=16)
     model = make_ppo(env, cfg, PPOArgs(encoder="cnn", hidden=16, device="cpu"))
     assert model.policy.action_net.bias[-1].item() == -3.0

@@ -52,8 +52,8 @@ def _is_cluster_gnn(path) -> bool:
     """A single-agent GNN policy of JobSelect or WorkerPlacement (other folders have formats of their own)."""
     meta = ALL_META[path]
     return (meta.get("network") or {}).get("encoder") == "gnn" and meta.get("env_id") in (
-        "gpusched/JobSelect-v0",
-        "gpusched/WorkerPlacement-v0",
+        "gpusched/JobSelect-v1",
+        "gpusched/WorkerPlacement-v1",
     )
 
 

@@ -20,10 +20,10 @@ def test_topdrl_env_kwargs_fix_placement_and_images():
 
 def test_topdrl_refuses_other_observations():
     with pytest.raises(ValueError, match="obs_mode='image'"):
-        TopDRL(DDQNArgs(encoder="cnn", device="cpu"), [make_env("gpusched/JobSelect-v0", TINY, "graph")])
+        TopDRL(DDQNArgs(encoder="cnn", device="cpu"), [make_env("gpusched/JobSelect-v1", TINY, "graph")])
     algo = TopDRL(
         DDQNArgs(encoder="cnn", hidden=16, buffer_size=200, batch_size=8, learning_starts=20, device="cpu"),
-        [make_env("gpusched/JobSelect-v0", {**TINY, "placement": "closest"}, "image")],
+        [make_env("gpusched/JobSelect-v1", {**TINY, "placement": "closest"}, "image")],
     )
     algo.learn(60)
     assert algo.updates > 0

@@ -231,7 +231,7 @@ def _busy_tiny_env():
         "two", np.array([0.0, 1.0]), np.array([5000.0, 100.0]), np.array([2, 1]),
         model=np.array([0, 1], dtype=np.int16), model_names=("bert", "vgg16"),
     )  # fmt: skip
-    env = gym.make("gpusched/WorkerPlacement-v0", cluster="tiny", num_jobs=2, obs_mode="graph", workload=w)
+    env = gym.make("gpusched/WorkerPlacement-v1", cluster="tiny", num_jobs=2, obs_mode="graph", workload=w)
     obs, _ = env.reset(seed=0)
     return env, obs
 

@@ -20,7 +20,7 @@ from gpusched_lab.agents.nets.networks import (
     obs_to_tensors,
 )
 
-GRAPH_ENVS = ["gpusched/JobSelect-v0", "gpusched/WorkerPlacement-v0", "gpusched/DelayTuning-v0"]
+GRAPH_ENVS = ["gpusched/JobSelect-v1", "gpusched/WorkerPlacement-v1", "gpusched/DelayTuning-v1"]
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 
 
@@ -85,7 +85,7 @@ def test_dense_equals_scatter_and_pyg_forward_and_gradients(env_id):
 
 
 def test_dense_single_observation_equals_its_row_of_a_batch_and_the_reference():
-    env = make_env("gpusched/JobSelect-v0", {"cluster": "topdrl", "num_jobs": 30, "load": 1.0}, "graph")
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 30, "load": 1.0}, "graph")
     nets = three_impls(env, hidden=32, layers=1)
     seen = rollout(env, 6, seed=3)
     batch = nets["dense"](stack(seen))
@@ -100,7 +100,7 @@ def test_a_batch_of_different_clusters_takes_the_scatter_path_and_stays_exact():
     """WorkerPlacement's tasks run on several clusters (tiny, topdrl, hetero64 padded to one layout): a batch mixing
     them has no single tree; the dense network falls back to the scatter path and still equals the reference."""
     env = make_env(
-        "gpusched/WorkerPlacement-v0",
+        "gpusched/WorkerPlacement-v1",
         {"cluster": "tiny", "task_clusters": ["tiny", "topdrl", "hetero64"], "num_jobs": 6},
         "graph",
     )
@@ -125,7 +125,7 @@ def test_no_grad_forwards_follow_optimizer_steps_load_state_dict_and_dtype_moves
     """The dense network's caches outside autograd (detached parameter views, the link terms) never serve stale
     parameters: after an optimizer step, a load_state_dict and a move to float64 the scores equal a fresh
     reference network's with the same weights."""
-    env = make_env("gpusched/JobSelect-v0", {"cluster": "topdrl", "num_jobs": 30, "load": 1.0}, "graph")
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 30, "load": 1.0}, "graph")
     nets = three_impls(env, layers=1)
     net, ref = nets["dense"], nets["pyg"]
     batch = stack(rollout(env, 4))
@@ -160,7 +160,7 @@ def test_no_grad_forwards_follow_optimizer_steps_load_state_dict_and_dtype_moves
 def test_a_tree_first_seen_in_inference_mode_trains():
     """A rollout in torch.inference_mode builds the tree's operators; the training forward after it saves them
     for backward (inference tensors could not be)."""
-    env = make_env("gpusched/JobSelect-v0", {"cluster": "topdrl", "num_jobs": 30, "load": 1.0}, "graph")
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 30, "load": 1.0}, "graph")
     nets = three_impls(env, layers=1)
     batch = stack(rollout(env, 3))
     with torch.inference_mode():
@@ -177,7 +177,7 @@ def gnn_checkpoints() -> list[Path]:
     for meta_path in sorted(CHECKPOINTS.glob("*/meta.json")):
         meta = json.loads(meta_path.read_text())
         if (
-            "meta_rl" in meta or meta.get("env_id") == "gpusched/DAGSchedule-v0"
+            "meta_rl" in meta or meta.get("env_id") == "gpusched/DAGSchedule-v1"
         ):  # networks and loaders of their own
             continue
         if meta.get("obs_mode") == "graph" and str(meta.get("env_id", "")).startswith("gpusched/"):

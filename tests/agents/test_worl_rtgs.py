@@ -131,7 +131,7 @@ def _tiny_env(**kw):
         "max_tasks": 14,
         **kw,
     }
-    return make_env("gpusched/DAGSchedule-v0", kwargs, "graph")
+    return make_env("gpusched/DAGSchedule-v1", kwargs, "graph")
 
 
 def test_dag_gnn_handles_any_dag_size_and_ddqn_ppo_train(tmp_path):
@@ -160,7 +160,7 @@ def test_dag_gnn_handles_any_dag_size_and_ddqn_ppo_train(tmp_path):
         algo.q,
         algorithm="ddqn",
         policy="q",
-        env_id="gpusched/DAGSchedule-v0",
+        env_id="gpusched/DAGSchedule-v1",
         env_kwargs={"cluster": "hetero64", "gpus": 4, "dag": "dag:random:n=8"},
         obs_mode="graph",
         network=algo.net_config,
@@ -240,7 +240,7 @@ def test_shipped_dag_planners_load_and_plan(name):
 
     meta = json.loads((SHIPPED / name / "meta.json").read_text())
     assert (SHIPPED / name / "model.pt").stat().st_size <= 2 * 2**20
-    assert meta["env_id"] == "gpusched/DAGSchedule-v0" and meta["obs_mode"] == "graph"
+    assert meta["env_id"] == "gpusched/DAGSchedule-v1" and meta["obs_mode"] == "graph"
     assert meta["command"].startswith("python scripts/data/train_dag_planner.py")
     assert len(meta["evaluation"]["ratio_to_heft_per_seed"]) == 20
     planner = shipped_planner(name)

@@ -23,7 +23,7 @@ TINY_KWARGS = {
     "workload": "synthetic:jobs=30,load=0.9,gpus=16,max_gpus=16",
     "obs_mode": "flat",
 }
-TINY = Scenario("tiny", "gpusched/JobSelect-v0", TINY_KWARGS, (0, 1))
+TINY = Scenario("tiny", "gpusched/JobSelect-v1", TINY_KWARGS, (0, 1))
 
 
 def reference_mean_ci(values, confidence=0.95, resamples=RESAMPLES):
@@ -85,10 +85,10 @@ def test_fresh_simulator_is_shared_by_compare_and_evaluate():
 
 def test_envs_without_a_cluster_simulator_fail_clearly():
     with pytest.raises(NoSimulatorError, match="has no cluster simulator"):
-        fresh_simulator(make_env("gpusched/DAGSchedule-v0"), 0)
-    dag = Scenario("dag", "gpusched/DAGSchedule-v0", {}, (0,))
+        fresh_simulator(make_env("gpusched/DAGSchedule-v1"), 0)
+    dag = Scenario("dag", "gpusched/DAGSchedule-v1", {}, (0,))
     with pytest.raises(
-        AgentSpecError, match="scenario dag: gpusched/DAGSchedule-v0 has no cluster simulator"
+        AgentSpecError, match="scenario dag: gpusched/DAGSchedule-v1 has no cluster simulator"
     ):
         scenario_simulator(dag, 0)
 

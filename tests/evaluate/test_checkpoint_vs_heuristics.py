@@ -88,7 +88,7 @@ def test_scenario_kwargs_keep_what_defines_the_policy():
 def gnn_checkpoint(tmp_path_factory):
     """An untrained GNN policy on tiny (non-clairvoyant, with preemption), saved like a trained one."""
     path = tmp_path_factory.mktemp("ckpt") / "gnn"
-    env = make_env("gpusched/JobSelect-v0", TINY, "graph")
+    env = make_env("gpusched/JobSelect-v1", TINY, "graph")
     cfg = config_for_env(env, "gnn", hidden=8)
     torch.manual_seed(0)
     net = build_network(cfg, env.observation_space)
@@ -97,7 +97,7 @@ def gnn_checkpoint(tmp_path_factory):
         net,
         algorithm="ddqn",
         policy="q",
-        env_id="gpusched/JobSelect-v0",
+        env_id="gpusched/JobSelect-v1",
         env_kwargs={**TINY, "obs_mode": "graph"},
         obs_mode="graph",
         network=cfg,
@@ -137,7 +137,7 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
 
     from gpusched_envs.policies import make_policy
 
-    env = make_env("gpusched/JobSelect-v0", result["scenarios"][0]["env_kwargs"], "graph")
+    env = make_env("gpusched/JobSelect-v1", result["scenarios"][0]["env_kwargs"], "graph")
     expected = fresh_simulator(env, 1).run(make_policy("tiresias", "closest"))["avg_jct"]
     assert result["rows"][1]["tiresias"] == pytest.approx(expected)
 
@@ -171,7 +171,7 @@ def test_suite_scenarios_read_the_heldout_family_as_data():
     from gpusched_lab.evaluate.compare import suite_scenarios
 
     rows = suite_scenarios("philly_heldout")
-    assert len(rows) == 14 and all(env_id == "gpusched/JobSelect-v0" for _, env_id, _ in rows)
+    assert len(rows) == 14 and all(env_id == "gpusched/JobSelect-v1" for _, env_id, _ in rows)
     starts = [kw["workload"].split("start=")[1][:10] for _, _, kw in rows]
     assert all(s >= "2017-11-01" for s in starts)  # held out: nothing submitted before 2017-11-01
     assert sum("jobs=1000" in kw["workload"] for _, _, kw in rows) == 4
@@ -185,7 +185,7 @@ def test_a_workerplacement_checkpoint_meets_the_placement_rules_of_its_class(tmp
     from gpusched_lab.evaluate.compare import PLACEMENT_HEURISTICS
 
     kwargs = {"cluster": "tiny", "num_jobs": 10, "load": 0.9, "obs_mode": "flat"}
-    env = make_env("gpusched/WorkerPlacement-v0", kwargs, "flat")
+    env = make_env("gpusched/WorkerPlacement-v1", kwargs, "flat")
     cfg = config_for_env(env, "mlp", hidden=8)
     torch.manual_seed(0)
     ckpt.save(
@@ -193,7 +193,7 @@ def test_a_workerplacement_checkpoint_meets_the_placement_rules_of_its_class(tmp
         build_network(cfg, env.observation_space),
         algorithm="ddqn",
         policy="q",
-        env_id="gpusched/WorkerPlacement-v0",
+        env_id="gpusched/WorkerPlacement-v1",
         env_kwargs=kwargs,
         obs_mode="flat",
         network=cfg,

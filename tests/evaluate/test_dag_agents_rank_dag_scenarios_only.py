@@ -13,7 +13,7 @@ from gpusched_envs.policies.dag import heft_schedule
 def test_dag_agents_rank_dag_scenarios_only():
     suite = load_suite("standard")
     dag_sc = next(s for s in suite.scenarios if s.name == "dag-tpch-q9")
-    cluster_sc = next(s for s in suite.scenarios if s.env_id != "gpusched/DAGSchedule-v0")
+    cluster_sc = next(s for s in suite.scenarios if s.env_id != "gpusched/DAGSchedule-v1")
     assert "dag-worl-rtgs" in expand_agent_specs("all") and "dag-heft" in expand_agent_specs("heuristics")
     heft_agent = resolve_agent("dag-heft")
     assert heft_agent.applies_to(dag_sc) is None and heft_agent.applies_to(cluster_sc) is not None

@@ -15,7 +15,7 @@ from gpusched_lab.evaluate.scenarios import suite_from_dict
 TINY = {
     "name": "tiny",
     "description": "two tiny contended scenarios",
-    "defaults": {"env_id": "gpusched/JobSelect-v0", "seeds": "0-2", "env_kwargs": {"obs_mode": "flat"}},
+    "defaults": {"env_id": "gpusched/JobSelect-v1", "seeds": "0-2", "env_kwargs": {"obs_mode": "flat"}},
     "scenarios": [
         {
             "name": "tiny-a",

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 SUITE = {
     "name": "page",
     "description": "two tiny contended scenarios for the page test",
-    "defaults": {"env_id": "gpusched/JobSelect-v0", "seeds": "0-1", "env_kwargs": {"obs_mode": "flat"}},
+    "defaults": {"env_id": "gpusched/JobSelect-v1", "seeds": "0-1", "env_kwargs": {"obs_mode": "flat"}},
     "scenarios": [
         {
             "name": "tiny-a",

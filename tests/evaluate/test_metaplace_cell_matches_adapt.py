@@ -42,7 +42,7 @@ def _heldout(i: int):
         "workload": task.workload_spec(32),  # TopDRL: 32 GPUs
         "num_jobs": task.num_jobs,
     }
-    return args, task, Scenario(f"heldout-{i}", "gpusched/WorkerPlacement-v0", kwargs, (0,))
+    return args, task, Scenario(f"heldout-{i}", "gpusched/WorkerPlacement-v1", kwargs, (0,))
 
 
 @pytest.mark.parametrize("i,seed", [(0, 7), (2, 11)])
@@ -93,8 +93,8 @@ def test_checkpoints_group_lists_metaplace_not_the_multitask_baseline():
     assert agent.name == "metaplace:workerplacement_gnn" and agent.caution == 1.0
     assert agent.identity()["kind"] == "metaplace"
     assert agent.identity_hash() != CheckpointEvalAgent(METAPLACE).identity_hash()
-    job_select = Scenario("js", "gpusched/JobSelect-v0", {"cluster": "topdrl"}, (0,))
-    assert agent.applies_to(job_select) == "trained on gpusched/WorkerPlacement-v0"
+    job_select = Scenario("js", "gpusched/JobSelect-v1", {"cluster": "topdrl"}, (0,))
+    assert agent.applies_to(job_select) == "trained on gpusched/WorkerPlacement-v1"
     assert agent.applies_to(_heldout(0)[2]) is None
 
 

@@ -115,7 +115,7 @@ def test_page_escapes_names_and_lists_what_ran():
         for k in ("p95_jct", "makespan", "gpu_utilisation", "communication_overhead"):
             r[k] = {"mean": None, "low": None, "high": None}
     doc["scenarios"][0].update(
-        env_id="gpusched/JobSelect-v0",
+        env_id="gpusched/JobSelect-v1",
         env_kwargs={"cluster": "tiny"},
         seeds=[0, 1, 2],
         offered_load=0.9,
@@ -151,7 +151,7 @@ def test_a_run_writes_the_page_and_report_rebuilds_it_from_the_folder(tmp_path):
 
     suite = {
         "name": "one",
-        "defaults": {"env_id": "gpusched/JobSelect-v0", "seeds": "0-1", "env_kwargs": {"obs_mode": "flat"}},
+        "defaults": {"env_id": "gpusched/JobSelect-v1", "seeds": "0-1", "env_kwargs": {"obs_mode": "flat"}},
         "scenarios": [
             {
                 "name": "tiny-a",

@@ -28,7 +28,7 @@ TINY_KWARGS = {
     "workload": "synthetic:jobs=30,load=0.9,gpus=16,max_gpus=16",
     "obs_mode": "flat",
 }
-TINY = Scenario("tiny", "gpusched/JobSelect-v0", TINY_KWARGS, (0, 1))
+TINY = Scenario("tiny", "gpusched/JobSelect-v1", TINY_KWARGS, (0, 1))
 
 
 def test_seed_ranges():
@@ -107,7 +107,7 @@ def checkpoint(tmp_path):
     except ImportError as exc:
         pytest.skip(f"agents checkpoint API not available: {exc}")
     kwargs = {"cluster": "tiny", "obs_mode": "flat"}
-    env = make_env("gpusched/JobSelect-v0", kwargs)
+    env = make_env("gpusched/JobSelect-v1", kwargs)
     cfg = config_for_env(env, "mlp")
     module = policy_module("q", cfg, env.observation_space)
     return save(
@@ -115,7 +115,7 @@ def checkpoint(tmp_path):
         module,
         algorithm="ddqn",
         policy="q",
-        env_id="gpusched/JobSelect-v0",
+        env_id="gpusched/JobSelect-v1",
         env_kwargs=kwargs,
         obs_mode="flat",
         network=cfg,
@@ -127,11 +127,11 @@ def checkpoint(tmp_path):
 def test_checkpoint_agent_runs_only_where_it_fits(checkpoint, tmp_path):
     agent = resolve_agent(str(checkpoint))
     assert isinstance(agent, CheckpointEvalAgent) and agent.name == "ckpt:ckpt-mlp"
-    graph = Scenario("tiny-graph", "gpusched/JobSelect-v0", {**TINY_KWARGS, "obs_mode": "graph"}, (0,))
+    graph = Scenario("tiny-graph", "gpusched/JobSelect-v1", {**TINY_KWARGS, "obs_mode": "graph"}, (0,))
     assert agent.applies_to(graph) is None  # the checkpoint's obs_mode replaces the scenario's
-    other = Scenario("topdrl", "gpusched/JobSelect-v0", {"cluster": "topdrl"}, (0,))
+    other = Scenario("topdrl", "gpusched/JobSelect-v1", {"cluster": "topdrl"}, (0,))
     assert "layout" in agent.applies_to(other)
-    wp = Scenario("wp", "gpusched/WorkerPlacement-v0", {"cluster": "tiny"}, (0,))
+    wp = Scenario("wp", "gpusched/WorkerPlacement-v1", {"cluster": "tiny"}, (0,))
     assert "trained on" in agent.applies_to(wp)
     metrics = agent.run_episode(TINY, 0)
     assert metrics["jobs"] == 30 and metrics["invalid_actions"] == 0
@@ -146,7 +146,7 @@ def test_evaluate_command_json(tmp_path):
             "--agent",
             "srtf",
             "--env",
-            "gpusched/JobSelect-v0",
+            "gpusched/JobSelect-v1",
             "--env-kwargs",
             json.dumps(TINY_KWARGS),
             "--seeds",
@@ -183,7 +183,7 @@ def test_leaderboard_command(tmp_path):
                 "scenarios": [
                     {
                         "name": "tiny",
-                        "env_id": "gpusched/JobSelect-v0",
+                        "env_id": "gpusched/JobSelect-v1",
                         "seeds": "0-1",
                         "env_kwargs": TINY_KWARGS,
                     }

@@ -17,7 +17,7 @@ KW = {"cluster": "tiny", "num_jobs": 20, "load": 1.5}
 
 
 def make():
-    return gym.make("gpusched/JobSelect-v0", invalid_action="raise", **KW)
+    return gym.make("gpusched/JobSelect-v1", invalid_action="raise", **KW)
 
 
 def test_compare_rows_and_heuristic_figures():
@@ -43,7 +43,7 @@ def test_random_policy_is_masked_and_seeded():
 
 
 def test_clairvoyant_env_adds_sjf_srtf():
-    res = compare(lambda: gym.make("gpusched/JobSelect-v0", information="clairvoyant", **KW), None, seeds=[1])
+    res = compare(lambda: gym.make("gpusched/JobSelect-v1", information="clairvoyant", **KW), None, seeds=[1])
     assert {"sjf", "srtf"} <= set(res)
 
 

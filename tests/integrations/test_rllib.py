@@ -15,24 +15,24 @@ from gpusched_envs.integrations.rllib import (  # noqa: E402
     masking_layout,
     rllib_env_name,
 )
-from gpusched_envs.multi_agent import multi_scheduler_v0  # noqa: E402
+from gpusched_envs.multi_agent import multi_scheduler_v1  # noqa: E402
 
 SMALL = {"cluster": "tiny", "num_jobs": 10}
 
 
 def test_masking_layout_single_agent():
-    env = EnvFactory("gpusched/JobSelect-v0", SMALL, (masking_layout,))()
+    env = EnvFactory("gpusched/JobSelect-v1", SMALL, (masking_layout,))()
     assert set(env.observation_space.spaces) == {"observations", "action_mask"}
     obs, _ = env.reset(seed=0)
     assert obs["observations"].dtype == np.float32 and obs["action_mask"].dtype == np.float32
     assert obs in env.observation_space
     np.testing.assert_array_equal(obs["action_mask"].astype(bool), env.get_wrapper_attr("action_masks")())
-    assert rllib_env_name("gpusched/JobSelect-v0") == "gpusched-rllib/JobSelect-v0"
+    assert rllib_env_name("gpusched/JobSelect-v1") == "gpusched-rllib/JobSelect-v1"
 
 
 def test_agent_mask_layout_per_agent_masks():
-    raw = multi_scheduler_v0.parallel_env(num_agents=2, **SMALL)
-    env = AgentMaskLayout(multi_scheduler_v0.parallel_env(num_agents=2, **SMALL))
+    raw = multi_scheduler_v1.parallel_env(num_agents=2, **SMALL)
+    env = AgentMaskLayout(multi_scheduler_v1.parallel_env(num_agents=2, **SMALL))
     obs, infos = env.reset(seed=1)
     raw_obs, _ = raw.reset(seed=1)
     assert set(obs) == {"scheduler_0", "scheduler_1"}

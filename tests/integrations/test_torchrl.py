@@ -1,5 +1,5 @@
 """TorchRL: check_env_specs on every registered id (single and batched, with the ActionMask transform) and on
-multi_scheduler_v0 through PettingZooWrapper; masked random rollouts take valid actions only."""
+multi_scheduler_v1 through PettingZooWrapper; masked random rollouts take valid actions only."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def assert_masked(td):
 
 def test_every_id_is_covered():
     ids = gpusched_env_ids()
-    for v0 in ("JobSelect-v0", "WorkerPlacement-v0", "DelayTuning-v0", "DAGSchedule-v0"):
+    for v0 in ("JobSelect-v1", "WorkerPlacement-v1", "DelayTuning-v1", "DAGSchedule-v1"):
         assert f"gpusched/{v0}" in ids
 
 
@@ -43,7 +43,7 @@ def test_check_env_specs_every_id(env_id):
     assert "avg_jct" in td["next"].keys()
 
 
-@pytest.mark.parametrize("env_id", ["gpusched/JobSelect-v0", "gpusched/DAGSchedule-v0"])
+@pytest.mark.parametrize("env_id", ["gpusched/JobSelect-v1", "gpusched/DAGSchedule-v1"])
 def test_batched_env_with_action_mask(env_id):
     env = make_env(env_id, num_envs=2, **small_kwargs(env_id))
     assert env.batch_size == torch.Size([2])
@@ -55,12 +55,12 @@ def test_batched_env_with_action_mask(env_id):
     assert done.any()  # episodes of 10 jobs end within 30 steps, and the sub-envs reset themselves
     # the episode's avg JCT is read at its last step, NaN before
     jct = td["next", "avg_jct"]
-    if env_id != "gpusched/DAGSchedule-v0":
+    if env_id != "gpusched/DAGSchedule-v1":
         assert torch.isfinite(jct[done]).all() and (jct[done] > 0).all() and torch.isnan(jct[~done]).all()
 
 
 def test_flattened_features_through_torchrl():
-    env = make_env("gpusched/JobSelect-v0", wrappers=[FlattenFeatures], obs_mode="flat", **SMALL)
+    env = make_env("gpusched/JobSelect-v1", wrappers=[FlattenFeatures], obs_mode="flat", **SMALL)
     check_env_specs(env, seed=0)
     td = env.reset()
     assert td["obs"].dtype == torch.float32 and td["obs"].shape == (246,)
@@ -68,9 +68,9 @@ def test_flattened_features_through_torchrl():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="vectorization"):
-        make_env("gpusched/JobSelect-v0", num_envs=2, vectorization="threads")
+        make_env("gpusched/JobSelect-v1", num_envs=2, vectorization="threads")
     with pytest.raises(ValueError, match="num_envs"):
-        make_env("gpusched/JobSelect-v0", num_envs=-1)
+        make_env("gpusched/JobSelect-v1", num_envs=-1)
     with pytest.raises(ValueError, match="group_map"):
         make_multi_agent_env(group_map="teams")
 

@@ -16,7 +16,7 @@ SMALL = {"cluster": "tiny", "num_jobs": 10, "obs_mode": "flat", "invalid_action"
 
 
 def run_loop(vec_cls, steps: int = 60, seed: int = 0, **vec_kwargs):
-    factory = EnvFactory("gpusched/JobSelect-v0", SMALL, (FlattenFeatures, FixedInfo))
+    factory = EnvFactory("gpusched/JobSelect-v1", SMALL, (FlattenFeatures, FixedInfo))
     envs = vec_cls([factory] * 2, autoreset_mode=AutoresetMode.SAME_STEP, **vec_kwargs)
     rng = np.random.default_rng(seed)
     obs, _ = envs.reset(seed=seed)

@@ -15,7 +15,7 @@ from gpusched_envs.wrappers import FlattenFeatures, NormalizeFeatures, RunningMe
 SMALL = {"cluster": "tiny", "num_jobs": 12}
 
 
-def make(env_id="gpusched/JobSelect-v0", **kw):
+def make(env_id="gpusched/JobSelect-v1", **kw):
     return gym.make(env_id, **{**SMALL, **kw})
 
 
@@ -53,7 +53,7 @@ def test_flatten_features_keeps_mask_apart_in_float32(obs_mode):
 
 def test_flatten_features_graph_size_and_layouts():
     # JobSelect's default cluster: 1,998 values with the 17-action mask, 1,981 features
-    env = FlattenFeatures(gym.make("gpusched/JobSelect-v0", obs_mode="graph"))
+    env = FlattenFeatures(gym.make("gpusched/JobSelect-v1", obs_mode="graph"))
     assert env.observation_space["obs"].shape == (1981,)
     # on "tiny": context 2 + edge features 176 + edge index 88 + edge mask 44 + jobs 128 + job mask 16 + nodes 644
     # + node mask 23

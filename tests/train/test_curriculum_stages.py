@@ -30,7 +30,7 @@ def play(env, steps: int) -> list[float]:
 
 def test_stages_follow_the_run_steps_and_end_on_the_base_kwargs():
     env = CurriculumEnv(
-        "gpusched/JobSelect-v0", BASE, STAGES, "flat", num_envs=2
+        "gpusched/JobSelect-v1", BASE, STAGES, "flat", num_envs=2
     )  # 2 envs: run steps = 2 × own
     loads = play(env, 30)
     assert loads[0] == 0.5
@@ -46,13 +46,13 @@ def test_bad_stages_are_named():
     with pytest.raises(ValueError, match=r"curriculum\[0\]"):
         parse_stages([{"until": 10, "bogus": 1}], {})
     with pytest.raises(ValueError, match="keep the cluster layout"):
-        CurriculumEnv("gpusched/JobSelect-v0", BASE, [{"until": 5, "env_kwargs": {"window": 3}}], "flat")
+        CurriculumEnv("gpusched/JobSelect-v1", BASE, [{"until": 5, "env_kwargs": {"window": 3}}], "flat")
 
 
 def test_ddqn_trains_through_a_curriculum(tmp_path):
     cfg = RunConfig(
         algorithm="ddqn",
-        env="gpusched/JobSelect-v0",
+        env="gpusched/JobSelect-v1",
         env_kwargs=dict(BASE),
         steps=60,
         eval_seeds=[10_000],

@@ -62,7 +62,7 @@ def agreement(model, env_kwargs: dict, seed: int) -> float:
     from gpusched_envs.envs.adapters import HeuristicAgent
     from gpusched_envs.policies import make_policy
 
-    env = make_env("gpusched/JobSelect-v0", env_kwargs, "flat")
+    env = make_env("gpusched/JobSelect-v1", env_kwargs, "flat")
 
     def learner(obs, mask):
         return int(model.predict(obs, action_masks=mask, deterministic=True)[0])
@@ -77,12 +77,12 @@ def test_dagger_moves_the_policy_towards_the_heuristic():
     from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
     from gpusched_lab.agents.nets.networks import config_for_env
 
-    env = make_env("gpusched/JobSelect-v0", ENV_KWARGS, "flat")
+    env = make_env("gpusched/JobSelect-v1", ENV_KWARGS, "flat")
     args = PPOArgs(encoder="mlp", hidden=32, n_steps=32, batch_size=32, seed=0)
     model = make_ppo(env, config_for_env(env, "mlp", 32, 1), args)
     before = agreement(model, ENV_KWARGS, seed=99)
     bc = BCArgs.from_dict({"policy": "tiresias", "episodes": 2, "rounds": 2, "epochs": 15, "batch_size": 64})
-    history = pretrain(model, "gpusched/JobSelect-v0", ENV_KWARGS, "flat", bc, 0.99, 1.0, seed=0)
+    history = pretrain(model, "gpusched/JobSelect-v1", ENV_KWARGS, "flat", bc, 0.99, 1.0, seed=0)
     after = agreement(model, ENV_KWARGS, seed=99)  # a seed it did not imitate on
     assert [h["round"] for h in history] == [0, 1]
     assert history[0]["agreement"] is None and history[1]["beta"] == 0.5

@@ -34,7 +34,7 @@ def test_ddqn_cli_smoke_writes_checkpoint_and_scalars(tmp_path):
     meta = json.loads((out / "checkpoint" / "meta.json").read_text())
     assert (
         meta["algorithm"] == "ddqn"
-        and meta["env_id"] == "gpusched/JobSelect-v0"
+        and meta["env_id"] == "gpusched/JobSelect-v1"
         and meta["obs_mode"] == "flat"
     )
     assert meta["seed"] == 2 and meta["steps"] == 300 and meta["evaluation"]["avg_jct"] > 0
@@ -104,7 +104,7 @@ def test_ddqn_resume_matches_uninterrupted_run_exactly(tmp_path, monkeypatch):
     def cfg():
         return RunConfig(
             algorithm="ddqn",
-            env="gpusched/JobSelect-v0",
+            env="gpusched/JobSelect-v1",
             env_kwargs={"cluster": "tiny", "reward": "jct", "num_jobs": 12, "load": 0.9},
             steps=240,
             seed=4,
@@ -194,7 +194,7 @@ def test_bad_env_id_or_choice_is_one_line_with_the_valid_values(tmp_path, args, 
     result = runner_cli.invoke(app, [*args, "--out", str(tmp_path / "x"), "--no-progress"])
     assert result.exit_code == 2, result.output
     assert expected in result.output
-    assert "gpusched/JobSelect-v0" in result.output or "--env" not in args
+    assert "gpusched/JobSelect-v1" in result.output or "--env" not in args
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert not (tmp_path / "x").exists()
 
@@ -221,7 +221,7 @@ def test_python_m_train_unknown_env_is_one_line_exit_2(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().startswith("error: unknown env id 'nope'; registered: ")
-    assert "gpusched/JobSelect-v0" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "gpusched/JobSelect-v1" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_validation_is_in_build_config_and_runner():
@@ -246,7 +246,7 @@ def test_ddqn_bc_options_warm_start_from_the_expert(tmp_path):
     policy evaluated at step 0 (bc/* and eval scalars), the options recorded in the command and the args."""
     out, config = tmp_path / "bc", tmp_path / "wp.yaml"
     config.write_text(
-        "env: gpusched/WorkerPlacement-v0\nenv_kwargs: {cluster: tiny, num_jobs: 10, load: 0.9}\nsteps: 200\n"
+        "env: gpusched/WorkerPlacement-v1\nenv_kwargs: {cluster: tiny, num_jobs: 10, load: 0.9}\nsteps: 200\n"
         "eval_every: 100\neval_seeds: [10000]\nargs: {encoder: mlp, hidden: 16, buffer_size: 300, batch_size: 16, "
         "learning_starts: 0, train_frequency: 2, bc_demo_steps: 60}\n"
     )

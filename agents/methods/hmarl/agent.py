@@ -1,5 +1,5 @@
 """HMARL (Zhao & Wu, IEEE TNSM 2022): K schedulers of one data centre learn cooperatively — a MAPPO-style trainer on
-``multi_scheduler_v0``.
+``multi_scheduler_v1``.
 
 - **Actor** (shared by every agent: parameter sharing): the hierarchical GNN of :mod:`agents.nets.networks`
   (:class:`~agents.nets.networks.GraphEncoder`, GPU → server → rack → cluster and back) over the agent's own observation

@@ -12,7 +12,7 @@ microseconds): the job's log GPU count, log compute time, log gradient bytes, ov
 servers and racks spanned; the co-located jobs' count, GPUs and largest log gradient bytes on its servers; the
 other jobs on its most crowded crossed uplink and their summed gradient bytes.
 
-Samples (:func:`collect_samples`): episodes of ``multi_scheduler_v0`` driven by random valid candidate choices (so
+Samples (:func:`collect_samples`): episodes of ``multi_scheduler_v1`` driven by random valid candidate choices (so
 spread and cross-rack placements occur), one sample per running job at each decision; train and held-out samples
 come from disjoint episode seeds. ``python -m gpusched_lab.agents.methods.hmarl.interference`` fits the model, prints the held-out error beside
 the "no slowdown" predictor and writes ``model.pt`` + ``meta.json``.
@@ -97,12 +97,12 @@ def observed_log_slowdown(sim, job: int) -> float:
 
 
 def collect_samples(env_kwargs: dict, seeds, max_per_episode: int = 4000) -> tuple[np.ndarray, np.ndarray]:
-    """(X (n, F), y (n,)) from episodes of ``multi_scheduler_v0(**env_kwargs)`` under random valid actions."""
-    from gpusched_envs.multi_agent import multi_scheduler_v0
+    """(X (n, F), y (n,)) from episodes of ``multi_scheduler_v1(**env_kwargs)`` under random valid actions."""
+    from gpusched_envs.multi_agent import multi_scheduler_v1
 
     xs, ys = [], []
     for seed in seeds:
-        env = multi_scheduler_v0.parallel_env(**env_kwargs)
+        env = multi_scheduler_v1.parallel_env(**env_kwargs)
         rng = np.random.default_rng(int(seed) + 7919)
         obs, _ = env.reset(seed=int(seed))
         n = 0
@@ -169,7 +169,7 @@ class InterferenceArgs:
 
 class InterferenceModel:
     """``predict(X) -> log slowdown`` (an MLP on standardised features, clipped at 0: neighbours never speed a job
-    up); :meth:`candidate_scores` scores every candidate of every agent of a ``multi_scheduler_v0`` env."""
+    up); :meth:`candidate_scores` scores every candidate of every agent of a ``multi_scheduler_v1`` env."""
 
     def __init__(self, net, mean: np.ndarray, std: np.ndarray, meta: dict | None = None):
         self.net = net.eval()
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--train-seeds", type=int, default=30)
     p.add_argument("--test-seeds", type=int, default=10)
-    p.add_argument("--env-kwargs", default=json.dumps(DEFAULT_ENV), help="multi_scheduler_v0 kwargs (JSON)")
+    p.add_argument("--env-kwargs", default=json.dumps(DEFAULT_ENV), help="multi_scheduler_v1 kwargs (JSON)")
     p.add_argument("--heldout-workload", default=HELDOUT_WORKLOAD, help="workload of the held-out episodes")
     a = p.parse_args(argv)
     env_kwargs = json.loads(a.env_kwargs)

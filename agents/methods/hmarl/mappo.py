@@ -1,5 +1,5 @@
 """HMARL's learner: MAPPO (central critic) / IPPO (local critics) over ``num_envs`` copies of
-``multi_scheduler_v0`` stepped together (:class:`Trainer`: rollouts, GAE(λ), clipped-surrogate updates, evaluation,
+``multi_scheduler_v1`` stepped together (:class:`Trainer`: rollouts, GAE(λ), clipped-surrogate updates, evaluation,
 resume state)."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from gpusched_envs.io import atomic_write_bytes
 
 
 class Trainer:
-    """MAPPO / IPPO over ``num_envs`` copies of ``multi_scheduler_v0``."""
+    """MAPPO / IPPO over ``num_envs`` copies of ``multi_scheduler_v1``."""
 
     def __init__(self, env_kwargs: dict, args: HMARLArgs):
         if args.critic not in CRITICS:

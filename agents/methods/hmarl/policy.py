@@ -13,12 +13,12 @@ import torch.nn as nn
 from gpusched_lab.agents.nets.common import NetworkConfig, config_for_layout, masked, mlp
 from gpusched_lab.agents.nets.gnn import GraphEncoder
 
-ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v0"
+ENV_ID = "gpusched_envs.multi_agent.multi_scheduler_v1"
 INTERFERENCE_KEY = "candidate_interference"
 
 
 def network_config(env, hidden: int, layers: int) -> NetworkConfig:
-    """The GraphEncoder layout of a ``multi_scheduler_v0`` env (padded sizes; the weights do not depend on them)."""
+    """The GraphEncoder layout of a ``multi_scheduler_v1`` env (padded sizes; the weights do not depend on them)."""
     return config_for_layout(env.encoder.layout, "gnn", env.wait_action + 1, "none", hidden, layers)
 
 
@@ -130,7 +130,7 @@ def to_tensors(batch: dict[str, np.ndarray], device) -> dict[str, torch.Tensor]:
 
 
 class HMARLPolicy:
-    """A trained actor acting for every agent of a ``multi_scheduler_v0`` env: ``policy(env, observations)`` →
+    """A trained actor acting for every agent of a ``multi_scheduler_v1`` env: ``policy(env, observations)`` →
     actions (deterministic masked argmax, or sampled with ``deterministic=False``)."""
 
     def __init__(self, actor: HMARLActor, interference=None, device="cpu", meta: dict | None = None):
@@ -186,7 +186,7 @@ def load_interference(path: str | None):
 
 
 def make_env(env_kwargs: dict):
-    from gpusched_envs.multi_agent import multi_scheduler_v0
+    from gpusched_envs.multi_agent import multi_scheduler_v1
 
     kwargs = dict(env_kwargs)
     kwargs.setdefault("obs_mode", "graph")
@@ -194,7 +194,7 @@ def make_env(env_kwargs: dict):
         raise ValueError(
             f"env_kwargs.obs_mode: HMARL's actor reads graph observations, got {kwargs['obs_mode']!r}"
         )
-    return multi_scheduler_v0.parallel_env(**kwargs)
+    return multi_scheduler_v1.parallel_env(**kwargs)
 
 
 def run_episode(env, policy, seed: int, deterministic: bool = True) -> dict:

@@ -1,5 +1,5 @@
 """MetaPlace (Yang, Bao et al., IEEE TCC 2023): a worker-placement policy meta-trained across workload variations of
-``WorkerPlacement-v0`` so that it adapts to a new (or drifting) workload in a few episodes, exploring where its
+``WorkerPlacement-v1`` so that it adapts to a new (or drifting) workload in a few episodes, exploring where its
 performance model is unsure.
 
 Pieces:

@@ -1,6 +1,6 @@
 """MetaPlace's learned performance (interference) model: a job's iteration time from its placement and the jobs
-co-located with it, with an uncertainty estimate, trained online from the iteration times ``WorkerPlacement-v0``
-reports in ``info["iteration_times"]``.
+co-located with it, with an uncertainty estimate, trained online from the iteration times ``WorkerPlacement-v1``
+reports through ``env.unwrapped.iteration_times()``.
 
 Target: ``log(iteration time ÷ ideal iteration time)`` (≥ 0: the slowdown from spreading the job and from its
 neighbours). Features (:func:`placement_features`): the job's model (one-hot over the catalogue), its GPU count
@@ -71,7 +71,7 @@ class _Member(nn.Module):
 class PerformanceModel:
     """Bootstrap ensemble predicting ``log(iteration time ÷ ideal)``; ``predict`` → (mean, std) per row.
 
-    ``observe(env, info)`` adds the samples of one step's ``info["iteration_times"]`` (features read from the env's
+    ``observe(env, info)`` adds the samples of one step's iteration times (features read from the env's
     simulator at that moment); ``fit()`` trains every member on its own bootstrap resample of the buffer (the
     newest ``capacity`` samples), warm-starting from its current weights, so refits during adaptation are cheap.
     """
@@ -110,11 +110,16 @@ class PerformanceModel:
         if len(self.y) > self.capacity:
             del self.x[0], self.y[0]
 
-    def observe(self, env, info: dict) -> int:
-        """Add the iteration times reported in ``info``; returns how many were added."""
-        rep = info.get("iteration_times")
+    def observe(self, env, info: dict | None = None) -> int:
+        """Add the iteration times the env reports since the last call (``env.unwrapped.iteration_times()`` of
+        ``WorkerPlacement-v1``; ``info["iteration_times"]`` where an info carries them); returns how many were
+        added. Call it after ``reset`` and after each ``step``."""
+        rep = info.get("iteration_times") if isinstance(info, dict) else None
         if rep is None:
-            return 0
+            getter = getattr(env.unwrapped, "iteration_times", None)
+            if getter is None:
+                return 0
+            rep = getter()
         sim = env.unwrapped.sim
         jobs, secs, ideal = rep
         added = 0

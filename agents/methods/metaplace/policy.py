@@ -14,7 +14,7 @@ from gpusched_lab.agents.methods.metaplace.perf_model import PerformanceModel
 from gpusched_lab.agents.nets.common import NetworkConfig, config_for_env, masked, obs_to_tensors
 from gpusched_lab.agents.nets.networks import build_network
 
-ENV_ID = "gpusched/WorkerPlacement-v0"
+ENV_ID = "gpusched/WorkerPlacement-v1"
 
 
 class PlacementPolicy(nn.Module):

@@ -1,9 +1,9 @@
 """The NetSens auto-tuner (:class:`~gpusched_envs.policies.netsens.TimerTuner`, hill climbing over timer levels) as
-an agent on ``gpusched/DelayTuning-v0``: at every interval it reads the starts the env's delay-scheduling policy made
+an agent on ``gpusched/DelayTuning-v1``: at every interval it reads the starts the env's delay-scheduling policy made
 since its last action (their waits, how they were placed and how much spreading slowed them) and answers with the action
 that sets the tuned levels. No learning: the non-RL baseline the RL tuner is compared with.
 
-    env = gym.make("gpusched/DelayTuning-v0", cluster="congested-4x")
+    env = gym.make("gpusched/DelayTuning-v1", cluster="congested-4x")
     agent = NetSensAutoAgent(env)
     obs, _ = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(agent.act(obs))
@@ -20,17 +20,17 @@ from gpusched_envs.sim.defaults import sim_defaults
 
 
 class NetSensAutoAgent:
-    """Hill-climbing timer tuner acting on a DelayTuning-v0 env (``initial_level``: None for the defaults of
+    """Hill-climbing timer tuner acting on a DelayTuning-v1 env (``initial_level``: None for the defaults of
     ``data/sim_defaults.yaml``, clipped to the env's number of levels)."""
 
-    env_ids = ("gpusched/DelayTuning-v0",)
+    env_ids = ("gpusched/DelayTuning-v1",)
     name = "netsens-auto"
 
     def __init__(self, env, initial_level=None):
         self.env = env.unwrapped
         if not hasattr(self.env, "timer_levels") or not hasattr(self.env, "action_of"):
             raise ValueError(
-                f"NetSensAutoAgent runs on gpusched/DelayTuning-v0, not {type(self.env).__name__}"
+                f"NetSensAutoAgent runs on gpusched/DelayTuning-v1, not {type(self.env).__name__}"
             )
         if initial_level is None:
             initial_level = sim_defaults()["netsens"]["auto_tuner"]["initial_level"]["value"]

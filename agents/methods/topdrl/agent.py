@@ -1,5 +1,5 @@
 """TopDRL (Ayadi, An et al., JPDC 2025): a multi-branch CNN picks the next job of the queue window, a heuristic
-places it on the closest free GPUs (``JobSelect-v0`` with ``placement="closest"``, ``obs_mode="image"``).
+places it on the closest free GPUs (``JobSelect-v1`` with ``placement="closest"``, ``obs_mode="image"``).
 
 Training algorithm: Double DQN (:mod:`agents.algos.ddqn`). The selector's outputs are per-slot values over a small masked
 action set, and every decision costs a simulator step on the CPU, so off-policy replay (each decision reused in many
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs
 
-ENV_ID = "gpusched/JobSelect-v0"
+ENV_ID = "gpusched/JobSelect-v1"
 OBS_MODE = "image"
 PLACEMENT = "closest"
 
@@ -35,7 +35,7 @@ def topdrl_args(**overrides) -> DDQNArgs:
 
 
 class TopDRL(DDQN):
-    """DDQN with TopDRL's CNN selector on ``JobSelect-v0`` (image observations, closest-GPU placement)."""
+    """DDQN with TopDRL's CNN selector on ``JobSelect-v1`` (image observations, closest-GPU placement)."""
 
     algorithm = "topdrl"
 

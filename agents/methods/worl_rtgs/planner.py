@@ -1,4 +1,4 @@
-"""Plans on demand from a policy trained on ``gpusched/DAGSchedule-v0`` (construct mode, graph observations): the
+"""Plans on demand from a policy trained on ``gpusched/DAGSchedule-v1`` (construct mode, graph observations): the
 DDQN plan generator of WORL-RTGS and the PPO-GNN list scheduler baseline.
 
 :class:`PolicyPlanner` loads a checkpoint (``model.pt`` + ``meta.json`` of :mod:`agents.checkpoint`) and, for any DAG
@@ -25,12 +25,12 @@ from gpusched_lab.agents.checkpoint import (
 from gpusched_lab.agents.common import SHIPPED_CHECKPOINTS
 from gpusched_lab.agents.nets.networks import masked, obs_to_tensors
 
-ENV_ID = "gpusched/DAGSchedule-v0"
+ENV_ID = "gpusched/DAGSchedule-v1"
 SHIPPED = SHIPPED_CHECKPOINTS
 
 
 class PolicyPlanner:
-    """A trained DAGSchedule-v0 policy producing ``(assignment, priority)`` plans."""
+    """A trained DAGSchedule-v1 policy producing ``(assignment, priority)`` plans."""
 
     def __init__(self, path: str | Path, device: str = "cpu"):
         folder = Path(path)
