@@ -1,4 +1,4 @@
-"""``gpusched adapt``: the MetaPlace adaptation evaluation on held-out ``WorkerPlacement-v0`` tasks (meta-training,
+"""``gpusched adapt``: the MetaPlace adaptation evaluation on held-out ``WorkerPlacement-v1`` tasks (meta-training,
 ``gpusched meta-train``, is :mod:`gpusched_lab.train.meta_train`).
 
 For each seed ``i`` (one held-out task per seed, :func:`gpusched_envs.envs.placement_tasks.heldout_tasks`, or a
@@ -42,6 +42,7 @@ from rich.console import Console
 
 from gpusched_envs.envs.placement_tasks import drift_tasks, heldout_tasks
 from gpusched_envs.policies.schedulers import FIFO
+from gpusched_envs.validation import Float, Int, Processes, Seed, check_cap
 
 HEURISTIC_AGENTS = ("consolidate", "closest", "pack", "random")
 LEARNED_AGENTS = ("metaplace", "metaplace-nobonus", "metaplace-nomodel", "multitask", "scratch", "previous")
@@ -222,8 +223,9 @@ def run_adaptation(
 
 
 def _fail(message: str) -> None:
+    from gpusched_envs.cli import print_error
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    print_error(message, Console(stderr=True))  # escaped: a value such as "[/]" is text, not rich markup
     raise typer.Exit(code=2)
 
 
@@ -234,6 +236,7 @@ def _int_list(text: str, what: str) -> list[int]:
         _fail(f"--{what}: expected a comma list of integers, got {text!r}")
     if not vals or min(vals) < 0:
         _fail(f"--{what}: expected non-negative integers, got {text!r}")
+    check_cap("episodes", max(vals), f"--{what}")
     return vals
 
 
@@ -241,9 +244,12 @@ def adapt_cmd(
     adapt_episodes: Annotated[
         str, typer.Option(help="Comma list of adaptation budgets K (episodes) to report.")
     ] = "0,1,3,10",
-    seeds: Annotated[int, typer.Option(min=1, help="Seeds (one held-out task each).")] = 10,
+    seeds: Annotated[
+        int, typer.Option(parser=Int(min=1, cap="seeds"), help="Seeds (one held-out task each).")
+    ] = 10,
     first_seed: Annotated[
-        int, typer.Option(min=0, help="First seed (tasks first_seed .. first_seed + seeds - 1).")
+        int,
+        typer.Option(parser=Seed(), help="First seed (tasks first_seed .. first_seed + seeds - 1)."),
     ] = 0,
     agents: Annotated[
         str, typer.Option(help="Comma list of agents: " + ", ".join(LEARNED_AGENTS + HEURISTIC_AGENTS))
@@ -256,29 +262,41 @@ def adapt_cmd(
         Path | None,
         typer.Option(help="Another MetaPlace checkpoint, agent 'previous' (e.g. the one shipped before)."),
     ] = None,
-    eval_episodes: Annotated[int, typer.Option(min=1, help="Evaluation workloads per seed and K.")] = 2,
+    eval_episodes: Annotated[
+        int, typer.Option(parser=Int(min=1, cap="episodes"), help="Evaluation workloads per seed and K.")
+    ] = 2,
     drift: Annotated[bool, typer.Option(help="Drift experiment: the task changes mid-episode.")] = False,
     max_kl: Annotated[
         float | None,
         typer.Option(
-            min=0.0, help="Trust region of the inner policy-gradient steps (mean KL per episode; 0: none)."
+            parser=Float(min=0.0),
+            help="Trust region of the inner policy-gradient steps (mean KL per episode; 0: none).",
         ),
     ] = None,
     caution: Annotated[
-        float | None, typer.Option(min=0.0, help="c of the cautious model score Δ + c·σ (0: the mean alone).")
+        float | None,
+        typer.Option(
+            parser=Float(min=0.0), help="c of the cautious model score Δ + c·σ (0: the mean alone)."
+        ),
     ] = None,
     perf_prior: Annotated[
         float | None,
         typer.Option(
-            min=0.0, help="Prior strength of the performance-model refits (0: the task's samples alone)."
+            parser=Float(min=0.0),
+            help="Prior strength of the performance-model refits (0: the task's samples alone).",
         ),
     ] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
+    workers: Annotated[
+        int, typer.Option(parser=Processes(), help="Processes (at most one per CPU unless raised).")
+    ] = 1,
     out: Annotated[Path, typer.Option(help="Output folder (adapt.json, adapt.md).")] = Path("results/adapt"),
 ) -> None:
     """Average JCT on held-out WorkerPlacement tasks after K adaptation episodes, per agent (MetaPlace)."""
 
     ks = _int_list(adapt_episodes, "adapt-episodes")
+    # the tasks 0 .. first_seed + seeds - 1 are drawn, and every seed runs every K's evaluation episodes
+    check_cap("seeds", first_seed + seeds, "--first-seed + --seeds")
+    check_cap("evaluations", seeds * len(ks) * eval_episodes, "--seeds × --adapt-episodes × --eval-episodes")
     names = [a.strip() for a in agents.split(",") if a.strip()]
     bad = [a for a in names if a not in LEARNED_AGENTS + HEURISTIC_AGENTS]
     if bad:

@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpusched_envs.io import OutputPathError, atomic_write_text, check_output_path, dumps_json
+from gpusched_envs.validation import Processes, ValidationError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -44,7 +45,7 @@ def _fail(message: str) -> None:
 
 def _user_errors() -> tuple[type[Exception], ...]:
 
-    errors: list[type[Exception]] = [AgentSpecError, SuiteError]
+    errors: list[type[Exception]] = [AgentSpecError, SuiteError, ValidationError]
     try:
         from gpusched_envs.errors import USER_ERRORS
 
@@ -86,7 +87,11 @@ def leaderboard(
         Path | None, typer.Option(help="Output folder (default results/leaderboard/SUITE).")
     ] = None,
     workers: Annotated[
-        int, typer.Option(min=1, help="Processes (local) or CPUs of a local Ray instance.")
+        int,
+        typer.Option(
+            parser=Processes(),
+            help="Processes (local) or CPUs of a local Ray instance (at most one per CPU unless raised).",
+        ),
     ] = 1,
     backend: Annotated[str, typer.Option(help="local | ray")] = "local",
     address: Annotated[
@@ -193,7 +198,9 @@ def evaluate(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write per-seed and mean metrics here.")
     ] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Processes.")] = 1,
+    workers: Annotated[
+        int, typer.Option(parser=Processes(), help="Processes (at most one per CPU unless raised).")
+    ] = 1,
 ) -> None:
     """Evaluate one agent on one scenario: metrics per seed, mean and 95% interval over seeds."""
 
@@ -330,4 +337,7 @@ app.command(name="evaluate")(evaluate)
 
 
 def main(argv: list[str] | None = None) -> None:
-    app(args=argv if argv is not None else sys.argv[1:], standalone_mode=True)
+    """``python -m gpusched_lab.evaluate``: the commands with the CLI's error contract (one line, exit 2)."""
+    from gpusched_envs.cli import run_command
+
+    run_command(typer.main.get_command(app), argv if argv is not None else sys.argv[1:], prog_name="evaluate")

@@ -8,7 +8,7 @@ per (scenario, seed), mean and 95% bootstrap interval per policy, and the paired
 The heuristics are those a scheduler with the agent's information could run (``information`` in the checkpoint's
 metadata; checkpoints from before the setting existed saw traced durations, so they count as clairvoyant):
 non-clairvoyant FIFO, Gandiva, Tiresias; clairvoyant also SJF and SRTF. Preemptive heuristics are always included
-(the strongest fair baselines), whether or not the agent may preempt. A WorkerPlacement-v0 agent chooses placements
+(the strongest fair baselines), whether or not the agent may preempt. A WorkerPlacement-v1 agent chooses placements
 under the env's fixed head rule (FIFO with backfill), so its class is that rule under each placement rule
 (``consolidate``, ``closest``, ``pack``, ``first-fit``, ``spread``, ``random``), plus Tiresias.
 
@@ -38,6 +38,7 @@ from gpusched_envs.errors import USER_ERRORS
 from gpusched_envs.io import atomic_write_text
 from gpusched_envs.policies import PREEMPTIVE_POLICIES, make_policy
 from gpusched_envs.policies.schedulers import FIFO, comparable_policies
+from gpusched_envs.validation import Int, Seed, check_int, check_seed
 
 # env kwargs a checkpoint's policy depends on (taken from the checkpoint, never from the scenario)
 POLICY_KWARGS = (
@@ -54,10 +55,10 @@ FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their param
 HEURISTIC_PLACEMENT = {
     "gandiva": "pack"
 }  # Gandiva's own packing placement; the others use the agent's placement
-# WorkerPlacement-v0's own class: its head rule (the oldest job that fits) is FIFO with backfill, and the agent chooses
+# WorkerPlacement-v1's own class: its head rule (the oldest job that fits) is FIFO with backfill, and the agent chooses
 # the placement, so its heuristics are FIFO-with-backfill under each placement rule (the env's heuristic_action plays
 # them exactly); preemptive Tiresias stays as the strongest scheduler outside that class
-PLACEMENT_ENVS = ("gpusched/WorkerPlacement-v0",)
+PLACEMENT_ENVS = ("gpusched/WorkerPlacement-v1",)
 PLACEMENT_HEURISTICS = ("consolidate", "closest", "pack", "first-fit", "spread", "random")
 
 
@@ -72,7 +73,7 @@ def heuristics_for(information: str) -> tuple[str, ...]:
 
 
 def in_env_heuristics(env, names) -> tuple[str, ...]:
-    """``NAME@env`` for the preemptive heuristics of ``names`` when ``env`` is JobSelect-v0 with preemption: the
+    """``NAME@env`` for the preemptive heuristics of ``names`` when ``env`` is JobSelect-v1 with preemption: the
     heuristic acting through the agent's own env (same window, lease ``min_run``, rounds ``decision_interval``),
     the like-for-like reference next to its Simulator.run figure."""
 
@@ -93,7 +94,7 @@ def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
 
     if (
         name in PLACEMENT_HEURISTICS
-    ):  # a placement rule: FIFO with backfill, as WorkerPlacement-v0's head rule
+    ):  # a placement rule: FIFO with backfill, as WorkerPlacement-v1's head rule
         return float(fresh_simulator(env, seed).run(FIFO(name, backfill=True))["avg_jct"])
     return float(fresh_simulator(env, seed).run(make_policy(name, placement))["avg_jct"])
 
@@ -314,8 +315,12 @@ def write_result(result: dict, out: Path) -> None:
 # ``gpusched.train_commands``), since the training package does not import the evaluation package
 def compare_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="Checkpoint folder (model.pt + meta.json).")],
-    seeds: Annotated[int, typer.Option("--seeds", help="Number of held-out seeds.")] = 10,
-    first_seed: Annotated[int, typer.Option("--first-seed", help="First held-out seed.")] = 20_000,
+    seeds: Annotated[
+        int, typer.Option("--seeds", parser=Int(min=1, cap="seeds"), help="Number of held-out seeds (>= 1).")
+    ] = 10,
+    first_seed: Annotated[
+        int, typer.Option("--first-seed", parser=Seed(), help="First held-out seed (>= 0).")
+    ] = 20_000,
     env_kwargs: Annotated[
         str | None,
         typer.Option(
@@ -349,8 +354,8 @@ def compare_cmd(
     from gpusched_lab.train.cli import parse_env_kwargs, user_error_message
 
     try:
-        if seeds < 1 or first_seed < 0:
-            raise ValueError("--seeds must be >= 1 and --first-seed >= 0")
+        check_int(seeds, "--seeds", min=1, cap="seeds")
+        check_seed(first_seed + seeds - 1, "--first-seed + --seeds - 1 (the last seed)")
         if env_kwargs is not None and suite is not None:
             raise ValueError("give --env-kwargs or --suite, not both")
         if scenarios is not None and suite is None:

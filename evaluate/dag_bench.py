@@ -2,7 +2,7 @@
 
 For every ``--dag`` spec (any ``dag:`` spec of :func:`gpusched_envs.workloads.dag.load_dag`, or a DAG file the
 workload loaders read) and ``--instances`` draws of it, every agent of ``--agents`` runs with each of ``--seeds``
-seeds on the GPU set of ``--cluster`` / ``--gpus`` (the same GPUs ``DAGSchedule-v0`` uses). Per DAG and agent the
+seeds on the GPU set of ``--cluster`` / ``--gpus`` (the same GPUs ``DAGSchedule-v1`` uses). Per DAG and agent the
 output has the mean and standard deviation of the makespan over seeds (the std, averaged over instances, is the
 run-to-run stability the paper compares), the gap to the CP-SAT optimum when CP-SAT proves one, else to the best
 lower bound, the paired gap to HEFT, and wall time. ``--json FILE`` writes all of it; a Markdown table is printed
@@ -45,6 +45,7 @@ from gpusched_lab.evaluate.scenarios import file_digest
 from gpusched_envs.envs.dag_schedule import SYNTHETIC_CCR_KINDS, DAGScheduleEnv, ccr_at_gpus
 from gpusched_envs.policies.dag import cpop, heft
 from gpusched_envs.sim.dag_eval import evaluate_plan
+from gpusched_envs.validation import Float, Int, ValidationError, check_cap, check_float, check_int
 from gpusched_envs.workloads.dag import load_alibaba2018, load_dag
 
 AGENTS = (
@@ -355,6 +356,43 @@ def markdown_table(summary: list[dict], agents: list[str], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_bench_args(
+    dags: list[str],
+    *,
+    gpus: int | None,
+    seeds: int,
+    instances: int,
+    time_limit: float,
+    population: int,
+    iterations: int,
+    injection_rate: float,
+    refine: float,
+    planner_plans: int,
+    cpsat_max_tasks: int,
+) -> None:
+    """Each setting in its range and the whole grid under the caps (:data:`gpusched_envs.validation.CAPS`), before
+    a DAG is loaded: one line naming the flag (:class:`DagBenchError`)."""
+    try:
+        if gpus is not None:
+            check_int(gpus, "--gpus", min=0)
+        check_int(seeds, "--seeds", min=1, cap="seeds")
+        check_int(instances, "--instances", min=1)
+        check_float(time_limit, "--time-limit", min=0.0, min_open=True)
+        check_int(population, "--population", min=1, cap="evaluations")
+        check_int(iterations, "--iterations", min=1, cap="evaluations")
+        check_float(injection_rate, "--injection-rate", min=0.0, max=1.0)
+        if not (isinstance(refine, int | float) and 0.0 <= refine <= 1.0):  # NaN fails both comparisons
+            raise ValidationError(f"--refine must lie in [0, 1], got {refine}")
+        check_int(planner_plans, "--planner-plans", min=1, cap="episodes")
+        check_int(cpsat_max_tasks, "--cpsat-max-tasks", min=0, cap="tasks")
+        runs = max(1, len(dags)) * instances * seeds
+        check_cap("evaluations", population * iterations, "--population × --iterations")
+        check_cap("evaluations", runs, "--dag × --instances × --seeds")
+        check_cap("evaluations", population * iterations * runs, "--population × --iterations × runs")
+    except ValidationError as exc:
+        raise DagBenchError(str(exc)) from None
+
+
 def run_bench(
     dags: list[str],
     *,
@@ -378,14 +416,23 @@ def run_bench(
 ) -> dict:
     """Run the grid; returns ``{"meta": ..., "rows": per-run records, "summary": per DAG x agent}``."""
 
-    set_torch_threads(1)
     agents = list(agents or AGENTS)
-    if seeds < 1 or instances < 1:
-        raise DagBenchError("--seeds and --instances must be >= 1")
-    if not 0.0 <= refine <= 1.0:
-        raise DagBenchError(f"--refine must lie in [0, 1], got {refine}")
+    check_bench_args(
+        dags,
+        gpus=gpus,
+        seeds=seeds,
+        instances=instances,
+        time_limit=time_limit,
+        population=population,
+        iterations=iterations,
+        injection_rate=injection_rate,
+        refine=refine,
+        planner_plans=planner_plans,
+        cpsat_max_tasks=cpsat_max_tasks,
+    )
     if ccr_at not in ("gpus", "reference"):
         raise DagBenchError(f"--ccr-at must be 'gpus' or 'reference', got {ccr_at!r}")
+    set_torch_threads(1)
     args = {
         "cluster": cluster,
         "gpus": gpus,
@@ -456,21 +503,44 @@ def dag_bench(
         list[str], typer.Option("--dag", help="DAG spec (dag:KIND:key=value,...) or file; repeatable.")
     ],
     cluster: Annotated[str, typer.Option(help="Cluster preset or YAML path.")] = "hetero64",
-    gpus: Annotated[int, typer.Option(help="GPUs of the cluster, spread evenly (0: all).")] = 8,
+    gpus: Annotated[
+        int, typer.Option(parser=Int(min=0), help="GPUs of the cluster, spread evenly (0: all).")
+    ] = 8,
     agents: Annotated[str, typer.Option(help=f"Comma list of {', '.join(AGENTS)}, or all.")] = "all",
-    seeds: Annotated[int, typer.Option(help="Seeds per DAG instance.")] = 10,
-    instances: Annotated[int, typer.Option(help="Draws of each DAG spec (generators).")] = 1,
-    time_limit: Annotated[float, typer.Option(help="CP-SAT seconds per instance.")] = 10.0,
-    population: Annotated[int, typer.Option(help="Population of GA / PSO / WOA / WORL-RTGS.")] = 40,
-    iterations: Annotated[int, typer.Option(help="Iterations of GA / PSO / WOA / WORL-RTGS.")] = 60,
+    seeds: Annotated[int, typer.Option(parser=Int(min=1, cap="seeds"), help="Seeds per DAG instance.")] = 10,
+    instances: Annotated[
+        int, typer.Option(parser=Int(min=1), help="Draws of each DAG spec (generators).")
+    ] = 1,
+    time_limit: Annotated[
+        float, typer.Option(parser=Float(min=0.0, min_open=True), help="CP-SAT seconds per instance.")
+    ] = 10.0,
+    population: Annotated[
+        int,
+        typer.Option(parser=Int(min=1, cap="evaluations"), help="Population of GA / PSO / WOA / WORL-RTGS."),
+    ] = 40,
+    iterations: Annotated[
+        int,
+        typer.Option(parser=Int(min=1, cap="evaluations"), help="Iterations of GA / PSO / WOA / WORL-RTGS."),
+    ] = 60,
     injection_rate: Annotated[
-        float, typer.Option(help="WORL-RTGS: share of whales replaced by DDQN plans.")
+        float,
+        typer.Option(
+            parser=Float(min=0.0, max=1.0), help="WORL-RTGS: share of whales replaced by DDQN plans."
+        ),
     ] = 0.1,
     refine: Annotated[
-        float, typer.Option(help="WORL-RTGS: share of the budget for the local-search refinement (0: none).")
+        float,
+        typer.Option(
+            parser=Float(),  # finite; [0, 1] is checked with the other settings (check_bench_args)
+            help="WORL-RTGS: share of the budget for the local-search refinement (0: none).",
+        ),
     ] = DEFAULT_REFINE,
-    planner_plans: Annotated[int, typer.Option(help="DDQN plans per run (greedy + samples).")] = 8,
-    cpsat_max_tasks: Annotated[int, typer.Option(help="CP-SAT only on DAGs up to this many tasks.")] = 30,
+    planner_plans: Annotated[
+        int, typer.Option(parser=Int(min=1, cap="episodes"), help="DDQN plans per run (greedy + samples).")
+    ] = 8,
+    cpsat_max_tasks: Annotated[
+        int, typer.Option(parser=Int(min=0, cap="tasks"), help="CP-SAT only on DAGs up to this many tasks.")
+    ] = 30,
     ccr_at: Annotated[
         str, typer.Option(help="gpus: CCR holds on the GPU set's links | reference: 10 GB/s.")
     ] = "gpus",
@@ -508,7 +578,9 @@ def dag_bench(
             progress=console,
         )
     except (DagBenchError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        from gpusched_envs.cli import print_error
+
+        print_error(exc)  # one line, escaped: a value such as "[/]" is text, not rich markup
         raise typer.Exit(code=2) from None
     table = markdown_table(result["summary"], result["meta"]["agents"], result["meta"])
     typer.echo(table)
@@ -522,16 +594,16 @@ def dag_bench(
 
 
 # ---------------------------------------------------------------------------------------------- leaderboard agents
-DAG_ENV_ID = "gpusched/DAGSchedule-v0"
+DAG_ENV_ID = "gpusched/DAGSchedule-v1"
 LEADERBOARD_AGENTS = tuple(
     f"dag-{a}" for a in AGENTS if a not in ("lower-bound", "cpsat") and not a.endswith("+list")
 )
 """Leaderboard agent specs of the DAG agents (``evaluate.agents.resolve_agent`` knows them): they run on
-``DAGSchedule-v0`` scenarios only (budgets: 40 x 60 plans; DDQN / PPO: the shipped planners)."""
+``DAGSchedule-v1`` scenarios only (budgets: 40 x 60 plans; DDQN / PPO: the shipped planners)."""
 
 
 class DAGEvalAgent(EvalAgent):
-    """``dag-<agent>`` on a ``DAGSchedule-v0`` scenario: it takes the DAG and GPU set of ``env.reset(seed=seed)``
+    """``dag-<agent>`` on a ``DAGSchedule-v1`` scenario: it takes the DAG and GPU set of ``env.reset(seed=seed)``
     and returns its plan's makespan (plus the analytic lower bound) as the episode's metrics."""
 
     kind = "dag"

@@ -1,6 +1,6 @@
 """``gpusched marl`` (also ``python -m gpusched_lab.evaluate.marl``): the multi-agent evaluation of HMARL.
 
-Every scheduler runs the same held-out episodes of ``multi_scheduler_v0`` (same seeds, so differences are paired):
+Every scheduler runs the same held-out episodes of ``multi_scheduler_v1`` (same seeds, so differences are paired):
 
 - ``hmarl`` / ``independent`` / ``centralised``: trained actors (:mod:`agents.methods.hmarl.agent`) — MAPPO with a central critic,
   independent learners, and one scheduler over the merged queue (the env with ``num_agents=1``);
@@ -51,6 +51,7 @@ from gpusched_envs.errors import USER_ERRORS
 from gpusched_envs.multi_agent.multi_scheduler import HeuristicMultiAgent
 from gpusched_envs.policies import make_policy
 from gpusched_envs.sim import Simulator
+from gpusched_envs.validation import Float, Int
 
 HELDOUT = "philly-windows:first=85,last=105,jobs={jobs},load={load}"
 SCENARIOS: dict[str, dict] = {
@@ -337,15 +338,22 @@ def marl(
         [*LEARNED, *HEURISTICS, *CLAIRVOYANT_HEURISTICS, *CENTRAL_HEURISTICS, *PREEMPTIVE_HEURISTICS]
     ),
     jobs: Annotated[
-        int | None, typer.Option("--jobs", help="Jobs per episode (default: per scenario).")
+        int | None,
+        typer.Option("--jobs", parser=Int(min=1), help="Jobs per episode (default: per scenario)."),
     ] = None,
     load: Annotated[
-        float, typer.Option("--load", help="Offered load of the held-out windows on the cluster's GPUs.")
+        float,
+        typer.Option(
+            "--load",
+            parser=Float(min=0.0, min_open=True),
+            help="Offered load of the held-out windows on the cluster's GPUs (> 0).",
+        ),
     ] = 1.0,
     heads: Annotated[
         int,
         typer.Option(
             "--heads",
+            parser=Int(min=1, cap="heads"),
             help="Waiting jobs each per-agent heuristic may choose among (trained actors use their own setting).",
         ),
     ] = 8,
@@ -403,7 +411,9 @@ def marl(
             write_json(out / "marl.json", report, indent=2)
             write_text(out / "marl.md", markdown(report) + "\n")
     except USER_ERRORS as exc:
-        typer.echo(f"error: {exc}", err=True)
+        from gpusched_envs.cli import one_line
+
+        typer.echo(f"error: {one_line(exc)}", err=True)
         raise typer.Exit(2) from None
     typer.echo(markdown(report))
 

@@ -5,13 +5,13 @@ oversubscribed, against FIFO and Tiresias with the ``consolidate`` and ``closest
 Scenario family (one per congestion level): the ``congested-1x`` / ``-4x`` / ``-16x`` cluster presets (4 racks x 2
 servers x 4 V100, rack uplinks oversubscribed 1:1, 4:1, 16:1) and ``congested-nic`` (1:1 uplinks, 10 GbE NICs shared
 by the multi-server jobs crossing them), the distributed-job Philly fit (``fit=netsens``: half
-the jobs use 2-8 GPUs) with a communication-heavy model mix, on ``gpusched/DelayTuning-v0`` (timer levels 0 s .. 1 day,
+the jobs use 2-8 GPUs) with a communication-heavy model mix, on ``gpusched/DelayTuning-v1`` (timer levels 0 s .. 1 day,
 one decision an hour). Every variant of a seed meets the same workload and simulator seed: the schedulers run on a
 fresh simulator built from the env after ``reset(seed)`` (as the leaderboard does), the RL tuner in the env itself.
 
 Variants: ``consolidation-only`` (delay scheduling with every timer 0: consolidate when possible, else spread at once),
 ``delay (fixed timers)`` (no preemption), ``delay + preemption``, ``+ auto-tuner`` (``netsens-auto``), ``+ RL tuner``
-(a PPO checkpoint on DelayTuning-v0, when given), and ``fifo`` / ``tiresias`` with ``consolidate`` / ``closest``.
+(a PPO checkpoint on DelayTuning-v1, when given), and ``fifo`` / ``tiresias`` with ``consolidate`` / ``closest``.
 
 Metrics per seed: makespan, average JCT, communication-overhead fraction, preemptions per job. The summary gives each
 variant's mean and, for the headline comparison, the paired relative change of ``+ auto-tuner`` (and ``+ RL tuner``)
@@ -41,6 +41,7 @@ from rich.console import Console
 
 from gpusched_envs.policies import make_policy
 from gpusched_envs.policies.netsens import AutoDelaySchedulingPolicy, DelaySchedulingPolicy
+from gpusched_envs.validation import Float, Int
 
 # the scenario family; numbers are assumptions of this comparison (stated in the README's NetSens section)
 LEVELS: dict[str, str] = {
@@ -68,7 +69,7 @@ FIXED = "delay + preemption"  # what the tuners must beat: the same scheduler wi
 
 
 def env_kwargs(cluster: str, jobs: int = JOBS, load: float = LOAD) -> dict:
-    """DelayTuning-v0 keyword arguments of one congestion level."""
+    """DelayTuning-v1 keyword arguments of one congestion level."""
     return {
         "cluster": cluster,
         "workload": f"synthetic:jobs={jobs},load={load},gpus=32,max_gpus=8,fit=netsens,models={MODEL_MIX}",
@@ -129,7 +130,7 @@ def run_comparison(
         rl_policy = agents.load(rl_checkpoint)
     rows: list[dict] = []
     for level, cluster in levels.items():
-        env = gym.make("gpusched/DelayTuning-v0", **env_kwargs(cluster, jobs, load))
+        env = gym.make("gpusched/DelayTuning-v1", **env_kwargs(cluster, jobs, load))
         for seed in seeds:
             for name, make in schedulers.items():
                 sim = fresh_simulator(env, int(seed))
@@ -237,10 +238,10 @@ def netsens_compare(
     levels: Annotated[
         str, typer.Option(help=f"Comma list of oversubscription levels among {', '.join(LEVELS)}.")
     ] = ",".join(LEVELS),
-    jobs: Annotated[int, typer.Option(min=1, help="Jobs per episode.")] = JOBS,
-    load: Annotated[float, typer.Option(min=0.01, help="Offered load on the 32 GPUs.")] = LOAD,
+    jobs: Annotated[int, typer.Option(parser=Int(min=1), help="Jobs per episode.")] = JOBS,
+    load: Annotated[float, typer.Option(parser=Float(min=0.01), help="Offered load on the 32 GPUs.")] = LOAD,
     rl_checkpoint: Annotated[
-        Path | None, typer.Option(help="PPO checkpoint on DelayTuning-v0 (the RL tuner); none: left out.")
+        Path | None, typer.Option(help="PPO checkpoint on DelayTuning-v1 (the RL tuner); none: left out.")
     ] = None,
     out: Annotated[
         Path, typer.Option(help="Output folder (CSV per seed, JSON summary, Markdown table).")
@@ -252,7 +253,9 @@ def netsens_compare(
     console, err = Console(), Console(stderr=True)
 
     def fail(message: str):
-        err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        from gpusched_envs.cli import print_error
+
+        print_error(message, err)  # escaped: a value such as "[/]" is text, not rich markup
         raise typer.Exit(code=2)
 
     try:
