@@ -94,6 +94,14 @@ def check_env_id(env_id: str, where: str, allowed_env_ids=()) -> None:
 
     if env_id in ENTRY_POINTS or env_id in tuple(allowed_env_ids):
         return
+    from gpusched_envs.envs import V0_IDS
+
+    if env_id in V0_IDS:
+        raise CheckpointError(
+            f"{where}: env_id {env_id!r} is the previous version of {V0_IDS[env_id]!r}, which changed invalid-action "
+            f"handling and the info keys (masked trajectories are the same): set env_id to {V0_IDS[env_id]!r} in "
+            "meta.json to load it, or retrain"
+        )
     raise CheckpointError(
         f"{where}: env_id {env_id!r} is not an env of this package ({', '.join(ENTRY_POINTS)}); "
         "pass allowed_env_ids=[...] to load a checkpoint of another env"

@@ -7,9 +7,10 @@
 ``gpusched/DAGSchedule-v1``     WORL-RTGS: build or improve a DAG's GPU assignment
 ==============================  ========================================================================
 
-The ``-v0`` ids are still registered and make the same envs as their ``-v1`` (v1 changed the semantics: invalid
-actions resolve to a safe action, fixed info keys, synthetic workload specs sized to the cluster); with
-:data:`V0_REFUSED` they raise an error naming the ``-v1`` id.
+The ``-v0`` ids are registered only to refuse: ``gym.make("gpusched/JobSelect-v0")`` raises
+``gymnasium.error.DeprecatedEnv`` naming the ``-v1`` id. v1 changed the semantics: invalid actions resolve to a safe
+action so every episode ends, infos have fixed keys and dtypes, synthetic workload specs are sized to the cluster
+(masked trajectories are the same as v0's).
 
 Entry points are strings, so registration does not import the env modules (nor the simulator) until ``gym.make``.
 
@@ -35,21 +36,14 @@ CURRENT_IDS = {
     "gpusched/DelayTuning-v1": "gpusched_envs.envs.delay_tuning:DelayTuningEnv",
     "gpusched/DAGSchedule-v1": "gpusched_envs.envs.dag_schedule:DAGScheduleEnv",
 }
-# the previous version of each id: registered and behaving as its -v1 while V0_REFUSED is False; when True,
-# gym.make("...-v0") raises an error naming the -v1 id
+# the previous version of each id: registered so that gym.make("...-v0") raises an error naming the -v1 id (with
+# V0_REFUSED False it would make the -v1 env instead)
 V0_IDS = {env_id.replace("-v1", "-v0"): env_id for env_id in CURRENT_IDS}
-V0_REFUSED = False
-# every id this package registers (checkpoints name one of them): the current ones, then the -v0 ids kept for now
-ENTRY_POINTS = {**CURRENT_IDS, **{old: CURRENT_IDS[new] for old, new in V0_IDS.items()}}
+V0_REFUSED = True
+# the ids a checkpoint may name: the current ones
+ENTRY_POINTS = dict(CURRENT_IDS)
 
-CLUSTER_ENVS = (
-    "gpusched/JobSelect-v1",
-    "gpusched/WorkerPlacement-v1",
-    "gpusched/DelayTuning-v1",
-    "gpusched/JobSelect-v0",
-    "gpusched/WorkerPlacement-v0",
-    "gpusched/DelayTuning-v0",
-)
+CLUSTER_ENVS = ("gpusched/JobSelect-v1", "gpusched/WorkerPlacement-v1", "gpusched/DelayTuning-v1")
 
 
 def make_previous_version(*, gpusched_current_id: str, **kwargs):
@@ -67,7 +61,7 @@ def make_previous_version(*, gpusched_current_id: str, **kwargs):
 
 
 def register_envs() -> None:
-    """Register every id, ``-v1`` and the ``-v0`` kept for now (idempotent; ids whose module is not importable
+    """Register every id, ``-v1`` and the refusing ``-v0`` (idempotent; ids whose module is not importable
     are skipped)."""
     import importlib.util
 

@@ -1,5 +1,5 @@
 """What every cluster env shares, the single-agent Gymnasium envs (:class:`~gpusched_envs.envs.base.ClusterEnv`) and
-the multi-agent ``multi_scheduler_v0`` alike: the argument checks, the one-integer action parser and its errors, the
+the multi-agent ``multi_scheduler_v1`` alike: the argument checks, the one-integer action parser and its errors, the
 observation / render / invalid-action choices, the episode spec (cluster, workload and simulator settings: what a new
 episode's :class:`~gpusched_envs.sim.Simulator` is built from) and the reward integral between two marks."""
 

@@ -1,5 +1,5 @@
-"""PettingZoo multi-agent environments: ``multi_scheduler_v1`` (K schedulers sharing one cluster, HMARL);
-``multi_scheduler_v0``, its previous module name, is kept importable for one release."""
+"""PettingZoo multi-agent environments: ``multi_scheduler_v1`` (K schedulers sharing one cluster, HMARL).
+``multi_scheduler_v0``, the previous version, refuses with an error naming ``multi_scheduler_v1``."""
 
 from gpusched_envs.multi_agent import multi_scheduler_v0, multi_scheduler_v1
 

@@ -105,9 +105,9 @@ def test_clairvoyant_layout_is_v0():
 
 
 def test_multi_scheduler_information_setting():
-    from gpusched_envs.multi_agent import multi_scheduler_v0
+    from gpusched_envs.multi_agent import multi_scheduler_v1
 
-    env = multi_scheduler_v0.parallel_env(cluster="tiny", num_jobs=30, load=2.0)
+    env = multi_scheduler_v1.parallel_env(cluster="tiny", num_jobs=30, load=2.0)
     assert env.information == "non-clairvoyant"
     obs, _ = env.reset(seed=0)
     rng = np.random.default_rng(0)
@@ -120,5 +120,5 @@ def test_multi_scheduler_information_setting():
     after = env._observations()
     assert all(_same(before[a], after[a]) for a in before)
     assert np.array_equal(state, env.state())
-    clair = multi_scheduler_v0.parallel_env(cluster="tiny", num_jobs=30, information="clairvoyant")
+    clair = multi_scheduler_v1.parallel_env(cluster="tiny", num_jobs=30, information="clairvoyant")
     assert clair.observation_space(clair.possible_agents[0]) == env.observation_space(env.possible_agents[0])

@@ -1,5 +1,5 @@
-"""Every env has a -v1 id; the -v0 ids make the same envs until V0_REFUSED, which makes them name the -v1 id; the
-module:id form and a picklable factory let spawned workers find the ids."""
+"""Every env has a -v1 id; the -v0 ids are refused with an error naming the -v1 id (with V0_REFUSED off they would
+make the same envs); the module:id form and a picklable factory let spawned workers find the ids."""
 
 from __future__ import annotations
 
@@ -34,12 +34,20 @@ def test_every_env_has_a_v1_id_and_its_v0():
 
 
 @pytest.mark.parametrize("env_id", V1)
-def test_v0_makes_the_same_env_as_v1(env_id):
+def test_v0_without_refusal_makes_the_same_env_as_v1(env_id, monkeypatch):
+    monkeypatch.setattr(registration, "V0_REFUSED", False)
     a = gym.make(env_id, **SMALL[env_id])
     b = gym.make(env_id.replace("-v1", "-v0"), **SMALL[env_id])
     assert type(a.unwrapped) is type(b.unwrapped)
     (oa, _), (ob, _) = a.reset(seed=2), b.reset(seed=2)
     assert all(np.array_equal(oa[k], ob[k]) for k in oa)
+
+
+@pytest.mark.parametrize("env_id", V1)
+def test_every_v0_id_is_refused_naming_its_v1_id(env_id):
+    old = env_id.replace("-v1", "-v0")
+    with pytest.raises(gym.error.DeprecatedEnv, match=f"{old} is no longer offered: use {env_id}"):
+        gym.make(old)
 
 
 def test_v0_refused_names_the_v1_id(monkeypatch):
@@ -93,5 +101,5 @@ def test_sb3_subproc_vec_env_spawn():
     assert gpusched_envs.__version__
 
 
-def test_entry_points_name_every_registered_id_for_checkpoints():
-    assert set(registration.ENTRY_POINTS) == set(V1) | {i.replace("-v1", "-v0") for i in V1}
+def test_checkpoints_may_name_the_current_ids_only():
+    assert set(registration.ENTRY_POINTS) == set(V1)

@@ -11,7 +11,7 @@ import pytest
 from gpusched_envs.envs.base import EpisodeEndedError as SingleAgentEnded
 from gpusched_envs.envs.core import EpisodeSpec, InvalidActionError, check_action_value, resolve_cluster
 from gpusched_envs.envs.job_select import JobSelectEnv
-from gpusched_envs.multi_agent import multi_scheduler, multi_scheduler_v0
+from gpusched_envs.multi_agent import multi_scheduler, multi_scheduler_v0, multi_scheduler_v1
 from gpusched_envs.policies import multi_agent as policies_multi_agent
 from gpusched_envs.sim import datacenter
 from gpusched_envs.workloads import windows
@@ -49,7 +49,7 @@ def test_the_spec_names_a_bad_argument(args, name):
 
 def test_both_env_families_hold_a_spec_and_raise_one_error_class():
     single = JobSelectEnv("tiny", num_jobs=6, workload_seed=2)
-    multi = multi_scheduler_v0.parallel_env(num_agents=2, cluster="tiny", num_jobs=6, workload_seed=2)
+    multi = multi_scheduler_v1.parallel_env(num_agents=2, cluster="tiny", num_jobs=6, workload_seed=2)
     assert single.episode == spec(workload_seed=2) == multi.episode
     assert (multi.cluster, multi.num_jobs, multi.workload_seed) == (single.cluster, 6, 2)
     assert multi_scheduler.EpisodeEndedError is SingleAgentEnded
@@ -76,8 +76,10 @@ def test_moved_names_are_the_same_objects_at_the_old_path():
         assert getattr(multi_scheduler, name) is getattr(windows, name)
 
 
-def test_multi_scheduler_v0_module_is_the_v1_env():
-    from gpusched_envs.multi_agent import multi_scheduler_v1
+def test_multi_scheduler_v0_is_refused_naming_v1():
+    import gymnasium as gym
 
-    assert multi_scheduler_v0.parallel_env is multi_scheduler_v1.parallel_env
-    assert multi_scheduler_v0.MultiSchedulerEnv.metadata["name"] == "multi_scheduler_v1"
+    for make in (multi_scheduler_v0.parallel_env, multi_scheduler_v0.env, multi_scheduler_v0.raw_env):
+        with pytest.raises(gym.error.DeprecatedEnv, match="use gpusched_envs.multi_agent.multi_scheduler_v1"):
+            make(num_agents=2)
+    assert multi_scheduler_v1.MultiSchedulerEnv.metadata["name"] == "multi_scheduler_v1"

@@ -17,7 +17,7 @@ def test_standard_suite_holds_the_netsens_family():
     suite = load_suite("standard")
     for level, cluster in nc.LEVELS.items():
         sc = suite.scenario(f"{cluster}-delay-tuning")
-        assert sc.env_id == "gpusched/DelayTuning-v0"
+        assert sc.env_id == "gpusched/DelayTuning-v1"
         assert sc.env_kwargs == nc.env_kwargs(cluster), level
         assert len(sc.seeds) >= 10
 

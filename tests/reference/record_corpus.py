@@ -163,14 +163,14 @@ def record_replays() -> dict:
 
 # ---------------------------------------------------------------------------------------------------------- envs
 def env_cases() -> list[dict]:
-    """Every single-agent env id in every obs mode it offers, and multi_scheduler_v0 (graph and flat)."""
+    """Every single-agent env id in every obs mode it offers, and multi_scheduler_v1 (graph and flat)."""
     import gymnasium as gym
 
     import gpusched_envs.envs  # noqa: F401  (registers the ids)
-    from gpusched_envs.envs import ENTRY_POINTS
+    from gpusched_envs.envs import CURRENT_IDS
 
     cases = []
-    for env_id in ENTRY_POINTS:
+    for env_id in CURRENT_IDS:
         for mode in ("graph", "flat", "image"):
             try:
                 gym.make(env_id, obs_mode=mode).close()
@@ -180,7 +180,7 @@ def env_cases() -> list[dict]:
                 cases.append({"env": env_id, "obs_mode": mode, "seed": seed})
     for mode in ("graph", "flat"):
         for seed in ENV_SEEDS:
-            cases.append({"env": "multi_scheduler_v0", "obs_mode": mode, "seed": seed, "num_agents": 4})
+            cases.append({"env": "multi_scheduler_v1", "obs_mode": mode, "seed": seed, "num_agents": 4})
     return cases
 
 
@@ -229,10 +229,10 @@ def run_env_case(case: dict) -> dict[str, str]:
     rng = np.random.default_rng(1000 + case["seed"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if case["env"] == "multi_scheduler_v0":
-            from gpusched_envs.multi_agent import multi_scheduler_v0
+        if case["env"] == "multi_scheduler_v1":
+            from gpusched_envs.multi_agent import multi_scheduler_v1
 
-            env = multi_scheduler_v0.parallel_env(num_agents=case["num_agents"], obs_mode=case["obs_mode"])
+            env = multi_scheduler_v1.parallel_env(num_agents=case["num_agents"], obs_mode=case["obs_mode"])
             obs, info = env.reset(seed=case["seed"])
             _feed(dyn, obs)
             _feed(inf, info)
