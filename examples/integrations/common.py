@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 
 ENV_ID = "gpusched/JobSelect-v1"
-FULL = {"cluster": "tiny", "num_jobs": 60, "load": 1.5, "obs_mode": "flat"}  # a contended 16-GPU cluster
-SMOKE = {"cluster": "tiny", "num_jobs": 12, "load": 1.5, "obs_mode": "flat"}
+FULL = {
+    "cluster": "tiny",
+    "num_jobs": 60,
+    "load": 1.5,
+    "obs_mode": "flat",
+    "preemption": True,
+}  # a contended 16-GPU cluster
+SMOKE = {"cluster": "tiny", "num_jobs": 12, "load": 1.5, "obs_mode": "flat", "preemption": True}
 EVAL_SEEDS = [20000, 20001, 20002]
 
 

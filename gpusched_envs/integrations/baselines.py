@@ -58,7 +58,8 @@ def compare(
     random_seed: int = 0,
 ) -> dict[str, float]:
     """Mean average JCT over ``seeds`` of ``policy`` (under ``name``; skipped when None), the heuristics of the
-    env's information class (or ``heuristics``), ``fifo+backfill`` and ``random``.
+    env's information class that its setting plays (preemptive ones only with ``preemption=True``; or
+    ``heuristics``), ``fifo+backfill`` and ``random``.
 
     ``make_env()`` builds the env the policy acts on (any wrappers; its unwrapped env is a cluster env of the
     suite); ``policy(obs, env) -> action``."""
@@ -69,7 +70,9 @@ def compare(
     base = env.unwrapped
     if not hasattr(base, "sim") or not hasattr(base, "information"):
         raise TypeError(f"compare needs a cluster env of the suite, got {type(base).__name__}")
-    names = tuple(heuristics) if heuristics is not None else comparable_policies(base.information)
+    # the heuristics the agent's own setting plays: the preemptive ones only when the env lets the agent preempt
+    playable = comparable_policies(base.information, preemption=bool(getattr(base, "preemption", False)))
+    names = tuple(heuristics) if heuristics is not None else playable
     runs: dict[str, list[float]] = {}
     if policy is not None:
         runs[name] = [play(env, policy, s) for s in seeds]

@@ -13,7 +13,7 @@ from gpusched_envs.integrations.baselines import compare, format_table, masked_r
 from gpusched_envs.policies import FIFO
 from gpusched_envs.sim import Simulator
 
-KW = {"cluster": "tiny", "num_jobs": 20, "load": 1.5}
+KW = {"cluster": "tiny", "num_jobs": 20, "load": 1.5, "preemption": True}
 
 
 def make():
@@ -33,6 +33,15 @@ def test_compare_rows_and_heuristic_figures():
     assert all(v > 0 for v in res.values())
     text = format_table(res, "t")
     assert text.splitlines()[0] == "t" and len(text.splitlines()) == 2 + len(res)
+
+
+def test_without_preemption_the_preemptive_heuristics_are_left_out():
+    """The comparison keeps to what the agent's setting plays: no Tiresias or LAS beside a non-preemptive agent."""
+
+    def no_preemption():
+        return gym.make("gpusched/JobSelect-v1", **{**KW, "preemption": False})
+
+    assert list(compare(no_preemption, None, seeds=[3])) == ["random", "fifo", "gandiva", "fifo+backfill"]
 
 
 def test_random_policy_is_masked_and_seeded():
