@@ -157,6 +157,11 @@ class EvalAgent(ABC):
     def run_episode(self, scenario: Scenario, seed: int) -> dict:
         """Metrics of one episode (keys of :mod:`gpusched_envs.sim.metrics`, plus ``jct_quantiles``)."""
 
+    def check_loadable(self) -> None:
+        """Load what the agent needs (a checkpoint's weights) once, so a file that cannot be used is one
+        :class:`AgentSpecError` before any episode runs, not one failure per seed. Nothing to load by default."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
@@ -274,6 +279,14 @@ class CheckpointEvalAgent(EvalAgent):
             env.close()
             trained.close()
         return None
+
+    def check_loadable(self) -> None:
+        from gpusched_lab.agents.checkpoint import CheckpointError
+
+        try:
+            self.policy()
+        except (CheckpointError, OSError) as exc:
+            raise AgentSpecError(str(exc)) from None
 
     def policy(self):
         key = str(self.folder)

@@ -283,6 +283,7 @@ def evaluate_agent(agent_spec: str, scenario, seeds, workers: int = 1) -> dict:
     reason = agent.applies_to(scenario)
     if reason is not None:
         raise AgentSpecError(f"{agent.name} does not run on {scenario.name}: {reason}")
+    agent.check_loadable()  # a checkpoint that cannot be loaded is one line, not one failure per seed
     cells = [Cell(scenario, agent, int(s), "", Path()) for s in seeds]
     per_seed, failed = {}, []
     for cell, res in _local_stream(cells, workers):

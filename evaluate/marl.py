@@ -498,13 +498,25 @@ class HMARLEvalAgent(EvalAgent):
     def applies_to(self, scenario) -> str | None:
         return _applies(scenario)
 
-    def run_episode(self, scenario, seed: int) -> dict:
+    def _load(self):
         import torch
         from gpusched_lab.agents.methods.hmarl.agent import load
 
         if self._policy is None:
             torch.set_num_threads(1)
             self._policy = load(self.folder)
+        return self._policy
+
+    def check_loadable(self) -> None:
+        from gpusched_lab.agents.checkpoint import CheckpointError
+
+        try:
+            self._load()
+        except (CheckpointError, OSError) as exc:
+            raise AgentSpecError(str(exc)) from None
+
+    def run_episode(self, scenario, seed: int) -> dict:
+        self._load()
         env_kw = actor_env_kwargs({**scenario.env_kwargs, "obs_mode": "graph"}, self._policy.meta)
         return _episode_metrics(make_marl_env(env_kw), self._policy, seed)
 

@@ -54,6 +54,21 @@ class SuiteError(ValueError):
     """A suite file or scenario that cannot be used; the message names the file and the field."""
 
 
+SCENARIO_FIELDS = ("name", "env_id", "env_kwargs", "seeds", "description", "offered_load")
+SUITE_FIELDS = ("name", "description", "defaults", "scenarios")
+
+
+def _check_fields(doc: dict, known, where: str) -> None:
+    """Every key of ``doc`` is one of ``known``; else one line with the closest known field (did you mean)."""
+    from gpusched_envs.validation import ValidationError, check_key
+
+    for key in doc:
+        try:
+            check_key(key, known, where, "field")
+        except ValidationError as exc:
+            raise SuiteError(str(exc)) from None
+
+
 def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -97,10 +112,17 @@ def input_file_hashes(env_kwargs: dict) -> dict[str, str]:
     return {p: file_digest(Path(p)) for p in paths if Path(p).exists()}
 
 
-def parse_seeds(value) -> tuple[int, ...]:
+def parse_seeds(value, where: str | None = None) -> tuple[int, ...]:
     """``"0-9"``, ``"0,3,5"``, ``"0-2,7"``, an int or a list of ints → a tuple of distinct seeds in order
-    (:func:`gpusched_lab.evaluate.seeds.parse_seeds`; bad input raises :class:`SuiteError`)."""
-    return parse_seed_list(value, SuiteError)
+    (:func:`gpusched_lab.evaluate.seeds.parse_seeds`; bad input raises :class:`SuiteError`, its message starting
+    with ``where`` when given)."""
+    if where is None:
+        return parse_seed_list(value, SuiteError)
+    try:
+        return parse_seed_list(value, SuiteError)
+    except SuiteError as exc:
+        text = str(exc)
+        raise SuiteError(f"{where}: {text.removeprefix('seeds:').strip()}") from None
 
 
 def make_marl_env(env_kwargs: dict):
@@ -144,25 +166,33 @@ class Scenario:
     def from_dict(cls, doc: dict, where: str = "scenario") -> Scenario:
         if not isinstance(doc, dict):
             raise SuiteError(f"{where}: a scenario is a mapping, got {type(doc).__name__}")
-        unknown = set(doc) - {"name", "env_id", "env_kwargs", "seeds", "description", "offered_load"}
-        if unknown:
-            raise SuiteError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        _check_fields(doc, SCENARIO_FIELDS, where)
         for key in ("name", "env_id"):
             if not isinstance(doc.get(key), str) or not doc[key]:
                 raise SuiteError(f"{where}: field {key!r} must be a non-empty string")
         check_name(doc["name"], f"{where}: name")
         kwargs = doc.get("env_kwargs") or {}
         if not isinstance(kwargs, dict):
-            raise SuiteError(f"{where}: env_kwargs must be a mapping")
+            raise SuiteError(f"{where}: env_kwargs must be a mapping, got {type(kwargs).__name__}")
+        if not all(isinstance(k, str) for k in kwargs):
+            raise SuiteError(f"{where}: env_kwargs: keys must be strings")
         load = doc.get("offered_load")
-        if load is not None and not isinstance(load, int | float):
-            raise SuiteError(f"{where}: offered_load must be a number")
+        if load is not None:
+            from gpusched_envs.validation import ValidationError, check_float
+
+            try:
+                check_float(load, f"{where}: offered_load", min=0.0, min_open=True)
+            except ValidationError as exc:
+                raise SuiteError(str(exc)) from None
+        description = doc.get("description", "")
+        if not isinstance(description, str):
+            raise SuiteError(f"{where}: description must be text, got {type(description).__name__}")
         return cls(
             name=doc["name"],
             env_id=doc["env_id"],
             env_kwargs=dict(kwargs),
-            seeds=parse_seeds(doc.get("seeds", 0)),
-            description=str(doc.get("description", "")),
+            seeds=parse_seeds(doc.get("seeds", 0), f"{where}: seeds"),
+            description=description,
             offered_load=None if load is None else float(load),
         )
 
@@ -202,11 +232,20 @@ def _merge(defaults: dict, doc: dict) -> dict:
 
 
 def suite_from_dict(doc: dict, where: str) -> Suite:
-    if not isinstance(doc, dict) or not isinstance(doc.get("scenarios"), list) or not doc["scenarios"]:
-        raise SuiteError(f"{where}: a suite is a mapping with a non-empty list 'scenarios'")
+    """A suite from its YAML document (``where``: the file, named by every message)."""
+    if not isinstance(doc, dict):
+        raise SuiteError(
+            f"{where}: a suite is a mapping ({', '.join(SUITE_FIELDS)}), got {type(doc).__name__}"
+        )
+    _check_fields(doc, SUITE_FIELDS, where)
+    if not isinstance(doc.get("scenarios"), list) or not doc["scenarios"]:
+        raise SuiteError(f"{where}: scenarios: expected a non-empty list of scenarios")
     defaults = doc.get("defaults") or {}
     if not isinstance(defaults, dict):
-        raise SuiteError(f"{where}: defaults must be a mapping")
+        raise SuiteError(f"{where}: defaults must be a mapping, got {type(defaults).__name__}")
+    _check_fields(defaults, [f for f in SCENARIO_FIELDS if f != "name"], f"{where}: defaults")
+    if not isinstance(doc.get("description", ""), str):
+        raise SuiteError(f"{where}: description must be text")
     scenarios = []
     for i, s in enumerate(doc["scenarios"]):
         if not isinstance(s, dict):
@@ -233,14 +272,20 @@ def load_suite(name_or_path: str | Path) -> Suite:
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.exists():
             raise SuiteError(f"{path}: no such suite file")
-        source, content = str(path), path.read_text()
+        if not path.is_file():
+            raise SuiteError(f"{path}: a suite file must be a regular file")
+        source, raw = str(path), path.read_bytes()
     else:
         res = resources.files(SUITES_PACKAGE).joinpath(SUITES_FOLDER, f"{text}.yaml")
         if not res.is_file():
             raise SuiteError(
                 f"unknown suite {text!r}; bundled: {', '.join(list_suites())}, or a path to a YAML file"
             )
-        source, content = f"suites/{text}.yaml", res.read_text()
+        source, raw = f"suites/{text}.yaml", res.read_bytes()
+    try:
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     doc = load_yaml(content, source, SuiteError)  # safe_load with limits on alias expansion
     return suite_from_dict(doc, source)
 

@@ -27,6 +27,8 @@ def _parse(value, error: type[Exception]) -> tuple[int, ...]:
     if isinstance(value, bool):
         raise error(f"seeds: expected ints or a range like '0-9', got {value!r}")
     if isinstance(value, int):
+        if value < 0:
+            raise error(f"seeds: {value} is negative (a seed is an integer >= 0)")
         return (value,)
     if isinstance(value, list | tuple):
         items: list[int] = []
