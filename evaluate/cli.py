@@ -136,6 +136,12 @@ def leaderboard(
         + (", plots/*.png" if plots else ""),
         highlight=False,
     )
+    if result.failed and not result.cells:
+        from gpusched_envs.cli import print_error
+
+        print_error(
+            f"all {total} cells failed (the warnings above say why); no agent was ranked", err_console
+        )
     if result.failed:
         raise typer.Exit(code=1)
 
@@ -156,7 +162,7 @@ def print_summary(doc: dict) -> None:
             r["agent"],
             f"{r['scenarios']}/{n}",
             _cell_text(r["iqm_score"], "score"),
-            f"{r['mean_rank']:.1f}",
+            "—" if r.get("mean_rank") is None else f"{r['mean_rank']:.1f}",
         )
     console.print(table)
     table = Table(title="average JCT (h), mean over seeds")
@@ -167,23 +173,32 @@ def print_summary(doc: dict) -> None:
             f"{sc['name']}\n(load {load:.2f})" if load is not None else sc["name"], justify="right"
         )
     nowhere = []  # agents of another env (DAG, multi-agent, ...) that apply to no scenario of this suite
+    failed = {(f["agent"], f["scenario"]) for f in doc.get("failed", [])}
     for a in doc["agents"]:
         cells = []
         for sc in doc["scenarios"]:
             row = next(
                 (r for r in doc["summary"] if r["scenario"] == sc["name"] and r["agent"] == a["name"]), None
             )
-            cells.append("n/a" if row is None else f"{row['avg_jct']['mean'] / 3600:,.2f} (#{row['rank']})")
+            if row is not None:
+                cells.append(f"{_hours(row['avg_jct']['mean'])} (#{row['rank'] or '—'})")
+            else:
+                cells.append("failed" if (a["name"], sc["name"]) in failed else "n/a")
         if all(c == "n/a" for c in cells):
             nowhere.append(a["name"])
             continue
         table.add_row(a["name"], *cells)
-    table.add_row(
-        "lower bound", *[f"{sc['lower_bound_avg_jct']['mean'] / 3600:,.2f}" for sc in doc["scenarios"]]
-    )
+    table.add_row("lower bound", *[_hours(sc["lower_bound_avg_jct"]["mean"]) for sc in doc["scenarios"]])
     console.print(table)
     if nowhere:
         console.print(f"not applicable to any scenario of this suite ({len(nowhere)}): {', '.join(nowhere)}")
+
+
+def _hours(seconds) -> str:
+    """Seconds as hours with two decimals; "—" where there is no value (every cell of it failed)."""
+    if seconds is None or (isinstance(seconds, float) and not math.isfinite(seconds)):
+        return "—"
+    return f"{seconds / 3600:,.2f}"
 
 
 EVALUATE_SCHEMA = "gpusched.evaluate/1"
