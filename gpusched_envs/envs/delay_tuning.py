@@ -18,6 +18,7 @@ from gpusched_envs.policies.netsens import DelaySchedulingPolicy
 from gpusched_envs.policies.schedulers import policy_defaults
 from gpusched_envs.sim.sensitivity import sensitivity_classes
 from gpusched_envs.sim.topology import Cluster
+from gpusched_envs.validation import check_cap
 
 
 class DelayTuningEnv(ClusterEnv):
@@ -119,9 +120,20 @@ class DelayTuningEnv(ClusterEnv):
             )
         self.timer_levels = levels
         self._top_level = float(levels.max())
-        self.thresholds = np.asarray(sorted(sensitivity_thresholds), dtype=np.float64)
+        thresholds = np.asarray(sensitivity_thresholds, dtype=np.float64)
+        if thresholds.ndim != 1 or not np.all(np.isfinite(thresholds)):
+            raise ValueError(
+                f"sensitivity_thresholds must be a list of finite numbers, got {sensitivity_thresholds!r}"
+            )
+        self.thresholds = np.sort(thresholds)
         self.num_classes = len(self.thresholds) + 1
+        # the action space is L ** K: refuse a size that would not fit in memory before building anything
         num_actions = len(levels) ** self.num_classes
+        check_cap(
+            "action_space",
+            num_actions,
+            f"DelayTuning: {len(levels)} timer_levels ** {self.num_classes} classes (sensitivity_thresholds + 1)",
+        )
         self.context_names = tuple(
             f"{what}_{k}" for what in ("timer", "waiting", "mean_wait") for k in range(self.num_classes)
         )

@@ -115,6 +115,7 @@ from gpusched_envs.sim.engine import DONE, RESTARTING, RUNNING
 from gpusched_envs.sim.metrics import METRIC_KEYS
 from gpusched_envs.sim.sensitivity import job_sensitivities
 from gpusched_envs.sim.workload import Workload
+from gpusched_envs.validation import check_cap
 from gpusched_envs.workloads.windows import PhillyWindows, resolve_multi_workload
 
 # the keys of infos[agent]["agent_metrics"] (float64, NaN until the episode ends): the agent's own jobs
@@ -227,8 +228,9 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                 probe = self.episode.workload(self.workload_seed or 0)
                 self.vc_agents = tuple(probe.vc_names)
             num_agents = len(self.vc_agents) or 4
-        if num_agents < 1:
-            raise ValueError(f"num_agents must be >= 1, got {num_agents}")
+        if isinstance(num_agents, bool) or not isinstance(num_agents, (int, np.integer)) or num_agents < 1:
+            raise ValueError(f"num_agents must be an integer >= 1, got {num_agents!r}")
+        check_cap("agents", int(num_agents), "multi_scheduler_v1: num_agents")
         if routing == "auto":
             routing = "vc" if self.vc_agents else "round_robin"
         if routing == "vc" and not self.vc_agents:

@@ -190,3 +190,28 @@ def test_fractional_jobs_fit_by_their_share():
     assert env.sim.free_mask(2).tolist() == [g == gpu for g in range(16)]
     env.step(0)
     assert env.sim.first_start[2] == 0.0  # started at once, sharing the first one's GPU
+
+
+def test_delay_tuning_action_space_is_capped_before_it_is_built():
+    """timer_levels ** classes actions: 10 levels and 9 thresholds would be 10**10 actions; refused, naming both
+    arguments and how to raise the cap."""
+    import gymnasium as gym
+
+    with pytest.raises(ValueError, match=r"10 timer_levels \*\* 10 classes.*GPUSCHED_MAX_ACTION_SPACE"):
+        gym.make(
+            "gpusched/DelayTuning-v1",
+            cluster="tiny",
+            timer_levels=tuple(float(i) for i in range(10)),
+            sensitivity_thresholds=tuple(1.0 + i / 10 for i in range(9)),
+        )
+    with pytest.raises(ValueError, match="sensitivity_thresholds must be a list of finite numbers"):
+        gym.make("gpusched/DelayTuning-v1", cluster="tiny", sensitivity_thresholds=(1.2, float("nan")))
+
+
+def test_multi_agent_count_is_capped():
+    from gpusched_envs.multi_agent import multi_scheduler_v1
+
+    with pytest.raises(ValueError, match=r"num_agents: 100,000 agents, more than the limit of 256"):
+        multi_scheduler_v1.parallel_env(num_agents=100_000, cluster="tiny")
+    with pytest.raises(ValueError, match="num_agents must be an integer >= 1"):
+        multi_scheduler_v1.parallel_env(num_agents=2.5, cluster="tiny")
