@@ -135,6 +135,7 @@ def leaderboard(
         f"applicable; {result.wall_s:.1f} s. Wrote {out}/leaderboard.html, leaderboard.md, leaderboard.json, *.csv"
         + (", plots/*.png" if plots else ""),
         highlight=False,
+        markup=False,
     )
     if result.failed and not result.cells:
         from gpusched_envs.cli import print_error
@@ -151,7 +152,7 @@ def print_summary(doc: dict) -> None:
 
     n = len(doc["scenarios"])
     table = Table(
-        title=f"leaderboard {doc['suite']['name']}: overall (score = lower-bound avg JCT ÷ avg JCT)"
+        title=f"leaderboard {escape(doc['suite']['name'])}: overall (score = lower-bound avg JCT ÷ avg JCT)"
     )
     for col in ("rank", "agent", "scenarios", "IQM score (95% CI)", "mean rank"):
         # long checkpoint names fold onto a second line instead of ending in "…" (they differ in their tails)
@@ -159,7 +160,7 @@ def print_summary(doc: dict) -> None:
     for r in doc["aggregate"]:
         table.add_row(
             str(r["rank"] or "—"),
-            r["agent"],
+            escape(r["agent"]),
             f"{r['scenarios']}/{n}",
             _cell_text(r["iqm_score"], "score"),
             "—" if r.get("mean_rank") is None else f"{r['mean_rank']:.1f}",
@@ -170,7 +171,7 @@ def print_summary(doc: dict) -> None:
     for sc in doc["scenarios"]:
         load = sc["measured_offered_load"]["mean"]
         table.add_column(
-            f"{sc['name']}\n(load {load:.2f})" if load is not None else sc["name"], justify="right"
+            escape(f"{sc['name']}\n(load {load:.2f})" if load is not None else sc["name"]), justify="right"
         )
     nowhere = []  # agents of another env (DAG, multi-agent, ...) that apply to no scenario of this suite
     failed = {(f["agent"], f["scenario"]) for f in doc.get("failed", [])}
@@ -187,11 +188,14 @@ def print_summary(doc: dict) -> None:
         if all(c == "n/a" for c in cells):
             nowhere.append(a["name"])
             continue
-        table.add_row(a["name"], *cells)
+        table.add_row(escape(a["name"]), *cells)
     table.add_row("lower bound", *[_hours(sc["lower_bound_avg_jct"]["mean"]) for sc in doc["scenarios"]])
     console.print(table)
     if nowhere:
-        console.print(f"not applicable to any scenario of this suite ({len(nowhere)}): {', '.join(nowhere)}")
+        console.print(
+            f"not applicable to any scenario of this suite ({len(nowhere)}): {', '.join(nowhere)}",
+            markup=False,
+        )
 
 
 def _hours(seconds) -> str:
@@ -247,7 +251,7 @@ def evaluate(
     except _user_errors() as exc:
         _fail(str(exc))
 
-    table = Table(title=f"{doc['agent']['name']} on {sc.name} ({len(doc['per_seed'])} seeds)")
+    table = Table(title=escape(f"{doc['agent']['name']} on {sc.name} ({len(doc['per_seed'])} seeds)"))
     for col in ("metric", "mean", "95% interval"):
         table.add_column(col, justify="right" if col != "metric" else "left")
     for key, mean in doc["mean"].items():
@@ -258,7 +262,7 @@ def evaluate(
         err_console.print(f"[red]seed {f['seed']} failed:[/] {escape(str(f['error']))}", highlight=False)
     if json_out is not None:
         atomic_write_text(json_out, dumps_json(doc))
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {json_out}", markup=False, highlight=False)
     if doc["failed"]:
         raise typer.Exit(code=1)
 
@@ -344,7 +348,7 @@ def report(
         path = rebuild(folder, out, plots=plots)
     except (ReportError, OutputPathError) as exc:
         _fail(str(exc))
-    console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {path}", markup=False, highlight=False)
 
 
 app.command(name="leaderboard")(leaderboard)

@@ -290,8 +290,8 @@ def netsens_compare(
         "rl_checkpoint": None if rl_checkpoint is None else str(rl_checkpoint),
     }
     for p in write_outputs(rows, summary, out):
-        console.print(f"wrote {p}")
-    console.print(markdown(summary), highlight=False)
+        console.print(f"wrote {p}", markup=False, highlight=False)
+    console.print(markdown(summary), highlight=False, markup=False)
 
 
 def main() -> None:  # pragma: no cover - python -m gpusched_lab.evaluate.netsens_compare

@@ -22,6 +22,7 @@ from gpusched_lab.evaluate.agents import EvalAgent, code_version, resolve_agent
 from gpusched_lab.evaluate.cache import cell_key, cell_path, read_cell, write_cell
 from gpusched_lab.evaluate.scenarios import Scenario
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -235,7 +236,7 @@ def run_grid(
                 if on_cell is not None:
                     on_cell(cell, payload)
             if bar is not None:
-                bar.update(task, advance=1, description=f"{cell.scenario.name} · {cell.agent.name}")
+                bar.update(task, advance=1, description=escape(f"{cell.scenario.name} · {cell.agent.name}"))
     finally:
         stream.close()
         if bar is not None:
