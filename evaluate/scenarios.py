@@ -225,7 +225,10 @@ class Suite:
         return [s.name for s in self.scenarios]
 
 
-def _merge(defaults: dict, doc: dict) -> dict:
+def _merge(defaults: dict, doc: dict, where: str) -> dict:
+    kwargs = doc.get("env_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise SuiteError(f"{where}: env_kwargs must be a mapping, got {type(kwargs).__name__}")
     out = {**defaults, **doc}
     out["env_kwargs"] = {**(defaults.get("env_kwargs") or {}), **(doc.get("env_kwargs") or {})}
     return out
@@ -244,13 +247,15 @@ def suite_from_dict(doc: dict, where: str) -> Suite:
     if not isinstance(defaults, dict):
         raise SuiteError(f"{where}: defaults must be a mapping, got {type(defaults).__name__}")
     _check_fields(defaults, [f for f in SCENARIO_FIELDS if f != "name"], f"{where}: defaults")
+    _merge({}, defaults, f"{where}: defaults")  # its env_kwargs: a mapping
     if not isinstance(doc.get("description", ""), str):
         raise SuiteError(f"{where}: description must be text")
     scenarios = []
     for i, s in enumerate(doc["scenarios"]):
         if not isinstance(s, dict):
             raise SuiteError(f"{where}: scenarios[{i}] is not a mapping")
-        scenarios.append(Scenario.from_dict(_merge(defaults, s), f"{where}: scenarios[{i}]"))
+        at = f"{where}: scenarios[{i}]"
+        scenarios.append(Scenario.from_dict(_merge(defaults, s, at), at))
     names = [s.name for s in scenarios]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
