@@ -246,15 +246,28 @@ def test_leaderboard_output_fifo_is_refused_before_the_grid_runs(tmp_path, capsy
 
 
 def test_checkpoint_save_and_leaderboard_writers_share_the_check(tmp_path):
+    import importlib
     import inspect
 
     from gpusched_lab.agents import checkpoint
-    from gpusched_lab.evaluate import cache, report
+    from gpusched_lab.evaluate import cache
+
+    # the modules themselves (the package's __init__ re-exports functions of the same names, e.g. plots)
+    files, html, leaderboard, plots = (
+        importlib.import_module(f"gpusched_lab.evaluate.report.{name}")
+        for name in ("files", "html", "leaderboard", "plots")
+    )
 
     # every writer goes through gpusched_envs.io (so through check_output_path); none opens files for writing itself
-    for module in (checkpoint, report, cache):
+    for module in (checkpoint, files, cache):
         src = inspect.getsource(module)
         assert "atomic_write" in src and "open(" not in src.replace("fdopen(", "")
+    # the report's page, tables and plots are written by report.files' writers
+    for module in (leaderboard, html, plots):
+        src = inspect.getsource(module)
+        assert "from gpusched_lab.evaluate.report.files import" in src, module.__name__
+        assert "open(" not in src and "atomic_write" not in src, module.__name__
+        assert ".write_text(" not in src and ".write_bytes(" not in src, module.__name__
 
 
 # ====================================================================================== security: resource bombs

@@ -1,6 +1,6 @@
 """The README's Python examples run as written, in order, in one namespace (as a reader pastes them). A block that
 starts with a file-name comment (``# my_scheduler.py``) is a file the reader saves and runs: its own test runs it
-(tests/evaluate/test_evaluate_agents_cli.py)."""
+(tests/evaluate/test_suites_agent_specs_and_commands.py)."""
 
 from __future__ import annotations
 
