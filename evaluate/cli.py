@@ -238,7 +238,7 @@ def evaluate(
             if not isinstance(kwargs, dict):
                 _fail("--env-kwargs must be a JSON object")
             sc = Scenario(name=env, env_id=env, env_kwargs=kwargs)
-        seed_list = parse_seeds(seeds)
+        seed_list = parse_seeds(seeds, "--seeds")
         if json_out is not None:
             from gpusched_envs.io import check_output_path
 

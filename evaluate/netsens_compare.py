@@ -259,9 +259,9 @@ def netsens_compare(
         raise typer.Exit(code=2)
 
     try:
-        seed_list = parse_seeds(seeds)
+        seed_list = parse_seeds(seeds, "--seeds")
     except SuiteError as exc:
-        fail(f"--seeds: {exc}")
+        fail(str(exc))
     chosen = {}
     for name in (s.strip() for s in levels.split(",") if s.strip()):
         if name not in LEVELS:

@@ -85,6 +85,8 @@ def assert_refused(result, *needles: str) -> None:
         (dag_bench.dag_bench, ["--dag", "nope.yaml", "--refine", "2"], ["--refine must lie in [0, 1]"]),
         (dag_bench.dag_bench, ["--dag", "nope.yaml", "--cpsat-max-tasks", "-1"], ["--cpsat-max-tasks"]),
         (netsens_compare.netsens_compare, ["--load", "inf"], ["--load", "finite"]),
+        (netsens_compare.netsens_compare, ["--seeds", "0-99999999"], ["--seeds: ", "more than the limit"]),
+        (cli.evaluate, ["--agent", "fifo", "--env", "x", "--seeds", "5-3"], ["--seeds: empty range '5-3'"]),
         (netsens_compare.netsens_compare, ["--jobs", "0"], ["--jobs must be >= 1"]),
         (marl.app, ["--heads", "65"], ["--heads", "65 heads", "GPUSCHED_MAX_HEADS"]),
         (marl.app, ["--load", "0"], ["--load", "> 0"]),
