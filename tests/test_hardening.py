@@ -653,8 +653,15 @@ def test_simulate_tiny_with_plain_synthetic_works(gpusched, tmp_path):
     assert code == 0, err
     doc = json.loads(out_json.read_text())
     assert doc["jobs"] == 100 and doc["cluster_gpus"] == 16
-    assert cli.fit_workload_to_cluster("synthetic", load_cluster("tiny")) == "synthetic:max_gpus=16"
-    assert cli.fit_workload_to_cluster("synthetic:max_gpus=4", load_cluster("tiny")) == "synthetic:max_gpus=4"
+    # sized to the cluster: job sizes capped and the offered load computed on its 16 GPUs (0.9 by default)
+    assert (
+        cli.fit_workload_to_cluster("synthetic", load_cluster("tiny"))
+        == "synthetic:load=0.9,gpus=16,max_gpus=16"
+    )
+    assert (
+        cli.fit_workload_to_cluster("synthetic:max_gpus=4", load_cluster("tiny"))
+        == "synthetic:max_gpus=4,load=0.9,gpus=16"
+    )
     assert cli.fit_workload_to_cluster("philly", load_cluster("tiny")) == "philly"
 
 

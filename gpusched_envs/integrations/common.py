@@ -55,12 +55,11 @@ class EnvFactory:
 
 
 def gpusched_env_ids() -> list[str]:
-    """Every registered id of the suite (``gpusched/...``), in registration order."""
-    import gymnasium as gym
+    """Every current id of the suite (``gpusched/...-v1``; the refused ``-v0`` ids left out), in registration
+    order."""
+    from gpusched_envs.envs import CURRENT_IDS
 
-    import gpusched_envs  # noqa: F401
-
-    return [k for k in gym.registry if k.startswith("gpusched/")]
+    return list(CURRENT_IDS)
 
 
 def _is_number(v) -> bool:

@@ -30,8 +30,12 @@ def assert_masked(td):
 
 def test_every_id_is_covered():
     ids = gpusched_env_ids()
-    for v0 in ("JobSelect-v1", "WorkerPlacement-v1", "DelayTuning-v1", "DAGSchedule-v1"):
-        assert f"gpusched/{v0}" in ids
+    assert ids == [
+        "gpusched/JobSelect-v1",
+        "gpusched/WorkerPlacement-v1",
+        "gpusched/DelayTuning-v1",
+        "gpusched/DAGSchedule-v1",
+    ]
 
 
 @pytest.mark.parametrize("env_id", gpusched_env_ids())
