@@ -55,15 +55,11 @@ TOP_KEYS = {f.name for f in dataclasses.fields(RunConfig)} - {"algorithm"}
 
 
 def resolve_config_path(name: str | Path) -> Path:
-    """A path, or the name of a file in ``train/configs`` (with or without ``.yaml``)."""
-    p = Path(name)
-    if p.exists():
-        return p
-    for candidate in (CONFIG_DIR / p, CONFIG_DIR / f"{p}.yaml"):
-        if candidate.exists():
-            return candidate
-    known = ", ".join(sorted(c.stem for c in CONFIG_DIR.glob("*.yaml")))
-    raise FileNotFoundError(f"config {name!s} not found (neither a path nor one of train/configs: {known})")
+    """A path, or the name of a file in ``train/configs`` (with or without ``.yaml``): the agents' one resolver
+    over :data:`CONFIG_DIR`."""
+    from gpusched_lab.agents.common import resolve_config_path as resolve
+
+    return resolve(name, CONFIG_DIR)
 
 
 def load_yaml(path: str | Path) -> dict:
