@@ -21,12 +21,13 @@ class EnvFactory:
     def __init__(self, env_id: str, kwargs: dict):
         self.env_id, self.kwargs = env_id, dict(kwargs)
 
-    def __call__(self):
+    def __call__(self, overrides: dict | None = None):
+        """The env; ``overrides`` (a mapping, e.g. RLlib's ``EnvContext``) replace entries of the kwargs."""
         import gymnasium as gym
 
         import gpusched_envs.envs  # noqa: F401  (registers the ids in this process)
 
-        return gym.make(self.env_id, **self.kwargs)
+        return gym.make(self.env_id, **{**self.kwargs, **dict(overrides or {})})
 
     def __repr__(self) -> str:
         args = "".join(f", {k}={v!r}" for k, v in self.kwargs.items())

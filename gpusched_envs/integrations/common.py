@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
+from gpusched_envs import EnvFactory as BaseEnvFactory
+
 EXTRA = "integrations"
 
 
@@ -23,10 +25,10 @@ def require(module: str, what: str):
         ) from err
 
 
-class EnvFactory:
-    """A picklable callable that builds one Gymnasium env of the suite: imports :mod:`gpusched_envs` (registering
-    the ids in the calling process: a worker process, a spawned vector-env worker), ``gym.make(env_id,
-    **env_kwargs)``, then applies ``wrappers`` (callables ``env -> env``, picklable themselves) in order.
+class EnvFactory(BaseEnvFactory):
+    """:class:`gpusched_envs.EnvFactory` (picklable; imports :mod:`gpusched_envs` in the calling process, so a
+    worker process or a spawned vector-env worker finds the ids) that then applies ``wrappers`` (callables
+    ``env -> env``, picklable themselves) in order.
 
     Called with one argument (RLlib's ``EnvContext``, a dict), its entries override ``env_kwargs``."""
 
@@ -35,17 +37,15 @@ class EnvFactory:
             raise ValueError(
                 f"env_id must be a registered id such as 'gpusched/JobSelect-v1', got {env_id!r}"
             )
-        self.env_id = env_id
-        self.env_kwargs = dict(env_kwargs or {})
+        super().__init__(env_id, dict(env_kwargs or {}))
         self.wrappers = tuple(wrappers)
 
+    @property
+    def env_kwargs(self) -> dict:
+        return self.kwargs
+
     def __call__(self, config: dict | None = None):
-        import gymnasium as gym
-
-        import gpusched_envs  # noqa: F401  (registers the ids in this process)
-
-        kwargs = {**self.env_kwargs, **dict(config or {})}
-        env = gym.make(self.env_id, **kwargs)
+        env = super().__call__(config)
         for wrap in self.wrappers:
             env = wrap(env)
         return env
