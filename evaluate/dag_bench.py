@@ -38,7 +38,7 @@ import typer
 from gpusched_lab.agents.common import set_torch_threads
 from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.registry import register_agent_kind
-from gpusched_lab.evaluate.report.files import write_json, write_text
+from gpusched_lab.evaluate.report.files import machine_description, write_json, write_text
 from gpusched_lab.evaluate.report.tables import md_row, md_rule
 from gpusched_lab.evaluate.scenarios import file_digest
 
@@ -491,7 +491,7 @@ def run_bench(
         "planner_plans": planner_plans,
         "seed_list": seed_list,
         "time_limit": time_limit,
-        "machine": "2-core dev VM, shared with other jobs",
+        "machine": machine_description(),
         "agents": agents,
         "dags": dags,
     }

@@ -41,7 +41,7 @@ import typer
 from gpusched_lab.evaluate.agents import AgentSpecError, EvalAgent
 from gpusched_lab.evaluate.episodes import finish_metrics
 from gpusched_lab.evaluate.registry import register_agent_kind
-from gpusched_lab.evaluate.report.files import write_json, write_text
+from gpusched_lab.evaluate.report.files import machine_description, write_json, write_text
 from gpusched_lab.evaluate.report.tables import bracket_text, md_row, md_rule
 from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, file_digest, make_marl_env, python_sources_digest
 from gpusched_lab.evaluate.seeds import parse_seeds as parse_seed_list
@@ -395,7 +395,7 @@ def marl(
         import torch
 
         torch.set_num_threads(1)
-        report = {"machine": "2-core dev VM, shared with other jobs (CPU, torch 1 thread)", "scenarios": {}}
+        report = {"machine": f"{machine_description()} (CPU, torch 1 thread)", "scenarios": {}}
         for n in names:
             typer.echo(f"{n}:", err=True)
             report["scenarios"][n] = evaluate_scenario(

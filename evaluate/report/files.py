@@ -62,3 +62,11 @@ def csv_text(rows: list[dict], columns: list[str], *, line_end: str = "\n") -> s
     for row in rows:
         w.writerow({k: ("" if v is None else v) for k, v in clean(row).items()})
     return buf.getvalue()
+
+
+def machine_description() -> str:
+    """The machine a result was measured on, for the ``machine`` field of a report: CPUs, architecture, system."""
+    import os
+    import platform
+
+    return f"{os.cpu_count() or '?'}-CPU {platform.machine() or 'unknown'} {platform.system() or 'machine'}"

@@ -1,4 +1,4 @@
-"""Classical DAG list schedulers (SPEC §6): HEFT, CPOP (Topcuoglu, Hariri & Wu, IEEE TPDS 13(3), 2002) and a
+"""Classical DAG list schedulers: HEFT, CPOP (Topcuoglu, Hariri & Wu, IEEE TPDS 13(3), 2002) and a
 random plan. Each returns a plan ``(assignment (N,) int64, priority (N,) float64)`` that
 :func:`gpusched_envs.sim.dag_eval.evaluate_plan` turns back into exactly the schedule the algorithm built.
 

@@ -67,7 +67,7 @@ class SimConfig:
             typical placement for its size (packed on the fewest servers of that type, network to itself, no
             interference; see :func:`typical_iteration_time`), so a trace replayed on its own cluster takes about
             its traced time. ``"ideal"``: the duration was measured at the ideal speed (fastest GPU type,
-            consolidated), the rule before issue 11, which makes a replay on a mixed cluster run slower than traced.
+            consolidated), the earlier rule, which makes a replay on a mixed cluster run slower than traced.
         restart_delay: seconds a preempted or migrated job waits on its new GPUs before it runs again
             (``None``: the default in ``data/sim_defaults.yaml``, with its source).
         seed: seeds the model assignment of duration-only traces and any random placement.

@@ -1,4 +1,4 @@
-"""Throughput model of a synchronous data-parallel job on a placement (SPEC §3).
+"""Throughput model of a synchronous data-parallel job on a placement.
 
 compute time c = the slowest assigned GPU's single-GPU iteration time;
 communication m = 0 on one GPU, else ring all-reduce 2(n-1)/n · S / B + 2(n-1) · hop latency, where B is the

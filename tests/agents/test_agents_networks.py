@@ -85,7 +85,7 @@ def test_masked_sets_invalid_actions_to_minus_infinity():
     assert out[1].tolist() == [0.0, 0.0, 0.0]  # no valid action: left as is
 
 
-# ------------------------------------------------------------------ fast GNN (issue 10 pt 4)
+# ------------------------------------------------------------------ fast GNN
 SIXTEEN_RACKS = """name: racks16
 description: 16 racks x 2 servers x 4 GPUs (a cluster no shipped checkpoint was trained on)
 racks:

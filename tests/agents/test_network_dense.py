@@ -1,4 +1,4 @@
-"""The dense GNN (issue 10 pt 4, the default ``gnn_impl``): the same function as the ``torch_geometric`` reference
+"""The dense GNN (the default ``gnn_impl``): the same function as the ``torch_geometric`` reference
 and the scatter implementation, with the same parameters, on every cluster env's graph observation; its caches
 (tree operators, detached parameter views, link terms) follow parameter updates; shipped checkpoints act the same."""
 

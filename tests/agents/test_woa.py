@@ -1,4 +1,4 @@
-"""WOA, GA, PSO, random search, the analytic lower bound and CP-SAT over random-key DAG plans (issue 13)."""
+"""WOA, GA, PSO, random search, the analytic lower bound and CP-SAT over random-key DAG plans."""
 
 from __future__ import annotations
 

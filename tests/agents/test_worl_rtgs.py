@@ -1,4 +1,4 @@
-"""WORL-RTGS pieces (issue 13): SPD / FTG, the WORL hook, the DAG GNN with DDQN and PPO, the plan generator, and
+"""WORL-RTGS pieces: SPD / FTG, the WORL hook, the DAG GNN with DDQN and PPO, the plan generator, and
 ``gpusched dag-bench``."""
 
 from __future__ import annotations

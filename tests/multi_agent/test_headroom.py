@@ -1,4 +1,4 @@
-"""``scripts/studies/marl_headroom.py`` (issue 16): the rollout over SRTF is never worse than SRTF on its window, and nothing
+"""``scripts/studies/marl_headroom.py``: the rollout over SRTF is never worse than SRTF on its window, and nothing
 goes below the lower bound."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """HMARL's imitation warm start (DAgger towards a per-agent heuristic), the clairvoyant per-agent SJF heuristic, and
-multi-agent scenarios on the leaderboard (issue 16)."""
+multi-agent scenarios on the leaderboard."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """multi_scheduler_v1 with preemption slots, queue orders and coordination features, and the per-agent preemptive
-heuristics (issue 16): exact hand cases, the one-agent equality with the single SRTF scheduler, PettingZoo's API
+heuristics: exact hand cases, the one-agent equality with the single SRTF scheduler, PettingZoo's API
 tests on the preemptive env at 2 and 8 agents, and the HMARL actor's preempt logits."""
 
 from __future__ import annotations

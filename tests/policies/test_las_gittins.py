@@ -1,4 +1,4 @@
-"""The non-clairvoyant priority rules of issue 10: many-queue LAS and 2D-Gittins (gpusched_envs/policies/gittins.py).
+"""The non-clairvoyant priority rules: many-queue LAS and 2D-Gittins (gpusched_envs/policies/gittins.py).
 
 Exact outcomes on a hand-built instance (toy cluster: 16 GPUs), the Gittins index on hand-computed distributions, and
 the bundled table's provenance (fitted on Philly jobs submitted before the held-out cut-off only)."""

@@ -1,4 +1,4 @@
-"""NetSens on hand-built cases (issue 14): when waiting for consolidation beats spreading and when it loses, what
+"""NetSens on hand-built cases: when waiting for consolidation beats spreading and when it loses, what
 network-sensitive preemption frees and how the preempted job resumes, the preemption bound, and the auto-tuner's
 direction (``TimerTuner``, ``netsens-auto``, the DelayTuning-v1 agent).
 

@@ -1,4 +1,4 @@
-"""``--resume`` never unpickles a file that this user's runs did not write (issue 12: no code runs from a
+"""``--resume`` never unpickles a file that this user's runs did not write (no code runs from a
 checkpoint): resume files are signed with a per-user key and verified before loading."""
 
 from __future__ import annotations
