@@ -1,4 +1,5 @@
-"""Every numeric and name flag of ``gpusched`` refuses bad values in one line naming the flag (exit 2) within 5 s.
+"""Every numeric and name flag of ``gpusched`` refuses bad values in one line naming the flag (exit 2) within 5 s and without the process's peak memory
+growing by 1 GiB.
 
 The cases come from the CLI's own listing: the typer/click command tree of ``gpusched`` with every subcommand the
 installed extras provide, each option's type read from the command (its :mod:`gpusched_envs.validation` parser,
@@ -13,6 +14,7 @@ it is checked exactly, so it can only shrink.
 from __future__ import annotations
 
 import math
+import resource
 import signal
 import time
 from pathlib import Path
@@ -172,11 +174,14 @@ def test_bad_value_is_one_line_naming_the_flag(
     fill = [a for p in required if flag not in p.opts for a in _filler(p)]
     argv = [*path, *fill, flag, value]
     start = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux: the process's high-water mark
     outcome, err = _run(command, argv, capsys, real=False)
     if outcome == "accepted" and owned(path):
         outcome, err = _run(command, argv, capsys, real=True)
     verdict = _verdict(outcome, err, flag)
     assert time.perf_counter() - start < 5 + 1, "took longer than 5 s"
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
+    assert grown < 1024 * 1024, f"the peak memory grew by {grown / 1024:.0f} MiB (limit 1 GiB)"
     key = (" ".join(path), flag, value)
     if owned(path):
         assert verdict == "ok", (key, verdict, err)
