@@ -1,5 +1,5 @@
-"""Every numeric and name flag of ``gpusched`` refuses bad values in one line naming the flag (exit 2) within 5 s and without the process's peak memory
-growing by 1 GiB.
+"""Every numeric and name flag of ``gpusched`` refuses bad values in one line naming the flag (exit 2) within 5 s
+and without the process's peak memory growing by 1 GiB.
 
 The cases come from the CLI's own listing: the typer/click command tree of ``gpusched`` with every subcommand the
 installed extras provide, each option's type read from the command (its :mod:`gpusched_envs.validation` parser,
