@@ -19,8 +19,8 @@ untrained performance model, same adaptation budget), and the heuristics ``conso
 ``random``. The learned agents' performance models are refitted on the task's adaptation episodes only; the
 evaluation workloads are scored with the model but never added to it.
 
-    gpusched adapt --seeds 10 --adapt-episodes 0,1,3,10 --out results/adapt
-    gpusched adapt --drift --seeds 10 --out results/adapt-drift
+    gpusched adapt --num-seeds 10 --adapt-episodes 0,1,3,10 --out results/adapt
+    gpusched adapt --drift --num-seeds 10 --out results/adapt-drift
 """
 
 from __future__ import annotations
@@ -245,11 +245,14 @@ def adapt_cmd(
         str, typer.Option(help="Comma list of adaptation budgets K (episodes) to report.")
     ] = "0,1,3,10",
     seeds: Annotated[
-        int, typer.Option(parser=Int(min=1, cap="seeds"), help="Seeds (one held-out task each).")
+        int,
+        typer.Option(
+            "--num-seeds", parser=Int(min=1, cap="seeds"), help="How many seeds (one held-out task each)."
+        ),
     ] = 10,
     first_seed: Annotated[
         int,
-        typer.Option(parser=Seed(), help="First seed (tasks first_seed .. first_seed + seeds - 1)."),
+        typer.Option(parser=Seed(), help="First seed (tasks first_seed .. first_seed + num_seeds - 1)."),
     ] = 0,
     agents: Annotated[
         str, typer.Option(help="Comma list of agents: " + ", ".join(LEARNED_AGENTS + HEURISTIC_AGENTS))
@@ -295,8 +298,10 @@ def adapt_cmd(
 
     ks = _int_list(adapt_episodes, "adapt-episodes")
     # the tasks 0 .. first_seed + seeds - 1 are drawn, and every seed runs every K's evaluation episodes
-    check_cap("seeds", first_seed + seeds, "--first-seed + --seeds")
-    check_cap("evaluations", seeds * len(ks) * eval_episodes, "--seeds × --adapt-episodes × --eval-episodes")
+    check_cap("seeds", first_seed + seeds, "--first-seed + --num-seeds")
+    check_cap(
+        "evaluations", seeds * len(ks) * eval_episodes, "--num-seeds × --adapt-episodes × --eval-episodes"
+    )
     names = [a.strip() for a in agents.split(",") if a.strip()]
     bad = [a for a in names if a not in LEARNED_AGENTS + HEURISTIC_AGENTS]
     if bad:

@@ -1,9 +1,9 @@
 """Score a checkpoint against the heuristics of its own information class, paired on the same workloads: average JCT
 per (scenario, seed), mean and 95% bootstrap interval per policy, and the paired difference agent − heuristic.
 
-    gpusched train compare checkpoints/ppo_jobselect_gnn --seeds 10 --first-seed 20000
+    gpusched train compare checkpoints/ppo_jobselect_gnn --num-seeds 10 --first-seed 20000
     gpusched train compare CKPT --env-kwargs '{"cluster": "hetero64", "workload": "philly:start=2017-11-06,jobs=300,load=0.9,gpus=64"}'
-    gpusched train compare CKPT --suite philly_heldout --seeds 3 --out results.json
+    gpusched train compare CKPT --suite philly_heldout --num-seeds 3 --out results.json
 
 The heuristics are those a scheduler with the agent's information could run (``information`` in the checkpoint's
 metadata; checkpoints from before the setting existed saw traced durations, so they count as clairvoyant):
@@ -316,7 +316,8 @@ def write_result(result: dict, out: Path) -> None:
 def compare_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="Checkpoint folder (model.pt + meta.json).")],
     seeds: Annotated[
-        int, typer.Option("--seeds", parser=Int(min=1, cap="seeds"), help="Number of held-out seeds (>= 1).")
+        int,
+        typer.Option("--num-seeds", parser=Int(min=1, cap="seeds"), help="How many held-out seeds (>= 1)."),
     ] = 10,
     first_seed: Annotated[
         int, typer.Option("--first-seed", parser=Seed(), help="First held-out seed (>= 0).")
@@ -354,8 +355,8 @@ def compare_cmd(
     from gpusched_lab.train.cli import parse_env_kwargs, user_error_message
 
     try:
-        check_int(seeds, "--seeds", min=1, cap="seeds")
-        check_seed(first_seed + seeds - 1, "--first-seed + --seeds - 1 (the last seed)")
+        check_int(seeds, "--num-seeds", min=1, cap="seeds")
+        check_seed(first_seed + seeds - 1, "--first-seed + --num-seeds - 1 (the last seed)")
         if env_kwargs is not None and suite is not None:
             raise ValueError("give --env-kwargs or --suite, not both")
         if scenarios is not None and suite is None:

@@ -1,7 +1,7 @@
 """``gpusched dag-bench``: WORL-RTGS and its baselines on DAG workloads.
 
 For every ``--dag`` spec (any ``dag:`` spec of :func:`gpusched_envs.workloads.dag.load_dag`, or a DAG file the
-workload loaders read) and ``--instances`` draws of it, every agent of ``--agents`` runs with each of ``--seeds``
+workload loaders read) and ``--instances`` draws of it, every agent of ``--agents`` runs with each of ``--num-seeds``
 seeds on the GPU set of ``--cluster`` / ``--gpus`` (the same GPUs ``DAGSchedule-v1`` uses). Per DAG and agent the
 output has the mean and standard deviation of the makespan over seeds (the std, averaged over instances, is the
 run-to-run stability the paper compares), the gap to the CP-SAT optimum when CP-SAT proves one, else to the best
@@ -375,7 +375,7 @@ def check_bench_args(
     try:
         if gpus is not None:
             check_int(gpus, "--gpus", min=0)
-        check_int(seeds, "--seeds", min=1, cap="seeds")
+        check_int(seeds, "--num-seeds", min=1, cap="seeds")
         check_int(instances, "--instances", min=1)
         check_float(time_limit, "--time-limit", min=0.0, min_open=True)
         check_int(population, "--population", min=1, cap="evaluations")
@@ -387,7 +387,7 @@ def check_bench_args(
         check_int(cpsat_max_tasks, "--cpsat-max-tasks", min=0, cap="tasks")
         runs = max(1, len(dags)) * instances * seeds
         check_cap("evaluations", population * iterations, "--population × --iterations")
-        check_cap("evaluations", runs, "--dag × --instances × --seeds")
+        check_cap("evaluations", runs, "--dag × --instances × --num-seeds")
         check_cap("evaluations", population * iterations * runs, "--population × --iterations × runs")
     except ValidationError as exc:
         raise DagBenchError(str(exc)) from None
@@ -507,7 +507,12 @@ def dag_bench(
         int, typer.Option(parser=Int(min=0), help="GPUs of the cluster, spread evenly (0: all).")
     ] = 8,
     agents: Annotated[str, typer.Option(help=f"Comma list of {', '.join(AGENTS)}, or all.")] = "all",
-    seeds: Annotated[int, typer.Option(parser=Int(min=1, cap="seeds"), help="Seeds per DAG instance.")] = 10,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--num-seeds", parser=Int(min=1, cap="seeds"), help="How many seeds per DAG instance (0 .. N-1)."
+        ),
+    ] = 10,
     instances: Annotated[
         int, typer.Option(parser=Int(min=1), help="Draws of each DAG spec (generators).")
     ] = 1,

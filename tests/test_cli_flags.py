@@ -213,3 +213,18 @@ def test_caps_say_how_to_raise_them(monkeypatch):
     assert CAPS["processes"].limit() >= 1
     assert not math.isnan(CAPS["action_space"].limit())
     assert Path(__file__).name == "test_cli_flags.py"
+
+
+def test_seeds_means_one_thing_in_every_command():
+    """``--seeds`` is a seed list or range wherever it appears (a count of seeds is ``--num-seeds``): every
+    command's ``--seeds`` takes ``0-2``."""
+    seen = []
+    for path, command in _walk(GROUP):
+        for param in getattr(command, "params", []):
+            if "--seeds" not in getattr(param, "opts", ()):
+                continue
+            kind, _ = _kind(param)
+            seen.append((" ".join(path), kind))
+    assert seen, "no command has --seeds"
+    counts = [p for p, kind in seen if kind in ("int", "float")]
+    assert not counts, f"--seeds is a number in {counts}; a count of seeds is --num-seeds"

@@ -219,7 +219,7 @@ def test_dag_bench_grid_json_and_errors(tmp_path):
         "dag:tpch:q=9,ccr=1.0",
         "--agents",
         "heft,random",
-        "--seeds",
+        "--num-seeds",
         "2",
         "--quiet",
     ]

@@ -150,7 +150,7 @@ def test_compare_cli_env_kwargs_and_errors(gnn_checkpoint, tmp_path):
         [
             "compare",
             str(gnn_checkpoint),
-            "--seeds",
+            "--num-seeds",
             "1",
             "--env-kwargs",
             '{"num_jobs": 8}',

@@ -62,15 +62,19 @@ def assert_refused(result, *needles: str) -> None:
 @pytest.mark.parametrize(
     ("function", "argv", "needles"),
     [
-        (adapt.adapt_cmd, ["--seeds", "10", "--first-seed", "100000"], ["--first-seed + --seeds", "100,010"]),
+        (
+            adapt.adapt_cmd,
+            ["--num-seeds", "10", "--first-seed", "100000"],
+            ["--first-seed + --num-seeds", "100,010"],
+        ),
         (adapt.adapt_cmd, ["--caution", "inf"], ["--caution", "finite"]),
         (adapt.adapt_cmd, ["--adapt-episodes", "0,1000000"], ["--adapt-episodes", "1,000,000 episodes"]),
         (
             adapt.adapt_cmd,
-            ["--seeds", "1000", "--eval-episodes", "10000"],
-            ["--seeds × --adapt-episodes × --eval-episodes"],
+            ["--num-seeds", "1000", "--eval-episodes", "10000"],
+            ["--num-seeds × --adapt-episodes × --eval-episodes"],
         ),
-        (dag_bench.dag_bench, ["--dag", "nope.yaml", "--seeds", "0"], ["--seeds must be >= 1"]),
+        (dag_bench.dag_bench, ["--dag", "nope.yaml", "--num-seeds", "0"], ["--num-seeds must be >= 1"]),
         (dag_bench.dag_bench, ["--dag", "nope.yaml", "--time-limit", "nan"], ["--time-limit", "finite"]),
         (
             dag_bench.dag_bench,
@@ -79,7 +83,7 @@ def assert_refused(result, *needles: str) -> None:
         ),
         (
             dag_bench.dag_bench,
-            ["--dag", "nope.yaml", "--population", "1000", "--iterations", "1000", "--seeds", "20"],
+            ["--dag", "nope.yaml", "--population", "1000", "--iterations", "1000", "--num-seeds", "20"],
             ["--population × --iterations × runs"],
         ),
         (dag_bench.dag_bench, ["--dag", "nope.yaml", "--refine", "2"], ["--refine must lie in [0, 1]"]),
@@ -91,11 +95,11 @@ def assert_refused(result, *needles: str) -> None:
         (marl.app, ["--heads", "65"], ["--heads", "65 heads", "GPUSCHED_MAX_HEADS"]),
         (marl.app, ["--load", "0"], ["--load", "> 0"]),
         (marl.app, ["--jobs", "-1"], ["--jobs"]),
-        (compare.compare_cmd, ["x", "--seeds", "0"], ["--seeds must be >= 1"]),
+        (compare.compare_cmd, ["x", "--num-seeds", "0"], ["--num-seeds must be >= 1"]),
         (
             compare.compare_cmd,
-            ["x", "--first-seed", str(2**63 - 1), "--seeds", "2"],
-            ["--first-seed + --seeds - 1", "2**63"],
+            ["x", "--first-seed", str(2**63 - 1), "--num-seeds", "2"],
+            ["--first-seed + --num-seeds - 1", "2**63"],
         ),
         (cli.evaluate, ["--agent", "fifo", "--env", "x", "--workers", "0"], ["--workers must be >= 1"]),
     ],
