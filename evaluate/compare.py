@@ -67,6 +67,21 @@ def information_of(meta: dict) -> str:
     return meta.get("information") or (meta.get("env_kwargs") or {}).get("information") or "clairvoyant"
 
 
+# references beside the heuristics wherever FIFO is shown: FIFO that lets a later job start when the head does not
+# fit, and a random policy over the valid actions (what "learned anything" is measured against)
+BASELINES = ("fifo+backfill", "random-masked")
+
+
+def masked_random(seed: int):
+    """A policy that picks uniformly among the valid actions (``obs["action_mask"]``), seeded."""
+    rng = np.random.default_rng(int(seed))
+
+    def act(obs) -> int:
+        return int(rng.choice(np.flatnonzero(obs["action_mask"])))
+
+    return act
+
+
 def heuristics_for(information: str) -> tuple[str, ...]:
 
     return comparable_policies(information, preemption=True)
@@ -91,6 +106,10 @@ def heuristic_in_env_jct(env, name: str, placement: str, seed: int) -> float:
 
 
 def heuristic_jct(env, name: str, placement: str, seed: int) -> float:
+    if name == "random-masked":  # acts through the agent's own env
+        return float(run_episode(masked_random(seed), env, seed)["metrics"]["avg_jct"])
+    if name == "fifo+backfill":
+        return float(fresh_simulator(env, seed).run(FIFO(placement, backfill=True))["avg_jct"])
 
     if (
         name in PLACEMENT_HEURISTICS
@@ -166,7 +185,7 @@ def compare(
     elif agent.env_id in PLACEMENT_ENVS:
         names = (*PLACEMENT_HEURISTICS, "tiresias")
     else:
-        names = heuristics_for(information)
+        names = (*heuristics_for(information), *BASELINES)
     if suite is not None:
         scenarios = [(n, kw) for n, env_id, kw in suite_scenarios(suite) if env_id == agent.env_id]
         if not scenarios:

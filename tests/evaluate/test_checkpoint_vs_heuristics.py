@@ -121,6 +121,8 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
         "gandiva",
         "tiresias",
         "las",
+        "fifo+backfill",
+        "random-masked",
         "tiresias@env",
         "las@env",
     }
@@ -130,7 +132,19 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
     assert "agent_minus_tiresias@env" in result["summary"]
     assert compare(
         gnn_checkpoint, [0], env_kwargs={"cluster": "topdrl", "num_jobs": 12}, in_env_references=False
-    )["rows"][0].keys() == {"scenario", "seed", "agent", "fifo", "gandiva", "tiresias", "las"}
+    )["rows"][0].keys() == {
+        "scenario",
+        "seed",
+        "agent",
+        "fifo",
+        "gandiva",
+        "tiresias",
+        "las",
+        "fifo+backfill",
+        "random-masked",
+    }
+    # the masked random policy acts through the env: a real episode
+    assert all(r["random-masked"] > 0 for r in result["rows"])
     assert all(r["agent"] > 0 and r["tiresias"] > 0 for r in result["rows"])
     # the heuristic figures are those of the same workload replayed by the simulator
     from gpusched_lab.agents.common import fresh_simulator
@@ -140,6 +154,10 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
     env = make_env("gpusched/JobSelect-v1", result["scenarios"][0]["env_kwargs"], "graph")
     expected = fresh_simulator(env, 1).run(make_policy("tiresias", "closest"))["avg_jct"]
     assert result["rows"][1]["tiresias"] == pytest.approx(expected)
+    from gpusched_envs.policies.schedulers import FIFO
+
+    expected = fresh_simulator(env, 1).run(FIFO("closest", backfill=True))["avg_jct"]
+    assert result["rows"][1]["fifo+backfill"] == pytest.approx(expected)
 
 
 def test_compare_cli_env_kwargs_and_errors(gnn_checkpoint, tmp_path):
