@@ -3,11 +3,11 @@ shipped or user checkpoints, and user agents given as ``module:callable``.
 
 Agent specs (:func:`resolve_agent`):
 
-- ``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``las`` (their default placement, :data:`HEURISTICS`), or
-  ``POLICY+PLACEMENT`` (``sjf+consolidate``): a heuristic of :mod:`gpusched_envs.policies`;
+- ``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``gandiva``, ``las``, ``fifo-backfill`` (their default placement,
+  :data:`HEURISTICS`), or ``POLICY+PLACEMENT`` (``sjf+consolidate``): a heuristic of :mod:`gpusched_envs.policies`;
+- ``random``: a seeded uniform choice among the valid actions in the scenario's env (:class:`RandomEvalAgent`);
 - a checkpoint folder (``model.pt`` + ``meta.json``) or its ``model.pt``: loaded with ``agents.load``, evaluated
-  only on scenarios with its env id and observation layout; a MetaPlace checkpoint (``meta_rl`` in its meta, issue
-  15) runs as ``gpusched adapt`` evaluates it at K = 0 (:class:`MetaPlaceEvalAgent`: GNN logits minus ``w`` × its
+  only on scenarios with its env id and observation layout; a MetaPlace checkpoint (``meta_rl`` in its meta) runs as ``gpusched adapt`` evaluates it at K = 0 (:class:`MetaPlaceEvalAgent`: GNN logits minus ``w`` × its
   performance model's cautious score), and the ``checkpoints`` group lists ``checkpoints/*/``;
 - ``module:callable`` or ``path/to/file.py:callable``: ``callable()`` returns either an agent with
   ``act(obs) -> action`` (optional ``reset()`` before each episode; optional attributes ``env_ids`` — the env ids
@@ -34,6 +34,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 from gpusched_lab.agents.common import NoSimulatorError, fresh_simulator
 from gpusched_lab.evaluate import episodes, registry
 from gpusched_lab.evaluate.episodes import (  # noqa: F401 - re-exported: the names this module had
@@ -62,6 +63,7 @@ HEURISTICS: dict[str, str] = {
     "tiresias": "closest",
     "gandiva": "pack",  # Gandiva's own affinity/packing placement
     "las": "closest",  # many-queue LAS: Tiresias without its single threshold
+    "fifo-backfill": "closest",  # a reference beside strict FIFO: a later job starts when the head does not fit
 }
 """Default heuristics of the leaderboard: policy → placement."""
 
@@ -187,6 +189,33 @@ class HeuristicEvalAgent(EvalAgent):
 
     def run_episode(self, scenario: Scenario, seed: int) -> dict:
         return run_scheduler_episode(make_policy(self.policy, self.placement), scenario, seed)
+
+
+class RandomEvalAgent(EvalAgent):
+    """``random``: a seeded uniform choice among the valid actions (``obs["action_mask"]``), acting through the
+    scenario's env: the floor a learned agent is measured against. The episode seed seeds the choice too."""
+
+    kind = "random"
+    ENVS = ("gpusched/JobSelect-v1", "gpusched/WorkerPlacement-v1", "gpusched/DelayTuning-v1")
+
+    def __init__(self, spec: str = "random"):
+        super().__init__(spec, "random")
+
+    def identity(self) -> dict:
+        return {"kind": self.kind, "rule": "uniform over the action mask, numpy default_rng(seed)"}
+
+    def applies_to(self, scenario: Scenario) -> str | None:
+        if scenario.env_id not in self.ENVS:
+            return f"runs on {', '.join(self.ENVS)}"
+        return None
+
+    def run_episode(self, scenario: Scenario, seed: int) -> dict:
+        rng = np.random.default_rng(int(seed))
+        env = scenario.make_env()
+        try:
+            return run_act_episode(lambda obs: int(rng.choice(np.flatnonzero(obs["action_mask"]))), env, seed)
+        finally:
+            env.close()
 
 
 def _env_id_of(env) -> str | None:
@@ -535,6 +564,7 @@ def expand_agent_specs(specs: list[str] | str | None, checkpoints: str | Path | 
                 continue
             if spec in ("all", "heuristics"):
                 out.extend(HEURISTICS)
+                out.append("random")
                 out.extend(registry.group_agents())  # DAG heuristics and searchers, per-agent heuristics
             if spec in ("all", "checkpoints"):
                 out.extend(shipped_checkpoints(checkpoints))
@@ -555,6 +585,8 @@ def resolve_agent(spec: str) -> EvalAgent:
     kind = registry.kind_of(spec)  # the bench modules' kinds: dag-*, marl-* and HMARL checkpoints
     if kind is not None:
         agent: EvalAgent = kind.factory(spec)
+    elif spec == "random":
+        agent = RandomEvalAgent(spec)
     elif policy in POLICIES and ":" not in spec:
         agent = HeuristicEvalAgent(policy, placement if plus else HEURISTICS.get(policy, "closest"), spec)
     elif Path(spec).exists() and is_metaplace_checkpoint(spec):  # logits − w · model score

@@ -54,6 +54,14 @@ class FIFO(QueuePolicy):
     backfill = False
 
 
+class FIFOBackfill(FIFO):
+    """FIFO order with backfill: when the head job does not fit, a later job that fits starts (the reference beside
+    strict FIFO)."""
+
+    name = "fifo-backfill"
+    backfill = True
+
+
 class SJF(QueuePolicy):
     """Shortest job first by traced duration (clairvoyant), non-preemptive, with backfill."""
 
@@ -76,6 +84,7 @@ class Gandiva(QueuePolicy):
 
 POLICIES = {
     "fifo": FIFO,
+    "fifo-backfill": FIFOBackfill,
     "sjf": SJF,
     "srtf": SRTF,
     "tiresias": Tiresias,

@@ -249,3 +249,29 @@ def test_leaderboard_printout_lists_agents_of_other_envs_once_not_as_rows(capsys
     assert "2.00 (#1)" in out and "n/a" not in out
     assert "not applicable to any scenario of this suite (1): dag-heft" in out
     assert out.count("dag-heft") == 1
+
+
+def test_heuristics_group_has_the_references_beside_fifo():
+    from gpusched_lab.evaluate.agents import expand_agent_specs
+
+    group = expand_agent_specs("heuristics")
+    assert "fifo-backfill" in group and "random" in group
+
+
+def test_fifo_backfill_is_fifo_with_backfill_on_the_same_workload():
+    from gpusched_envs.policies.schedulers import FIFO
+    from gpusched_envs.sim import Simulator
+
+    agent = resolve_agent("fifo-backfill")
+    env = TINY.make_env()
+    env.reset(seed=1)
+    sim = env.unwrapped.sim
+    expected = Simulator(sim.cluster, sim.workload, sim.config).run(FIFO("closest", backfill=True))["avg_jct"]
+    assert agent.run_episode(TINY, 1)["avg_jct"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_random_agent_takes_valid_actions_and_repeats_with_its_seed():
+    agent = resolve_agent("random")
+    a, b = agent.run_episode(TINY, 3), agent.run_episode(TINY, 3)
+    assert a["invalid_actions"] == 0 and a["avg_jct"] == b["avg_jct"] and a["steps"] > 0
+    assert agent.applies_to(Scenario("dag", "gpusched/DAGSchedule-v1", {}, (0,))) is not None
