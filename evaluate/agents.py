@@ -34,7 +34,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
 from gpusched_lab.agents.common import NoSimulatorError, fresh_simulator
 from gpusched_lab.evaluate import episodes, registry
 from gpusched_lab.evaluate.episodes import (  # noqa: F401 - re-exported: the names this module had
@@ -42,6 +41,7 @@ from gpusched_lab.evaluate.episodes import (  # noqa: F401 - re-exported: the na
     MAX_CONSECUTIVE_INVALID,
     finish_metrics,
     jct_quantiles,
+    masked_random,
     run_act_episode,
 )
 from gpusched_lab.evaluate.scenarios import (
@@ -210,10 +210,9 @@ class RandomEvalAgent(EvalAgent):
         return None
 
     def run_episode(self, scenario: Scenario, seed: int) -> dict:
-        rng = np.random.default_rng(int(seed))
         env = scenario.make_env()
         try:
-            return run_act_episode(lambda obs: int(rng.choice(np.flatnonzero(obs["action_mask"]))), env, seed)
+            return run_act_episode(masked_random(seed), env, seed)
         finally:
             env.close()
 

@@ -31,6 +31,7 @@ import numpy as np
 import typer
 import yaml
 from gpusched_lab.agents.common import fresh_simulator, make_env, run_episode, set_torch_threads
+from gpusched_lab.evaluate.episodes import masked_random
 from gpusched_lab.evaluate.stats import bootstrap_ci
 
 from gpusched_envs.envs.adapters import HeuristicAgent
@@ -70,16 +71,6 @@ def information_of(meta: dict) -> str:
 # references beside the heuristics wherever FIFO is shown: FIFO that lets a later job start when the head does not
 # fit, and a random policy over the valid actions (what "learned anything" is measured against)
 BASELINES = ("fifo+backfill", "random-masked")
-
-
-def masked_random(seed: int):
-    """A policy that picks uniformly among the valid actions (``obs["action_mask"]``), seeded."""
-    rng = np.random.default_rng(int(seed))
-
-    def act(obs) -> int:
-        return int(rng.choice(np.flatnonzero(obs["action_mask"])))
-
-    return act
 
 
 def heuristics_for(information: str) -> tuple[str, ...]:

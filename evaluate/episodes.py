@@ -28,6 +28,18 @@ def finish_metrics(metrics: dict, sim) -> dict:
     return out
 
 
+def masked_random(seed: int):
+    """A policy ``act(obs) -> action`` that picks uniformly among the valid actions (``obs["action_mask"]``),
+    seeded: the floor a learned agent is measured against (the leaderboard's ``random``, ``train compare``'s
+    ``random-masked``)."""
+    rng = np.random.default_rng(int(seed))
+
+    def act(obs) -> int:
+        return int(rng.choice(np.flatnonzero(obs["action_mask"])))
+
+    return act
+
+
 def run_act_episode(act, env, seed: int, reset=None) -> dict:
     """One episode of ``act(obs) -> action``; adds ``episode_return``, ``steps`` and ``invalid_actions``."""
     obs, info = env.reset(seed=int(seed))
