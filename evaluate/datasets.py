@@ -1,0 +1,756 @@
+"""``gpusched dataset``: episodes of any leaderboard agent on any scenario, recorded as a Minari dataset for
+offline RL (behaviour cloning, CQL: ``gpusched train bc|cql --dataset NAME``).
+
+A dataset is one agent on one scenario over a list of seeds, each seed one episode of the scenario's env (the same
+``env.reset(seed=seed)`` the leaderboard uses). Every step stores the observation in the env's observation mode
+(``flat``, ``graph`` or ``image``: Dict spaces of Boxes, the action mask included as ``obs["action_mask"]``), the
+action, reward, termination and truncation, and the env's info (its fixed schema: ``invalid_action``,
+``forced_action``, ``episode_done`` and the episode ``metrics``, which hold the final values at the last step).
+Each episode's metadata holds its seed and the leaderboard's metrics of the episode (average JCT, quantiles, ...).
+The dataset's metadata (``gpusched`` key) names the env id and kwargs, the agent spec and name, the seeds, the
+information class, the package version and the command that wrote it. Storage: Minari's ``parquet`` format (the
+``arrow`` columns, compressed), in ``--root`` or ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); a
+dataset is written locally only, never downloaded.
+
+How each agent acts step by step in the env:
+
+- a heuristic (``srtf``, ``las``, ``tiresias+closest``, ...) on ``JobSelect-v1``: the scheduler picks the job to
+  start or preempt (:class:`gpusched_envs.envs.adapters.HeuristicAgent`), the env's placer (set to the heuristic's
+  placement) places it; a clairvoyant heuristic (SRTF, SJF) records a clairvoyant env (``information``), so its
+  observations show what it saw;
+- ``random``, a checkpoint (its own observation layout: ``obs_mode``, ``preemption``, ...), a user's
+  ``module:callable`` (``act(obs)``, or ``schedule(sim)`` on ``JobSelect-v1`` like a heuristic);
+- a DAG agent (``dag-heft``, ``dag-cpsat``, ``dag-worl-rtgs``, ...) on ``DAGSchedule-v1``: it plans the seed's DAG
+  as ``gpusched dag-bench`` does, then each step places the env's current task on the plan's GPU. The env lists
+  the tasks in its own order (HEFT rank), so the episode's makespan can differ from the plan's; the plan's own
+  makespan is in the episode metadata (``plan_makespan``). ``dag-cpsat`` records only the seeds whose DAG CP-SAT
+  solves to proven optimality (at most 30 tasks, 10 s); the others are listed in the metadata (``skipped``).
+
+Multi-agent scenarios (PettingZoo) and MetaPlace checkpoints (their greedy rollout reads the simulator) are not
+recorded. A dataset is written into a temporary folder beside the target and renamed at the end, so an error, a
+full disk or an interrupt leaves no half-written dataset.
+
+``--recipe standard`` records the recipe set: every ``JobSelect-v1`` scenario of the ``standard`` suite with SRTF
+(clairvoyant), LAS and Tiresias (non-clairvoyant), all with preemption; every cluster scenario with the best shipped
+checkpoint of its env in the checkpoint's own setting; and every DAG scenario with CP-SAT (where it proves
+optimality) and WORL-RTGS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from gpusched_lab.evaluate.agents import (
+    AgentSpecError,
+    CheckpointEvalAgent,
+    EvalAgent,
+    HeuristicEvalAgent,
+    MetaPlaceEvalAgent,
+    RandomEvalAgent,
+    UserEvalAgent,
+    default_checkpoint_dir,
+    resolve_agent,
+)
+from gpusched_lab.evaluate.episodes import finish_metrics, masked_random
+from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, Scenario, SuiteError, find_scenario, load_suite
+
+from gpusched_envs.validation import Name, Seeds, Text, ValidationError
+
+ROOT_ENV = "MINARI_DATASETS_PATH"
+DATA_FORMAT = "parquet"
+JOB_SELECT = "gpusched/JobSelect-v1"
+DAG_ENV = "gpusched/DAGSchedule-v1"
+DAG_CPSAT_MAX_TASKS = 30
+RECIPES = ("standard",)
+RECIPE_HEURISTICS = (  # (agent spec, env kwargs): the experts of both information classes, preemptive
+    ("srtf", {"information": "clairvoyant", "preemption": True}),
+    ("las", {"preemption": True}),
+    ("tiresias", {"preemption": True}),
+)
+# the best shipped checkpoint of each cluster env (by the quick suite's leaderboard), run in its own setting
+RECIPE_CHECKPOINTS = {
+    JOB_SELECT: "ppo_jobselect_gnn_clairvoyant",
+    "gpusched/WorkerPlacement-v1": "ddqn_workerplacement_gnn",
+    "gpusched/DelayTuning-v1": "ppo_delaytuning_mlp",
+}
+RECIPE_DAG_AGENTS = ("dag-cpsat", "dag-worl-rtgs")
+RECIPE_SEEDS = (0, 1, 2)
+"""Seeds of each recipe dataset (the held-out seeds of ``docs/datasets.md`` start at 100)."""
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be written or read: the message names the dataset and the reason."""
+
+
+# ---------------------------------------------------------------------------------------------- names and places
+def datasets_root(root: str | Path | None = None) -> Path:
+    """Where datasets live: ``root``, else ``$MINARI_DATASETS_PATH``, else ``~/.minari/datasets`` (Minari's own
+    default, so ``minari.load_dataset(NAME)`` finds them)."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get(ROOT_ENV)
+    return Path(env) if env else Path.home() / ".minari" / "datasets"
+
+
+def dataset_id(name: str, where: str = "--name") -> str:
+    """A Minari dataset id from a name: letters, digits, ``_`` and ``-``, ending in ``-vN`` (``-v0`` is added when
+    absent)."""
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,119}", name):
+        raise DatasetError(
+            f"{where}: {name!r} is not a dataset name (letters, digits, '_' and '-', starting with a letter or digit, "
+            "at most 120 characters; Minari ids have no '.', '/' or spaces)"
+        )
+    return name if re.search(r"-v\d+$", name) else f"{name}-v0"
+
+
+def dataset_path(name: str, root: str | Path | None = None) -> Path:
+    return datasets_root(root) / dataset_id(name)
+
+
+def package_version() -> str:
+    try:
+        return version("gpusched-envs")
+    except PackageNotFoundError:  # pragma: no cover - a source tree without an install
+        return "0"
+
+
+# ---------------------------------------------------------------------------------------------- how agents act
+@dataclass
+class Recorder:
+    """How one agent acts step by step in one scenario's env: the env (the scenario's kwargs with ``overrides``)
+    and, per episode, ``act(obs) -> action``."""
+
+    agent: EvalAgent
+    scenario: Scenario
+    overrides: dict = field(default_factory=dict)
+
+    @property
+    def env_kwargs(self) -> dict:
+        return {**self.scenario.env_kwargs, **self.overrides}
+
+    def make_env(self):
+        return self.scenario.make_env(**self.overrides)
+
+    def actor(self, env, seed: int):
+        """``(act, extra)``: the episode's policy (called after ``env.reset``) and metadata of the episode
+        (``{"skipped": reason}`` to leave the seed out)."""
+        agent = self.agent
+        if isinstance(agent, RandomEvalAgent):
+            return masked_random(seed), {}
+        if isinstance(agent, CheckpointEvalAgent):
+            return agent.policy().act, {}
+        if isinstance(agent, HeuristicEvalAgent):
+            from gpusched_envs.policies import make_policy
+
+            return _scheduler_actor(make_policy(agent.policy, agent.placement), env), {}
+        if isinstance(agent, UserEvalAgent):
+            made = agent.factory()
+            if agent.mode == "schedule":
+                return _scheduler_actor(made, env), {}
+            if hasattr(made, "reset"):
+                made.reset()
+            return made.act, {}
+        if getattr(agent, "kind", None) == "dag":
+            return _dag_actor(agent.agent, env, seed)
+        raise AgentSpecError(f"{agent.name}: cannot be recorded step by step")
+
+
+def _scheduler_actor(policy, env):
+    from gpusched_envs.envs.adapters import HeuristicAgent
+
+    expert = HeuristicAgent(policy)
+    return lambda obs: expert(env)
+
+
+def _dag_actor(name: str, env, seed: int):
+    """The plan of DAG agent ``name`` for the env's current DAG (after reset), as an ``act`` placing each task on
+    the plan's GPU."""
+    from gpusched_lab.evaluate.dag_bench import DEFAULT_REFINE, Instance
+
+    u = env.unwrapped
+    args = {
+        "cluster": u.cluster,
+        "gpus": u.num_gpus if len(u.gpu_ids) < u.cluster.num_gpus else None,
+        "time_limit": 10.0,
+        "population": 40,
+        "iterations": 60,
+        "injection_rate": 0.1,
+        "refine": DEFAULT_REFINE,
+        "planner_plans": 8,
+        "temperature": 0.5,
+        "cpsat_max_tasks": DAG_CPSAT_MAX_TASKS,
+        "checkpoints": None,
+    }
+    inst = Instance("dataset", 0, u.dag, u, args)
+    extra: dict = {}
+    plan = _dag_plan(name, inst, int(seed), extra)
+    if plan is None:
+        return None, extra
+    assignment = np.asarray(plan[0], dtype=np.int64)
+    from gpusched_envs.sim.dag_eval import evaluate_plan
+
+    extra["plan_makespan"] = float(
+        evaluate_plan(inst.dag, inst.speed, inst.bandwidth, *plan, gpu_types=inst.gpu_types)
+    )
+
+    def act(obs) -> int:
+        return int(assignment[u.current])
+
+    return act, extra
+
+
+def _dag_plan(name: str, inst, seed: int, extra: dict):
+    """``(assignment, priority)`` of DAG agent ``name`` (``dag-bench``'s settings), or None (``extra["skipped"]``
+    says why)."""
+    from gpusched_lab.agents.methods.worl_rtgs import metaheuristics as mh
+    from gpusched_lab.evaluate.dag_bench import DEFAULT_REFINE
+
+    from gpusched_envs.policies.dag import cpop
+
+    a = inst.args
+    budget = {"population": a["population"], "iterations": a["iterations"], "seed": seed}
+    if name == "heft":
+        return inst.heft()
+    if name == "cpop":
+        return cpop(inst.dag, inst.speed, inst.bandwidth, gpu_types=inst.gpu_types)
+    if name == "cpsat":
+        if inst.dag.num_tasks > DAG_CPSAT_MAX_TASKS:
+            extra["skipped"] = f"{inst.dag.num_tasks} tasks (CP-SAT runs on at most {DAG_CPSAT_MAX_TASKS})"
+            return None
+        r = inst.cpsat()
+        if not r.optimal:
+            extra["skipped"] = "CP-SAT did not prove optimality in 10 s"
+            return None
+        return r.assignment, r.priority
+    if name == "random":
+        r = mh.random_search(inst.space(), population=1, iterations=1, seed=seed)
+        return r.assignment, r.priority
+    if name in ("ga", "pso", "woa", "ga+list", "pso+list", "woa+list"):
+        from gpusched_lab.agents.methods.worl_rtgs.woa import whale_optimization
+
+        search = {"ga": mh.genetic_algorithm, "pso": mh.particle_swarm, "woa": whale_optimization}[
+            name.split("+")[0]
+        ]
+        seeds = {"seeds": inst.list_plans()} if name.endswith("+list") else {}
+        r = search(inst.space(), **seeds, **budget)
+        return r.assignment, r.priority
+    if name == "ls":
+        from gpusched_lab.agents.methods.worl_rtgs.local_search import local_search
+
+        r = local_search(inst.space(), inst.list_plans(), budget=a["population"] * a["iterations"], seed=seed)
+        return r.assignment, r.priority
+    if name in ("ddqn", "ppo"):
+        from gpusched_envs.sim.dag_eval import evaluate_plan
+
+        plans = inst.planner_plans(name, seed if name == "ddqn" else 0, a["planner_plans"] if name == "ddqn" else 1)
+        return min(
+            plans,
+            key=lambda p: float(evaluate_plan(inst.dag, inst.speed, inst.bandwidth, *p, gpu_types=inst.gpu_types)),
+        )
+    if name == "worl-rtgs":
+        from gpusched_lab.agents.methods.worl_rtgs.agent import worl_rtgs
+
+        r = worl_rtgs(
+            inst.space(),
+            list(inst.planner_plans("ddqn", seed, a["planner_plans"])),
+            injection_rate=a["injection_rate"],
+            list_plans=inst.list_plans(),
+            refine=a.get("refine", DEFAULT_REFINE),
+            **budget,
+        )
+        return r.assignment, r.priority
+    raise AgentSpecError(f"dag-{name}: cannot be recorded")
+
+
+def recorder_for(
+    agent_spec: str, scenario: Scenario, env_kwargs: dict | None = None, obs_mode: str | None = None
+) -> Recorder:
+    """The :class:`Recorder` of an agent spec on a scenario; ``env_kwargs`` replace the scenario's (a checkpoint's
+    layout kwargs replace both). One :class:`AgentSpecError` / :class:`DatasetError` line when the agent cannot be
+    recorded there."""
+    if scenario.env_id == MARL_ENV_ID:
+        raise DatasetError(f"scenario {scenario.name}: a multi-agent env; datasets record single-agent envs")
+    agent = resolve_agent(agent_spec)
+    overrides = dict(env_kwargs or {})
+    if obs_mode is not None:
+        overrides["obs_mode"] = obs_mode
+    if isinstance(agent, MetaPlaceEvalAgent):
+        raise DatasetError(
+            f"{agent.name}: a MetaPlace checkpoint (its rollout scores placements on the simulator); record "
+            "another agent"
+        )
+    if isinstance(agent, CheckpointEvalAgent):
+        reason = agent.applies_to(scenario)
+        if reason is not None:
+            raise DatasetError(f"{agent.name} does not run on {scenario.name}: {reason}")
+        agent.check_loadable()
+        layout = agent.env_overrides()
+        clash = sorted(k for k in layout if k in overrides and overrides[k] != layout[k])
+        if clash:
+            raise DatasetError(
+                f"{agent.name} runs in its own setting: {', '.join(f'{k}={layout[k]!r}' for k in clash)} "
+                "(drop those env kwargs)"
+            )
+        overrides.update(layout)
+    elif isinstance(agent, HeuristicEvalAgent) or (isinstance(agent, UserEvalAgent) and agent.mode == "schedule"):
+        if scenario.env_id != JOB_SELECT:
+            raise DatasetError(
+                f"{agent.name}: a scheduler is recorded on {JOB_SELECT} (it picks the job to start or preempt); "
+                f"scenario {scenario.name} is {scenario.env_id}"
+            )
+        if isinstance(agent, HeuristicEvalAgent):
+            from gpusched_envs.policies import make_policy
+            from gpusched_envs.policies.schedulers import is_clairvoyant
+
+            overrides.setdefault("placement", agent.placement)
+            if is_clairvoyant(make_policy(agent.policy, agent.placement)):
+                if overrides.setdefault("information", "clairvoyant") != "clairvoyant":
+                    raise DatasetError(
+                        f"{agent.name} is clairvoyant (it reads traced durations): record it with "
+                        "information=clairvoyant"
+                    )
+    else:
+        reason = agent.applies_to(scenario)
+        if reason is not None:
+            raise DatasetError(f"{agent.name} does not run on {scenario.name}: {reason}")
+        if getattr(agent, "kind", None) == "dag" and agent.agent == "lower-bound":
+            raise DatasetError("dag-lower-bound is a bound, not an agent")
+        if isinstance(agent, UserEvalAgent) and agent.obs_mode:
+            overrides.setdefault("obs_mode", agent.obs_mode)
+    rec = Recorder(agent, scenario, overrides)
+    try:
+        env = rec.make_env()
+    except SuiteError:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise DatasetError(f"{scenario.env_id} with env kwargs {json.dumps(rec.env_kwargs)}: {exc}") from None
+    env.close()
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------- one episode
+def _leaves(info: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in info.items():
+        if isinstance(v, dict):
+            out.update(_leaves(v, f"{prefix}{k}/"))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _schema(info: dict) -> dict:
+    return {k: np.asarray(v).dtype.str for k, v in _leaves(info).items()}
+
+
+def _stack_infos(infos: list[dict]) -> dict:
+    """A list of per-step infos (same keys) as one nested dict of lists of Python scalars (Minari's info
+    columns)."""
+    out: dict = {}
+    for key, value in infos[0].items():
+        if isinstance(value, dict):
+            out[key] = _stack_infos([i[key] for i in infos])
+        else:
+            arr = np.asarray([i[key] for i in infos])
+            out[key] = arr if arr.ndim > 1 else arr.tolist()
+    return out
+
+
+def record_episode(recorder: Recorder, seed: int, env=None):
+    """One episode: ``(EpisodeBuffer | None, episode metadata)``; the metadata holds the seed, the leaderboard's
+    metrics of the episode and the actor's extras (None and ``skipped`` when the agent leaves the seed out)."""
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    own = env is None
+    env = env if env is not None else recorder.make_env()
+    try:
+        obs, info = env.reset(seed=int(seed))
+        act, extra = recorder.actor(env, int(seed))
+        meta = {"seed": int(seed), **extra}
+        if act is None:
+            return None, meta
+        schema = _schema(info)
+        observations, actions, rewards, terms, truncs, infos = [obs], [], [], [], [], [info]
+        total, invalid = 0.0, 0
+        while True:
+            action = act(obs)
+            obs, reward, terminated, truncated, info = env.step(action)
+            if _schema(info) != schema:
+                raise DatasetError(
+                    f"{recorder.scenario.env_id}: the info keys or dtypes changed at step {len(actions) + 1} "
+                    "(Minari needs one info schema per episode)"
+                )
+            observations.append(obs)
+            actions.append(int(action))
+            rewards.append(float(reward))
+            terms.append(bool(terminated))
+            truncs.append(bool(truncated))
+            infos.append(info)
+            total += float(reward)
+            invalid += int(bool(info.get("invalid_action")))
+            if terminated or truncated:
+                break
+        metrics = dict(info.get("metrics") or {})
+        metrics.update(episode_return=total, steps=len(actions), invalid_actions=invalid)
+        meta["metrics"] = finish_metrics(metrics, getattr(env.unwrapped, "sim", None))
+        buffer = EpisodeBuffer(
+            seed=int(seed),
+            observations={k: np.stack([o[k] for o in observations]) for k in observations[0]},
+            actions=np.asarray(actions, dtype=np.int64),
+            rewards=rewards,
+            terminations=terms,
+            truncations=truncs,
+            infos=_stack_infos(infos),
+        )
+        return buffer, meta
+    finally:
+        if own:
+            env.close()
+
+
+# ---------------------------------------------------------------------------------------------- whole datasets
+def _jsonable(value):
+    return json.loads(json.dumps(value, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+def record(
+    name: str,
+    agent_spec: str,
+    scenario: Scenario,
+    seeds,
+    *,
+    root: str | Path | None = None,
+    force: bool = False,
+    env_kwargs: dict | None = None,
+    obs_mode: str | None = None,
+    command: str = "",
+    progress=None,
+) -> Path:
+    """Record ``agent_spec`` on ``scenario`` with each of ``seeds`` into the dataset ``name`` under ``root``;
+    returns the dataset's folder. ``progress(done, total, steps)`` is called after each episode.
+
+    Refuses an existing dataset unless ``force``. Writes into a temporary folder beside the target and renames it
+    at the end: on any error nothing is left behind (an existing dataset replaced with ``force`` stays intact until
+    the new one is complete)."""
+    did = dataset_id(name)
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise DatasetError("no seeds to record")
+    base = datasets_root(root)
+    target = base / did
+    if target.exists() and not force:
+        raise DatasetError(f"dataset {did} already exists at {target} (--force replaces it)")
+    recorder = recorder_for(agent_spec, scenario, env_kwargs, obs_mode)
+    tmp = base / f".{did}.partial-{uuid.uuid4().hex[:8]}"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+        dataset = _write(tmp, did, recorder, seeds, command, progress)
+        del dataset
+        if target.exists():  # --force: the old dataset goes only once the new one is complete
+            old = base / f".{did}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DatasetError(f"dataset {did}: cannot write {base} ({exc.strerror or exc})") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _write(folder: Path, did: str, recorder: Recorder, seeds: list[int], command: str, progress):
+    from minari.dataset.minari_dataset import MinariDataset
+    from minari.dataset.minari_storage import MinariStorage
+
+    env = recorder.make_env()
+    try:
+        storage = MinariStorage.new(
+            folder / "data",
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            env_spec=env.spec,
+            data_format=DATA_FORMAT,
+            jpeg_encoding=False,  # image observations stay exact
+        )
+        recorded, skipped, steps = [], [], 0
+        for i, seed in enumerate(seeds):
+            buffer, meta = record_episode(recorder, seed, env)
+            if buffer is None:
+                skipped.append({"seed": seed, "reason": meta.get("skipped", "")})
+            else:
+                episode = len(recorded)
+                storage.update_episodes([buffer.__class__(**{**buffer.__dict__, "id": episode})])
+                storage.update_episode_metadata([_jsonable(meta)], [episode])
+                recorded.append(seed)
+                steps += len(buffer.rewards)
+            if progress is not None:
+                progress(i + 1, len(seeds), steps)
+        if not recorded:
+            reasons = "; ".join(f"seed {s['seed']}: {s['reason']}" for s in skipped)
+            raise DatasetError(f"dataset {did}: no episode recorded ({reasons})")
+        agent = recorder.agent
+        info_class = recorder.env_kwargs.get("information")
+        if info_class is None and recorder.scenario.env_id != DAG_ENV:
+            info_class = getattr(env.unwrapped, "information", None)
+        storage.update_metadata(
+            {
+                "dataset_id": did,
+                "algorithm_name": agent.name,
+                "author": {"gpusched"},
+                "code_permalink": "https://github.com/gpusched/gpusched-envs",
+                "minari_version": _minari_version(),
+                "description": f"{agent.name} on {recorder.scenario.name} ({recorder.scenario.env_id}), "
+                f"{len(recorded)} episodes",
+                "gpusched": _jsonable(
+                    {
+                        "format": 1,
+                        "env_id": recorder.scenario.env_id,
+                        "env_kwargs": recorder.env_kwargs,
+                        "scenario": recorder.scenario.name,
+                        "agent": {"spec": agent.spec, "name": agent.name, "kind": agent.kind},
+                        "seeds": recorded,
+                        "skipped": skipped,
+                        "information": info_class,
+                        "obs_mode": recorder.env_kwargs.get("obs_mode", getattr(env.unwrapped, "obs_mode", None)),
+                        "package_version": package_version(),
+                        "command": command,
+                        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }
+                ),
+            }
+        )
+        return MinariDataset(folder / "data")
+    finally:
+        env.close()
+
+
+def _minari_version() -> str:
+    try:
+        return version("minari")
+    except PackageNotFoundError:  # pragma: no cover
+        return "0"
+
+
+def load(name: str, root: str | Path | None = None):
+    """The :class:`minari.MinariDataset` of ``name`` under ``root`` (or ``$MINARI_DATASETS_PATH``); one
+    :class:`DatasetError` line when it is absent or not a dataset of this package."""
+    path = dataset_path(name, root)
+    if not (path / "data" / "metadata.json").is_file():
+        raise DatasetError(f"no dataset {dataset_id(name)} in {path.parent} (record one with `gpusched dataset`)")
+    from minari.dataset.minari_dataset import MinariDataset
+
+    try:
+        return MinariDataset(path / "data")
+    except (OSError, ValueError, KeyError) as exc:
+        raise DatasetError(f"dataset {dataset_id(name)} at {path}: unreadable ({exc})") from None
+
+
+# ---------------------------------------------------------------------------------------------- the recipe
+def recipe_jobs(recipe: str, checkpoints: str | Path | None = None) -> list[tuple[str, str, Scenario, dict]]:
+    """``(dataset name, agent spec, scenario, env kwargs)`` of every dataset of a recipe."""
+    if recipe not in RECIPES:
+        raise DatasetError(f"--recipe: unknown recipe {recipe!r}; known: {', '.join(RECIPES)}")
+    suite = load_suite(recipe)
+    folder = Path(checkpoints) if checkpoints is not None else default_checkpoint_dir()
+    jobs = []
+    for sc in suite.scenarios:
+        stem = f"{recipe}-{sc.name.replace('.', '_')}"
+        if sc.env_id == JOB_SELECT:
+            for spec, kwargs in RECIPE_HEURISTICS:
+                jobs.append((f"{stem}-{spec}-v0", spec, sc, dict(kwargs)))
+        if sc.env_id in RECIPE_CHECKPOINTS:
+            ckpt = RECIPE_CHECKPOINTS[sc.env_id]
+            if (folder / ckpt / "meta.json").is_file():
+                jobs.append((f"{stem}-{ckpt}-v0", str(folder / ckpt), sc, {}))
+        if sc.env_id == DAG_ENV:
+            for spec in RECIPE_DAG_AGENTS:
+                jobs.append((f"{stem}-{spec}-v0", spec, sc, {}))
+    return jobs
+
+
+# ---------------------------------------------------------------------------------------------- the command
+def _fail(message: str) -> None:
+    from gpusched_envs.cli import print_error
+    from rich.console import Console
+
+    print_error(message, Console(stderr=True))
+    raise typer.Exit(code=2)
+
+
+def _progress_bar(enabled: bool, label: str):
+    """A rich progress bar over episodes (a no-op when disabled): ``(context, callback)``."""
+    import contextlib
+
+    if not enabled:
+        return contextlib.nullcontext(), None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[steps]:,} steps"),
+        TimeElapsedColumn(),
+        transient=True,
+    )
+    task = bar.add_task(label, total=None, steps=0)
+
+    def update(done: int, total: int, steps: int) -> None:
+        bar.update(task, completed=done, total=total, steps=steps)
+
+    return bar, update
+
+
+def dataset_cmd(
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            parser=Name(),
+            help="Dataset name (letters, digits, '_', '-'; '-v0' is added without a '-vN' suffix).",
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(help="Agent to record: a heuristic (srtf, las+closest, ...), random, a checkpoint path, "
+        "dag-<agent> or module:callable."),
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option(help="Scenario: a bundled name or SUITE/NAME (see `gpusched leaderboard`).")
+    ] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            help="Record the agent on every scenario of this suite it runs on (datasets NAME-SCENARIO-v0)."
+        ),
+    ] = None,
+    seeds: Annotated[
+        str | None,
+        typer.Option(
+            "--seeds",
+            parser=Seeds(),
+            help="Seeds, one episode each: 0-9, 0,3,5 or 0:10 (default 0-4; the recipe: 0-2).",
+        ),
+    ] = None,
+    env_kwargs: Annotated[
+        str | None,
+        typer.Option(
+            "--env-kwargs",
+            parser=Text(),
+            help='Env kwargs replacing the scenario\'s, as a JSON object (e.g. \'{"preemption": true}\').',
+        ),
+    ] = None,
+    obs_mode: Annotated[
+        str | None, typer.Option(help="Observation mode recorded: flat | graph | image (default: the scenario's).")
+    ] = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option(help="Record a recipe set instead: standard (see docs/datasets.md)."),
+    ] = None,
+    root: Annotated[
+        Path | None, typer.Option(help=f"Datasets folder (default: ${ROOT_ENV}, else ~/.minari/datasets).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing dataset of the same name.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+) -> None:
+    """Record episodes of a leaderboard agent on a scenario as a Minari dataset (offline RL: `gpusched train bc
+    --dataset NAME`)."""
+    command = shlex.join(["gpusched", "dataset", *sys.argv[2:]]) if len(sys.argv) > 1 else "gpusched dataset"
+    try:
+        seed_list = list(seeds) if seeds is not None else [0, 1, 2, 3, 4]
+        kwargs = _parse_env_kwargs(env_kwargs)
+        if obs_mode is not None and obs_mode not in ("flat", "graph", "image"):
+            raise DatasetError(f"--obs-mode: {obs_mode!r}; expected flat, graph or image")
+        if recipe is not None:
+            if any(v is not None for v in (name, agent, scenario, suite, env_kwargs)):
+                raise DatasetError("--recipe records its own set: give no --name, --agent, --scenario, --suite or "
+                                   "--env-kwargs")
+            jobs = recipe_jobs(recipe)
+            if seeds is None:
+                seed_list = list(RECIPE_SEEDS)
+        else:
+            if agent is None:
+                raise DatasetError("--agent is required (or --recipe)")
+            if (scenario is None) == (suite is None):
+                raise DatasetError("give either --scenario NAME or --suite NAME")
+            if scenario is not None:
+                if name is None:
+                    raise DatasetError("--name is required with --scenario")
+                jobs = [(name, agent, find_scenario(scenario), kwargs)]
+            else:
+                stem = name or f"{load_suite(suite).name}-{Path(agent).name.replace('+', '_')}"
+                jobs = []
+                for sc in load_suite(suite).scenarios:
+                    try:
+                        recorder_for(agent, sc, kwargs, obs_mode)
+                    except (DatasetError, AgentSpecError):
+                        continue
+                    jobs.append((f"{stem}-{sc.name.replace('.', '_')}", agent, sc, kwargs))
+                if not jobs:
+                    raise DatasetError(f"{agent} runs on no scenario of suite {suite}")
+            dataset_id(jobs[0][0])
+        base = datasets_root(root)
+        for job_name, _, _, _ in jobs:
+            target = base / dataset_id(job_name)
+            if target.exists() and not force:
+                raise DatasetError(f"dataset {dataset_id(job_name)} already exists at {target} (--force replaces it)")
+        for job_name, spec, sc, kw in jobs:
+            label = f"{dataset_id(job_name)}"
+            start = time.perf_counter()
+            ctx, update = _progress_bar(progress, label)
+            with ctx:
+                path = record(
+                    job_name,
+                    spec,
+                    sc,
+                    seed_list,
+                    root=root,
+                    force=force,
+                    env_kwargs=kw,
+                    obs_mode=obs_mode,
+                    command=command,
+                    progress=update,
+                )
+            size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+            typer.echo(
+                f"wrote {path} ({size / 2**20:,.1f} MiB, {time.perf_counter() - start:,.1f} s)"
+            )
+    except (DatasetError, AgentSpecError, SuiteError, ValidationError) as exc:
+        _fail(str(exc))
+    except Exception as exc:
+        from gpusched_envs.errors import USER_ERRORS
+
+        if isinstance(exc, USER_ERRORS):
+            _fail(str(exc))
+        raise
+
+
+def _parse_env_kwargs(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"--env-kwargs is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise DatasetError("--env-kwargs must be a JSON object")
+    return doc
