@@ -5,7 +5,8 @@ A dataset is one agent on one scenario over a list of seeds, each seed one episo
 ``env.reset(seed=seed)`` the leaderboard uses). Every step stores the observation in the env's observation mode
 (``flat``, ``graph`` or ``image``: Dict spaces of Boxes, the action mask included as ``obs["action_mask"]``), the
 action, reward, termination and truncation, and the env's info (its fixed schema: ``invalid_action``,
-``forced_action``, ``episode_done`` and the episode ``metrics``, which hold the final values at the last step).
+``forced_action``, ``episode_done`` and the episode ``metrics``, which hold the final values at the last step;
+a nested key is stored flat as ``metrics/avg_jct``).
 Each episode's metadata holds its seed and the leaderboard's metrics of the episode (average JCT, quantiles, ...).
 The dataset's metadata (``gpusched`` key) names the env id and kwargs, the agent spec and name, the seeds, the
 information class, the package version and the command that wrote it. Storage: Minari's ``parquet`` format (the
@@ -358,15 +359,14 @@ def _schema(info: dict) -> dict:
 
 
 def _stack_infos(infos: list[dict]) -> dict:
-    """A list of per-step infos (same keys) as one nested dict of lists of Python scalars (Minari's info
-    columns)."""
+    """A list of per-step infos (same keys) as Minari's info columns: one flat dict (a nested key is
+    ``outer/inner``: ``metrics/avg_jct``; Minari's parquet reader does not rebuild nested info dicts) of lists of
+    Python scalars, or arrays for array-valued entries."""
+    flat = [_leaves(i) for i in infos]
     out: dict = {}
-    for key, value in infos[0].items():
-        if isinstance(value, dict):
-            out[key] = _stack_infos([i[key] for i in infos])
-        else:
-            arr = np.asarray([i[key] for i in infos])
-            out[key] = arr if arr.ndim > 1 else arr.tolist()
+    for key in flat[0]:
+        arr = np.asarray([f[key] for f in flat])
+        out[key] = arr if arr.ndim > 1 else arr.tolist()
     return out
 
 
