@@ -23,6 +23,11 @@ start without the ids: give them a factory that imports this package, :func:`gpu
                          start_method="spawn")
 
 or name the module in the id, which makes ``gym.make`` import it: ``gym.make("gpusched_envs:gpusched/JobSelect-v1")``.
+
+Every ``-v1`` id also has a ``vector_entry_point`` (:data:`VECTOR_ENTRY_POINTS`):
+``gymnasium.make_vec(id, num_envs=N, **env_kwargs)`` builds the native vector env of
+:mod:`gpusched_envs.envs.vector` (N copies stepped in one process, batched buffers, masks and metrics);
+``vectorization_mode="sync"`` or ``"async"`` builds Gymnasium's vector envs over ``gym.make`` copies as before.
 """
 
 from __future__ import annotations
@@ -35,6 +40,13 @@ CURRENT_IDS = {
     "gpusched/WorkerPlacement-v1": "gpusched_envs.envs.worker_placement:WorkerPlacementEnv",
     "gpusched/DelayTuning-v1": "gpusched_envs.envs.delay_tuning:DelayTuningEnv",
     "gpusched/DAGSchedule-v1": "gpusched_envs.envs.dag_schedule:DAGScheduleEnv",
+}
+# the native vector env of every current id (gymnasium.make_vec's default for these ids)
+VECTOR_ENTRY_POINTS = {
+    "gpusched/JobSelect-v1": "gpusched_envs.envs.vector:JobSelectVectorEnv",
+    "gpusched/WorkerPlacement-v1": "gpusched_envs.envs.vector:WorkerPlacementVectorEnv",
+    "gpusched/DelayTuning-v1": "gpusched_envs.envs.vector:DelayTuningVectorEnv",
+    "gpusched/DAGSchedule-v1": "gpusched_envs.envs.vector:DAGScheduleVectorEnv",
 }
 # the previous version of each id: registered so that gym.make("...-v0") raises an error naming the -v1 id (with
 # V0_REFUSED False it would make the -v1 env instead)
@@ -60,6 +72,16 @@ def make_previous_version(*, gpusched_current_id: str, **kwargs):
     return load_env_creator(CURRENT_IDS[gpusched_current_id])(**kwargs)
 
 
+class SingleEnvWrappers(tuple):
+    """The ``additional_wrappers`` of a current id: ``gym.make`` applies them as usual (it iterates them), while
+    their length reads 0, because ``gym.make_vec`` refuses any additional wrapper in its ``vector_entry_point``
+    mode. The native vector env does what they add to a single env itself (it fills ``info["metrics"]`` when its
+    ``max_episode_steps`` truncates an episode), so the vector entry point loses nothing."""
+
+    def __len__(self) -> int:
+        return 0
+
+
 def register_envs() -> None:
     """Register every id, ``-v1`` and the refusing ``-v0`` (idempotent; ids whose module is not importable
     are skipped)."""
@@ -73,7 +95,12 @@ def register_envs() -> None:
         if importlib.util.find_spec(entry.split(":")[0]) is None:
             continue
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry, additional_wrappers=wrappers)
+            gym.register(
+                id=env_id,
+                entry_point=entry,
+                vector_entry_point=VECTOR_ENTRY_POINTS.get(env_id),
+                additional_wrappers=SingleEnvWrappers(wrappers),
+            )
     for old, current in V0_IDS.items():
         if old not in gym.registry and current in gym.registry:
             gym.register(
@@ -104,6 +131,8 @@ __all__ = [
     "ENTRY_POINTS",
     "V0_IDS",
     "V0_REFUSED",
+    "VECTOR_ENTRY_POINTS",
+    "SingleEnvWrappers",
     "list_env_specs",
     "make_previous_version",
     "register_envs",
