@@ -17,11 +17,11 @@ from typing import Annotated
 
 import typer
 
-from gpusched_envs.validation import Int, Processes, Seed, Text
+from gpusched_envs.validation import Float, Int, Name, Processes, Seed, Seeds, Text
 
 app = typer.Typer(
-    help="Train learning schedulers (DDQN, MaskablePPO, TopDRL, HMARL) on the gpusched envs; `compare` (registered "
-    "by the evaluation package) scores a checkpoint against the heuristics of its information class.",
+    help="Train learning schedulers (DDQN, MaskablePPO, TopDRL, HMARL) on the gpusched envs, or offline from a "
+    "recorded dataset (bc, cql); `compare` (registered by the evaluation package) scores a checkpoint against the heuristics of its information class.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -377,6 +377,115 @@ def hmarl(
         f"hmarl: {result['steps']} steps; eval avg JCT {ev.get('avg_jct', float('nan')):,.0f} s on seeds "
         f"{ev.get('seeds')}; checkpoint {out / 'checkpoint'}"
     )
+
+
+OFFLINE = {
+    "bc": "Behaviour cloning from a recorded dataset (`gpusched dataset`): the policy imitates the dataset's actions.",
+    "cql": "Discrete Conservative Q-Learning (Kumar et al., NeurIPS 2020) from a recorded dataset's rewards, offline.",
+}
+
+
+def offline_command(algorithm: str):
+    """The ``train bc`` / ``train cql`` command (:mod:`gpusched_lab.train.offline`)."""
+
+    def command(
+        dataset: Annotated[
+            str,
+            typer.Option(
+                "--dataset", parser=Name(), help="Dataset name (`gpusched dataset --name`), e.g. srtf-topdrl-v0."
+            ),
+        ],
+        root: Annotated[
+            Path | None,
+            typer.Option(help="Datasets folder (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)."),
+        ] = None,
+        out: OutOpt = Path(f"runs/{algorithm}"),
+        steps: Annotated[
+            int, typer.Option("--steps", parser=Int(min=1, cap="steps"), help="Gradient steps (>= 1).")
+        ] = 4000,
+        seed: Annotated[int, typer.Option("--seed", parser=Seed(), help="Seed (torch, batches; >= 0).")] = 0,
+        encoder: Annotated[
+            str | None, typer.Option(help="mlp | gnn | cnn (default: the dataset's observation mode's).")
+        ] = None,
+        hidden: Annotated[
+            int, typer.Option("--hidden", parser=Int(min=1, max=4096), help="Hidden width (>= 1).")
+        ] = 128,
+        batch_size: Annotated[
+            int, typer.Option("--batch-size", parser=Int(min=1, max=65536), help="Batch size (>= 1).")
+        ] = 256,
+        learning_rate: Annotated[
+            float,
+            typer.Option("--learning-rate", parser=Float(min=0, min_open=True, max=1), help="Adam step size."),
+        ] = 1e-3,
+        alpha: Annotated[
+            float,
+            typer.Option(
+                "--alpha", parser=Float(min=0), help="CQL: weight of the conservative term (>= 0; cql only)."
+            ),
+        ] = 1.0,
+        eval_seeds: Annotated[
+            str | None,
+            typer.Option(
+                "--eval-seeds",
+                parser=Seeds(),
+                help="Held-out seeds (not in the dataset) to run the trained policy on, e.g. 100-109.",
+            ),
+        ] = None,
+        progress: ProgressOpt = True,
+    ) -> None:
+        from gpusched_envs.errors import USER_ERRORS
+
+        command_line = invoked_command(
+            algorithm,
+            dataset=dataset,
+            root=root,
+            steps=steps,
+            seed=seed,
+            encoder=encoder,
+            hidden=hidden,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            alpha=alpha if algorithm == "cql" else None,
+            eval_seeds=",".join(map(str, eval_seeds)) if eval_seeds else None,
+            out=out,
+        )
+        try:
+            from gpusched_lab.train.offline import DatasetError, OfflineArgs, train_offline
+
+            if algorithm == "bc" and alpha != 1.0:
+                raise DatasetError("--alpha is an option of train cql")
+            args = OfflineArgs(
+                encoder=encoder,
+                hidden=hidden,
+                steps=steps,
+                batch_size=batch_size,
+                learning_rate=learning_rate,
+                seed=seed,
+                alpha=alpha,
+            )
+            result = train_offline(
+                algorithm, dataset, out, args, root=root, eval_seeds=eval_seeds or (), command=command_line,
+                progress=progress,
+            )
+        except (*USER_ERRORS, DatasetError) as exc:
+            typer.echo(f"error: {user_error_message(exc)}", err=True)
+            raise typer.Exit(2) from None
+        final = result["history"][-1]
+        line = (
+            f"{algorithm}: {result['transitions']:,} transitions of {result['episodes']} episodes, {steps} steps, "
+            f"loss {final['loss']:.4g}, agreement with the data {final['agreement']:.1%}"
+        )
+        ev = result["evaluation"]
+        if ev:
+            line += f"; avg JCT {ev['mean'].get('avg_jct', float('nan')):,.0f} s on seeds {ev['seeds']}"
+        typer.echo(f"{line}; checkpoint {out}")
+
+    command.__doc__ = OFFLINE[algorithm]
+    return command
+
+
+for _name in OFFLINE:
+    app.command(_name)(offline_command(_name))
 
 
 def _add_plugin_commands() -> None:
