@@ -382,7 +382,7 @@ class GpuschedVectorEnv(VectorEnv):
         return tuple(env.render() for env in self.envs)
 
     def close_extras(self, **kwargs) -> None:
-        for env in self.envs:
+        for env in getattr(self, "envs", ()):  # (none when the constructor failed)
             env.close()
 
     # ------------------------------------------------------------------ the copies
