@@ -230,15 +230,21 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
 # ``git archive`` into a temporary folder) and on the working tree, in alternating subprocesses of one run, printed
 # as new / old. The load average is sampled beside each figure (a shared machine slows both sides).
 
-_AB_FIGURES = {
+AB_FIGURES = {
     # name: (kind, arguments)
+    "JobSelect flat": ("env", {"id": "gpusched/JobSelect-v1", "obs_mode": "flat", "cluster": "hetero64"}),
     "JobSelect graph": ("env", {"id": "gpusched/JobSelect-v1", "obs_mode": "graph", "cluster": "hetero64"}),
+    "WorkerPlacement flat": (
+        "env",
+        {"id": "gpusched/WorkerPlacement-v1", "obs_mode": "flat", "cluster": "hetero64"},
+    ),
     "WorkerPlacement graph": (
         "env",
         {"id": "gpusched/WorkerPlacement-v1", "obs_mode": "graph", "cluster": "hetero64"},
     ),
     "DAGSchedule flat": ("env", {"id": "gpusched/DAGSchedule-v1", "obs_mode": "flat"}),
     "DAGSchedule graph": ("env", {"id": "gpusched/DAGSchedule-v1", "obs_mode": "graph"}),
+    "DelayTuning flat": ("env", {"id": "gpusched/DelayTuning-v1", "obs_mode": "flat", "cluster": "hetero64"}),
     "DelayTuning graph": (
         "env",
         {"id": "gpusched/DelayTuning-v1", "obs_mode": "graph", "cluster": "hetero64"},
@@ -247,12 +253,32 @@ _AB_FIGURES = {
         "multi",
         {"num_agents": 4, "cluster": "hetero64", "num_jobs": 400},
     ),
+    # the vector env against the pinned code's single env (which is all that code has): steps/s per env
+    "JobSelect flat, vector env N=64": (
+        "vector",
+        {"id": "gpusched/JobSelect-v1", "obs_mode": "flat", "cluster": "hetero64", "num_envs": 64},
+    ),
+    "JobSelect flat, vector env N=256": (
+        "vector",
+        {"id": "gpusched/JobSelect-v1", "obs_mode": "flat", "cluster": "hetero64", "num_envs": 256},
+    ),
     "Philly replay, 5,000 jobs": ("replay", {"spec": "philly:jobs=5000"}),
     "Philly replay, full": ("replay", {"spec": "philly"}),
+    # training, samples per CPU-second, the shipped hyperparameters of agents.bench on both sides: the pinned code
+    # with 8 envs in SB3's DummyVecEnv (PPO) or a list of 8 envs (DDQN), the new code with its vector env
+    "PPO-GNN rollout collection": ("train", {"algorithm": "ppo", "part": "rollout", "num_envs": 8}),
+    "PPO-GNN end to end": ("train", {"algorithm": "ppo", "part": "all", "num_envs": 8}),
+    "DDQN-GNN end to end": ("train", {"algorithm": "ddqn", "part": "all", "num_envs": 8}),
 }
 
+# figures that need the agents extra (torch, stable-baselines3) on both sides
+_AB_NEEDS_AGENTS = {"train"}
+
+# what of the pinned commit the figures run: the library, the upper packages, the reference replayer
+_AB_PATHS = ("gpusched_envs", "agents", "train", "evaluate", "tests/sim/test_crossvalidation.py")
+
 _AB_RUNNER = r"""
-import json, sys, time
+import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 kind, args, steps = sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
@@ -262,11 +288,16 @@ u = np.random.default_rng(0).random(steps + 1)  # the masked random actions' dra
 def pick(mask, i):
     ok = np.flatnonzero(mask)
     return int(ok[int(u[i] * len(ok))])
-if kind == "env":
+def env_id(name):
     import gymnasium as gym
     import gpusched_envs.envs
-    kw = {k: v for k, v in args.items() if k != "id"}
-    env = gym.make(args["id"], **kw)
+    # code pinned before the -v1 ids registers the same envs as -v0 (the step costs the same work)
+    return name if name in gym.registry and gym.registry[name].entry_point else name.replace("-v1", "-v0")
+def make(args):
+    import gymnasium as gym
+    return gym.make(env_id(args["id"]), **{k: v for k, v in args.items() if k not in ("id", "num_envs")})
+if kind == "env":
+    env = make(args)
     obs, _ = env.reset(seed=0)
     spent = 0.0
     for i in range(steps):
@@ -277,9 +308,45 @@ if kind == "env":
         if term or trunc:
             obs, _ = env.reset()
     out = {"value": steps / spent, "unit": "steps/s"}
+elif kind == "vector":
+    import gymnasium as gym
+    n = args["num_envs"]
+    name = env_id(args["id"])
+    if gym.registry[name].vector_entry_point is None:  # no vector env in this code: its single env, per env
+        env = make(args)
+        obs, _ = env.reset(seed=0)
+        spent = 0.0
+        for i in range(steps):
+            a = pick(obs["action_mask"], i)
+            t0 = time.perf_counter()
+            obs, _, term, trunc, _ = env.step(a)
+            spent += time.perf_counter() - t0
+            if term or trunc:
+                obs, _ = env.reset()
+        out = {"value": steps / spent, "unit": "steps/s per env", "num_envs": 1}
+    else:
+        kw = {k: v for k, v in args.items() if k not in ("id", "num_envs")}
+        venv = gym.make_vec(name, num_envs=n, vectorization_mode="vector_entry_point", **kw)
+        venv.reset(seed=0)
+        rounds = max(1, steps // n) * 4
+        draws = np.random.default_rng(0).random((rounds, n))
+        spent = 0.0
+        for i in range(rounds):
+            masks = venv.call("action_masks") if not hasattr(venv, "action_masks") else venv.action_masks()
+            masks = np.asarray(masks, dtype=bool)
+            counts = masks.sum(axis=1)
+            k = (draws[i] * counts).astype(np.int64)  # the k-th valid action of each env, drawn before timing
+            acts = np.argmax(np.cumsum(masks, axis=1) > k[:, None], axis=1)
+            t0 = time.perf_counter()
+            venv.step(acts)
+            spent += time.perf_counter() - t0
+        out = {"value": rounds * n / spent, "unit": "steps/s per env", "num_envs": n}
 elif kind == "multi":
-    from gpusched_envs.multi_agent import multi_scheduler_v1
-    env = multi_scheduler_v1.parallel_env(**args)
+    try:
+        from gpusched_envs.multi_agent import multi_scheduler_v1 as multi
+    except ImportError:
+        from gpusched_envs.multi_agent import multi_scheduler_v0 as multi
+    env = multi.parallel_env(**args)
     obs, _ = env.reset(seed=0)
     spent = 0.0
     for i in range(steps):
@@ -290,6 +357,39 @@ elif kind == "multi":
         if not env.agents:
             obs, _ = env.reset()
     out = {"value": steps / spent, "unit": "joint steps/s"}
+elif kind == "train":
+    import torch
+    torch.set_num_threads(1)
+    from gpusched_lab.agents import bench as ab
+    from gpusched_lab.agents import common as ac
+    assert ab.__file__.startswith(sys.argv[1]), ab.__file__
+    kw = dict(ab.DEFAULT_ENV_KWARGS)
+    eid = env_id(ab.DEFAULT_ENV.replace("-v0", "-v1"))
+    if args["part"] == "rollout":
+        from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
+        from gpusched_lab.agents.nets.networks import config_for_env
+        n = args["num_envs"]
+        if hasattr(ac, "make_vec_env"):  # the vector env, as training uses it
+            venv = ac.make_vec_env(eid, kw, "graph", n)
+        else:
+            from stable_baselines3.common.vec_env import DummyVecEnv
+            venv = DummyVecEnv([lambda: ac.make_env(eid, kw, "graph") for _ in range(n)])
+        pargs = PPOArgs(encoder="gnn", device="cpu", seed=0, n_steps=256, batch_size=64, n_epochs=4)
+        env1 = ac.make_env(eid, kw, "graph")
+        model = make_ppo(venv, config_for_env(env1, "gnn", pargs.hidden, pargs.layers), pargs)
+        total, callback = model._setup_learn(10**9, None)
+        callback.on_training_start(locals(), globals())
+        per_env = min(model.n_steps, max(8, steps // n))
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=8)  # warm
+        c0 = time.process_time()
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=per_env)
+        cpu = time.process_time() - c0
+        out = {"value": per_env * n / cpu, "unit": "samples/CPU-s", "num_envs": n}
+    else:
+        rec = ab.training_samples_per_second(args["algorithm"], "gnn", steps=steps, env_id=eid,
+                                             num_envs=args["num_envs"])
+        out = {"value": rec["detail"]["samples_per_cpu_second"], "unit": "samples/CPU-s",
+               "num_envs": args["num_envs"], "samples_per_s": rec["value"]}
 else:
     from gpusched_envs.policies import make_policy
     from gpusched_envs.sim import SimConfig, Simulator, load_cluster
@@ -336,7 +436,7 @@ def _run_json(code: str, *argv: str) -> dict:
 def compare_with_commit(
     rev: str, quick: bool = False, figures: list[str] | None = None, repeats: int = 3, say=print
 ) -> dict:
-    """Each figure of :data:`_AB_FIGURES` on commit ``rev`` and on the working tree, in one run (the median of
+    """Each figure of :data:`AB_FIGURES` on commit ``rev`` and on the working tree, in one run (the median of
     ``repeats`` fresh processes per side, taking turns); replays also against the plain reference replayer of
     ``tests/sim/test_crossvalidation.py`` on the same jobs. The load average before and after each figure is kept."""
     import subprocess
@@ -347,28 +447,52 @@ def compare_with_commit(
     top = subprocess.run(
         ["git", "-C", str(here), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    names = figures or list(_AB_FIGURES)
+    names = figures or list(AB_FIGURES)
+    if any(AB_FIGURES[n][0] in _AB_NEEDS_AGENTS for n in names):
+        try:
+            import stable_baselines3  # noqa: F401
+            import torch  # noqa: F401
+        except ImportError:
+            say("training figures skipped: they need the agents extra (pip install 'gpusched-envs[agents]')")
+            names = [n for n in names if AB_FIGURES[n][0] not in _AB_NEEDS_AGENTS]
     if quick:
         names = [n for n in names if n != "Philly replay, full"]
     steps = 1000 if quick else 5000
     rows = []
+    known = subprocess.run(
+        ["git", "-C", top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True,
+        check=False,
+    )
+    if known.returncode != 0:
+        raise ValueError(f"--against {rev!r}: no such commit in {top}")
     with tempfile.TemporaryDirectory(prefix="gpusched-ab-") as old:
         archive = subprocess.run(
-            ["git", "-C", top, "archive", rev, "gpusched_envs", "tests/sim/test_crossvalidation.py"],
+            ["git", "-C", top, "archive", rev, *_AB_PATHS],
             capture_output=True,
             check=True,
         ).stdout
         subprocess.run(["tar", "-x", "-C", old], input=archive, check=True)
+        lab = Path(old) / "gpusched_lab"  # the upper packages under their import root, as the build maps them
+        lab.mkdir()
+        for part in ("agents", "train", "evaluate"):
+            if (Path(old) / part).is_dir():
+                (Path(old) / part).rename(lab / part)
         (Path(old) / "tests" / "__init__.py").touch()
         (Path(old) / "tests" / "sim" / "__init__.py").touch()
         for name in names:
-            kind, args = _AB_FIGURES[name]
-            n = steps // 5 if kind == "multi" else steps
+            kind, args = AB_FIGURES[name]
+            n = steps // 5 if kind == "multi" else (max(512, steps // 2) if kind == "train" else steps)
             load = [round(x, 2) for x in os.getloadavg()]
             runs: dict[str, list[dict]] = {"old": [], "new": []}
-            for _ in range(repeats):  # taking turns, so that a burst of load hits both sides
-                runs["old"].append(_run_json(_AB_RUNNER, old, kind, json.dumps(args), str(n)))
-                runs["new"].append(_run_json(_AB_RUNNER, str(here), kind, json.dumps(args), str(n)))
+            try:
+                for _ in range(repeats):  # taking turns, so that a burst of load hits both sides
+                    runs["old"].append(_run_json(_AB_RUNNER, old, kind, json.dumps(args), str(n)))
+                    runs["new"].append(_run_json(_AB_RUNNER, str(here), kind, json.dumps(args), str(n)))
+            except RuntimeError as exc:  # one figure that cannot run on one side does not stop the others
+                say(f"{name}: not measured ({str(exc).strip().splitlines()[-1]})")
+                rows.append({"name": name, "error": str(exc)[-2000:]})
+                continue
             a, b = (
                 sorted(runs[k], key=lambda r: r["value"])[repeats // 2] for k in ("old", "new")
             )  # medians
@@ -403,7 +527,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--against", metavar="REV", help="compare with the code of this git commit, same run")
     parser.add_argument("--quick", action="store_true", help="fewer steps, no full Philly replay")
-    parser.add_argument("--figure", action="append", choices=list(_AB_FIGURES), help="only these figures")
+    parser.add_argument("--figure", action="append", choices=list(AB_FIGURES), help="only these figures")
     parser.add_argument("--repeats", type=int, default=3, help="processes per side and figure (median)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON here")
     ns = parser.parse_args(argv)

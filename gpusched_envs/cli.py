@@ -19,7 +19,7 @@ from rich.console import Console
 
 from gpusched_envs.extras import missing_requirements
 from gpusched_envs.io import atomic_write_text, check_output_path, dumps_json
-from gpusched_envs.validation import Float, Seed, ValidationError, check_float, check_seed
+from gpusched_envs.validation import Float, Int, Seed, Text, ValidationError, check_float, check_seed
 
 app = typer.Typer(
     name="gpusched",
@@ -423,10 +423,33 @@ def envs(
 def bench(
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
     quick: Annotated[bool, typer.Option(help="Smaller sizes (for a smoke test).")] = False,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            parser=Text(max_len=200),
+            help="A git commit (hash, tag or branch): time each figure on its code and on this code in the same "
+            "run and print the ratios (needs a git checkout of the project).",
+        ),
+    ] = None,
+    figure: Annotated[
+        list[str] | None,
+        typer.Option(help="With --against: only this figure (repeatable); --figure list shows the names."),
+    ] = None,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            parser=Int(min=1, max=15, cap=None), help="With --against: processes per side (median)."
+        ),
+    ] = 3,
 ) -> None:
     """Measure simulator, env and training speed (events/s, steps/s, samples/s) and print them."""
     if out is not None:
         check_output_path(out)
+    if against is None and (figure or repeats != 3) and figure != ["list"]:
+        fail("--figure and --repeats go with --against REV")
+    if against is not None or figure == ["list"]:
+        _bench_against(against, figure, repeats, quick, out)
+        return
     from gpusched_envs.bench import run_benchmarks
 
     results = run_benchmarks(quick=quick, console=err_console)
@@ -443,6 +466,45 @@ def bench(
     console.print(
         f"machine: {m['cpus']} CPUs ({m['processor']}, {m['platform']}); 1-min load average "
         f"{(m['load_average_before'] or ['?'])[0]} before, {(m['load_average_after'] or ['?'])[0]} after"
+    )
+    if out is not None:
+        atomic_write_text(out, dumps_json(results))
+        console.print(f"wrote {out}")
+
+
+def _bench_against(rev: str, figures: list[str] | None, repeats: int, quick: bool, out: Path | None) -> None:
+    """``gpusched bench --against REV``: each figure on the pinned commit's code and on this code, one run."""
+    from gpusched_envs.bench import AB_FIGURES, compare_with_commit
+
+    if figures and figures != ["list"]:
+        unknown = [f for f in figures if f not in AB_FIGURES]
+        if unknown:
+            fail(f"--figure {unknown[0]!r}: not a figure (one of: {', '.join(AB_FIGURES)})")
+    if figures == ["list"]:
+        for name, (kind, _) in AB_FIGURES.items():
+            console.print(f"{name}  [dim]({kind})[/dim]")
+        return
+    try:
+        results = compare_with_commit(rev, quick, figures, repeats, say=err_console.print)
+    except ValueError as exc:
+        fail(str(exc))
+    except FileNotFoundError:
+        fail("--against needs git and a git checkout of the project")
+    from rich.table import Table
+
+    table = Table(title=f"gpusched bench --against {rev}")
+    for col in ("figure", "pinned", "this code", "unit", "ratio"):
+        table.add_column(col)
+    for r in results["figures"]:
+        if "error" in r:
+            table.add_row(r["name"], "", "", "", "not measured")
+            continue
+        a, b = r["old"], r["new"]
+        table.add_row(r["name"], f"{a['value']:,.4g}", f"{b['value']:,.4g}", b["unit"], f"{r['ratio']:.2f}x")
+    console.print(table)
+    m = results["machine"]
+    console.print(
+        f"machine: {m['cpus']} CPUs ({m['processor']}, {m['platform']}); ratio > 1 means this code is faster"
     )
     if out is not None:
         atomic_write_text(out, dumps_json(results))
