@@ -12,9 +12,8 @@ What it returns, in Gymnasium's vector conventions:
   in ``graph`` mode; the occupancy image in ``image`` mode);
 - rewards ``(N,) float64``, terminations and truncations ``(N,) bool``;
 - infos: every key of the single env's info as an ``(N,)`` array beside its ``_key`` mask (bool keys as bool
-  arrays), plus ``action_mask`` ``(N, A) bool``; ``metrics`` is a dict of ``(N,) float64`` arrays whose mask
-  ``_metrics`` is set where that env's episode ended in this step (the other rows hold the single env's 0.0
-  placeholders);
+  arrays), plus ``action_mask`` ``(N, A) bool``; ``metrics``, in the steps where some env's episode ended, is a
+  dict of ``(N,) float64`` arrays whose mask ``_metrics`` marks those envs (the other rows hold 0.0);
 - :meth:`~GpuschedVectorEnv.action_masks` ``(N, A) bool``: the valid actions of each row (what
   ``sb3_contrib.MaskablePPO`` reads).
 
@@ -108,6 +107,8 @@ def _batch_infos(infos: list[dict | None], present: np.ndarray) -> dict[str, Any
         if key == METRICS_KEY and isinstance(value, dict):
             done = np.zeros(n, dtype=bool)
             done[idx] = [bool(d.get(DONE_KEY, True)) for d in rows]
+            if not done.any():  # metrics only where an episode ended
+                continue
             out[key] = _batch_metrics(infos, done, list(value))
             out["_" + key] = done
             continue
@@ -229,7 +230,12 @@ class GpuschedVectorEnv(VectorEnv):
         self._elapsed = [0] * n
         # each env's latest info (the single env's dict itself; the SB3 adapter reads them)
         self.env_infos: list[dict] = [{} for _ in range(n)]
-        self._raising = [getattr(env, "invalid_action", "penalize") == "raise" for env in self.envs]
+        self._raising = np.array([getattr(env, "invalid_action", "penalize") == "raise" for env in self.envs])
+        self._any_raising = bool(self._raising.any())
+        # the info keys of the fast batching path ((key, dtype) of the scalar entries; the metric names), learned
+        # from the first reset's infos
+        self._scalar_keys: list[tuple[str, np.dtype]] | None = None
+        self._metric_keys: list[str] = []
         self._was_reset = False
         self.closed = False
 
@@ -253,15 +259,20 @@ class GpuschedVectorEnv(VectorEnv):
             )
         kind = arr.dtype.kind
         if kind in "iu":
-            bad = np.flatnonzero((arr < 0) | (arr >= a_n))
+            acts = arr.tolist()
+            if min(acts) >= 0 and max(acts) < a_n:
+                bad = ()
+            else:
+                bad = np.flatnonzero((arr < 0) | (arr >= a_n))
         elif kind == "f":
             bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)) | (arr < 0) | (arr >= a_n))
         else:  # bool, object, strings: each element decides (check_action_value names the first bad one)
             bad = np.arange(n)
         for i in bad:
             check_action_value(arr[i].item() if kind != "O" else arr[i], a_n, where=f"actions[{i}]")
-        acts = arr.tolist() if kind in "iu" else [check_action_value(x, a_n) for x in arr.tolist()]
-        if any(self._raising):
+        if kind not in "iu":
+            acts = [check_action_value(x, a_n) for x in arr.tolist()]
+        if self._any_raising:
             mask = self._obs[MASK_KEY]
             for i in np.flatnonzero(self._raising):
                 live = not (self.autoreset_mode == AutoresetMode.NEXT_STEP and self._autoreset_envs[i])
@@ -363,10 +374,59 @@ class GpuschedVectorEnv(VectorEnv):
         return self._obs
 
     def _infos(self, present: np.ndarray | None) -> dict[str, Any]:
-        present = np.ones(self.num_envs, dtype=bool) if present is None else present
-        out = _batch_infos(self.env_infos, present)
+        """The batched infos of every env (``present`` None) or of the envs ``present`` marks (a partial reset)."""
+        out = None
+        if present is None:
+            if self._scalar_keys is None:
+                self._learn_info_keys(self.env_infos[0])
+            if self._scalar_keys:
+                try:
+                    out = self._fast_infos()
+                except (KeyError, TypeError, ValueError):  # an info off the first one's schema
+                    out = None
+            present = np.ones(self.num_envs, dtype=bool)
+        if out is None:
+            out = _batch_infos(self.env_infos, present)
         out[MASK_KEY] = self._obs[MASK_KEY].astype(bool)
         out["_" + MASK_KEY] = present.copy()
+        return out
+
+    def _learn_info_keys(self, info: dict) -> None:
+        """The schema of the fast path, when every entry is a scalar or the ``metrics`` dict (else none)."""
+        scalars, metrics = [], []
+        for key, value in info.items():
+            if key == METRICS_KEY and isinstance(value, dict):
+                metrics = list(value)
+            elif isinstance(value, (bool, int, float, np.generic)):
+                scalars.append((key, np.asarray(value).dtype))
+            else:
+                self._scalar_keys = []
+                return
+        if DONE_KEY not in dict(scalars) and metrics:
+            self._scalar_keys = []
+            return
+        self._scalar_keys, self._metric_keys = scalars, metrics
+
+    def _fast_infos(self) -> dict[str, Any]:
+        """Every env's info batched: one array per scalar key (all present), ``metrics`` where episodes ended."""
+        infos, n = self.env_infos, self.num_envs
+        out: dict[str, Any] = {}
+        everyone = np.ones(n, dtype=bool)
+        for key, dtype in self._scalar_keys:
+            out[key] = np.array([d[key] for d in infos], dtype=dtype)
+            out["_" + key] = everyone
+        ended = out[DONE_KEY] if self._metric_keys else None
+        if ended is not None and ended.any():  # metrics only in the steps where an episode ended
+            ended = ended.astype(bool)
+            block = np.zeros((len(self._metric_keys), n), dtype=np.float64)
+            idx = np.flatnonzero(ended).tolist()
+            for i in idx:
+                block[:, i] = list(infos[i][METRICS_KEY].values())
+            metrics: dict[str, np.ndarray] = {}
+            for j, k in enumerate(self._metric_keys):
+                metrics[k] = block[j]
+                metrics["_" + k] = ended
+            out[METRICS_KEY], out["_" + METRICS_KEY] = metrics, ended
         return out
 
     def action_masks(self) -> np.ndarray:
