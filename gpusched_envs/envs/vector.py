@@ -230,6 +230,8 @@ class GpuschedVectorEnv(VectorEnv):
         self._elapsed = [0] * n
         # each env's latest info (the single env's dict itself; the SB3 adapter reads them)
         self.env_infos: list[dict] = [{} for _ in range(n)]
+        # SAME_STEP: the last info of each env whose episode ended in the latest step (env index -> info)
+        self.final_infos: dict[int, dict] = {}
         self._raising = np.array([getattr(env, "invalid_action", "penalize") == "raise" for env in self.envs])
         self._any_raising = bool(self._raising.any())
         # the info keys of the fast batching path ((key, dtype) of the scalar entries; the metric names), learned
@@ -352,6 +354,7 @@ class GpuschedVectorEnv(VectorEnv):
             for k, buf in items:
                 buf[i] = obs[k]
             infos[i] = info
+        self.final_infos = final_infos
         out = self._infos(None)
         if final_obs:
             ended = np.zeros(self.num_envs, dtype=bool)
