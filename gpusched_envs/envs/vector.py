@@ -51,6 +51,8 @@ from gpusched_envs.envs.core import InvalidActionError, check_action_value, chec
 
 MASK_KEY = "action_mask"
 METRICS_KEY = "metrics"
+# the info entries filled at an episode's end (0.0 placeholders before): batched only where an episode ended
+EPISODE_END_KEYS = ("metrics", "agent_metrics")
 DONE_KEY = "episode_done"
 
 __all__ = [
@@ -80,7 +82,7 @@ def autoreset_mode_of(mode) -> AutoresetMode:
     )
 
 
-def _seeds(seed, n: int) -> list[int | None]:
+def seed_list(seed, n: int) -> list[int | None]:
     """The per-env seeds of ``reset(seed=...)``: None for all, ``s`` → ``s, s + 1, ...``, or a list of ``n``."""
     if seed is None:
         return [None] * n
@@ -94,9 +96,9 @@ def _seeds(seed, n: int) -> list[int | None]:
     raise ValueError(f"seed must be None, an integer or a list of {n} integers, got {seed!r}")
 
 
-def _batch_infos(infos: list[dict | None], present: np.ndarray) -> dict[str, Any]:
+def batch_infos(infos: list[dict | None], present: np.ndarray) -> dict[str, Any]:
     """The infos of the envs where ``present`` is set, batched by key (``key`` and its ``_key`` mask); the
-    ``metrics`` dict only from the infos whose ``episode_done`` is set."""
+    ``metrics`` dicts (:data:`EPISODE_END_KEYS`) only from the infos whose ``episode_done`` is set."""
     n = len(infos)
     idx = np.flatnonzero(present).tolist()
     if not idx:
@@ -104,18 +106,18 @@ def _batch_infos(infos: list[dict | None], present: np.ndarray) -> dict[str, Any
     rows = infos if len(idx) == n else [infos[i] for i in idx]
     out: dict[str, Any] = {}
     for key, value in rows[0].items():
-        if key == METRICS_KEY and isinstance(value, dict):
+        if key in EPISODE_END_KEYS and isinstance(value, dict):
             done = np.zeros(n, dtype=bool)
             done[idx] = [bool(d.get(DONE_KEY, True)) for d in rows]
             if not done.any():  # metrics only where an episode ended
                 continue
-            out[key] = _batch_metrics(infos, done, list(value))
+            out[key] = _batch_metrics(infos, done, key, list(value))
             out["_" + key] = done
             continue
         if isinstance(value, dict):
             sub = [d.get(key) if d is not None else None for d in infos]
             mask = np.array([v is not None for v in sub])
-            out[key] = _batch_infos(sub, mask)
+            out[key] = batch_infos(sub, mask)
             out["_" + key] = mask
             continue
         if isinstance(value, np.ndarray):
@@ -137,15 +139,17 @@ def _batch_infos(infos: list[dict | None], present: np.ndarray) -> dict[str, Any
     return out
 
 
-def _batch_metrics(infos: list[dict | None], ended: np.ndarray, keys: list[str]) -> dict[str, np.ndarray]:
-    """``metrics`` batched: an ``(N,) float64`` array per metric (0.0 where the episode did not end), each with its
+def _batch_metrics(
+    infos: list[dict | None], ended: np.ndarray, name: str, keys: list[str]
+) -> dict[str, np.ndarray]:
+    """The ``name`` dict (``metrics``) batched: an ``(N,) float64`` array per metric (0.0 where the episode did not end), each with its
     ``_name`` mask."""
     idx = np.flatnonzero(ended).tolist()
     out: dict[str, np.ndarray] = {}
     for k in keys:
         arr = np.zeros(len(infos), dtype=np.float64)
         if idx:
-            arr[idx] = [infos[i][METRICS_KEY][k] for i in idx]
+            arr[idx] = [infos[i][name][k] for i in idx]
         out[k] = arr
         out["_" + k] = ended
     return out
@@ -290,7 +294,7 @@ class GpuschedVectorEnv(VectorEnv):
         if self.closed:
             raise gym.error.ClosedEnvironmentError(f"{type(self).__name__} is closed; make a new one")
         n = self.num_envs
-        seeds = _seeds(seed, n)
+        seeds = seed_list(seed, n)
         if isinstance(seed, (int, np.integer)):
             super().reset(seed=int(seed))
         mask = np.ones(n, dtype=bool)
@@ -363,7 +367,7 @@ class GpuschedVectorEnv(VectorEnv):
             for i, o in final_obs.items():
                 fo[i] = o
             out["final_obs"], out["_final_obs"] = fo, ended
-            out["final_info"] = _batch_infos([final_infos.get(i) for i in range(self.num_envs)], ended)
+            out["final_info"] = batch_infos([final_infos.get(i) for i in range(self.num_envs)], ended)
             out["_final_info"] = ended.copy()
         if self.autoreset_mode != AutoresetMode.DISABLED:
             np.logical_or(terms, truncs, out=self._autoreset_envs)
@@ -389,7 +393,7 @@ class GpuschedVectorEnv(VectorEnv):
                     out = None
             present = np.ones(self.num_envs, dtype=bool)
         if out is None:
-            out = _batch_infos(self.env_infos, present)
+            out = batch_infos(self.env_infos, present)
         out[MASK_KEY] = self._obs[MASK_KEY].astype(bool)
         out["_" + MASK_KEY] = present.copy()
         return out
