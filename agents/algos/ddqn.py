@@ -8,6 +8,14 @@ sync or Polyak averaging; linear ε schedule. Works with the GNN, CNN or MLP net
     algo = DDQN(DDQNArgs(encoder="gnn", seed=0), [make_env(...) for _ in range(2)])
     algo.learn(10_000)
 
+    algo = DDQN(DDQNArgs(encoder="gnn", seed=0), make_vector_env(env_id, kwargs, "graph", 64))
+    algo.learn(100_000)
+
+Given a list, the envs are stepped one after the other (acting on them as one batch); given a native vector env
+(:func:`agents.common.make_vector_env`, autoresets disabled), one call steps all its copies: one greedy forward, the
+ε draws and the replay writes for the whole batch at once, and the gradient steps and target updates that fall due
+in the ``N`` env steps after them.
+
 Everything that changes while learning (networks, optimiser, buffer, RNG states, the envs themselves, partial
 n-step windows) is in :meth:`DDQN.training_state`, so a run restored with :meth:`DDQN.load_training_state`
 continues bit-for-bit.
@@ -138,6 +146,26 @@ class DictReplayBuffer:
         self.pos = (i + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
 
+    def add_batch(
+        self, obs: dict, actions: np.ndarray, returns: np.ndarray, discounts: np.ndarray, next_obs: dict
+    ) -> None:
+        """``len(actions)`` transitions at once (row ``j`` of each array), in order, as many :meth:`add` calls."""
+        m = len(actions)
+        if m > self.capacity:  # only the last capacity rows survive, as with add
+            cut = slice(m - self.capacity, m)
+            obs, next_obs = {k: v[cut] for k, v in obs.items()}, {k: v[cut] for k, v in next_obs.items()}
+            actions, returns, discounts = actions[cut], returns[cut], discounts[cut]
+            self.pos = (self.pos + m - self.capacity) % self.capacity
+            m = self.capacity
+        idx = (self.pos + np.arange(m)) % self.capacity
+        for k, buf in self.obs.items():
+            buf[idx] = obs[k]
+            self.next_obs[k][idx] = next_obs[k]
+        self.actions[idx], self.returns[idx], self.discounts[idx] = actions, returns, discounts
+        self.demo[idx] = False
+        self.pos = (self.pos + m) % self.capacity
+        self.size = min(self.size + m, self.capacity)
+
     def sample(self, batch_size: int, rng: np.random.Generator, device) -> ReplayBatch:
         idx = rng.integers(0, self.size, size=batch_size)
         return ReplayBatch(
@@ -200,6 +228,13 @@ def large_margin_loss(
     return best - q.gather(-1, expert_actions.unsqueeze(-1)).squeeze(-1)
 
 
+def is_vector_env(envs) -> bool:
+    """A native vector env (``num_envs`` copies in its ``envs``, batched ``step``), not a list of envs."""
+    from gymnasium.vector import VectorEnv
+
+    return isinstance(envs, VectorEnv)
+
+
 def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
     if duration <= 0:
         return end
@@ -207,18 +242,20 @@ def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
 
 
 class DDQN:
-    """Double DQN over a list of envs stepped in lock-step (in-process, so their state can be checkpointed)."""
+    """Double DQN over a list of envs stepped in lock-step, or a native vector env (in-process either way, so their
+    state can be checkpointed)."""
 
     algorithm = "ddqn"
 
-    def __init__(self, args: DDQNArgs, envs: list, total_steps: int | None = None):
+    def __init__(self, args: DDQNArgs, envs, total_steps: int | None = None):
         self.args = args
-        self.envs = envs
+        self.venv = envs if is_vector_env(envs) else None
+        self.envs = list(envs.envs) if self.venv is not None else envs  # the single envs (demonstrations)
         self.total_steps = total_steps
         seed_everything(args.seed)
         set_torch_threads(args.torch_threads)
         self.device = resolve_device(args.device)
-        env0 = envs[0]
+        env0 = self.envs[0]
         self.obs_space = env0.observation_space
         self.net_config = config_for_env(env0, args.encoder, args.hidden, args.layers)
         self.q: ActionScorer = build_network(self.net_config, self.obs_space, args.gnn_impl).to(self.device)
@@ -232,10 +269,10 @@ class DDQN:
         self.last_loss = float("nan")
         self.epsilon = args.start_epsilon
         self.finished_episodes: list[dict] = []  # drained by the caller (logging)
-        self._obs: list[dict] | None = None
-        self._windows = [deque() for _ in envs]  # pending (obs, action, reward) for n-step returns
-        self._ep_return = [0.0] * len(envs)
-        self._ep_length = [0] * len(envs)
+        self._obs: list[dict] | dict | None = None  # per env (a list), or the vector env's batch
+        self._windows = [deque() for _ in self.envs]  # pending (obs, action, reward) for n-step returns
+        self._ep_return = [0.0] * len(self.envs)
+        self._ep_length = [0] * len(self.envs)
         self.pretrain_stats: dict | None = None  # set by pretrain() (behaviour-cloning warm start)
 
     # ------------------------------------------------------------------ acting
@@ -257,6 +294,23 @@ class DDQN:
             else:
                 actions.append(int(greedy[i]))
         return actions
+
+    def _select_batch(self, obs: dict) -> np.ndarray:
+        """ε-greedy actions for a batch of observations: one greedy forward, then two draws per env (explore or
+        not; which valid action) from the run's generator, whatever ε is, so the draws a step makes are fixed."""
+        actions = self.greedy(obs)
+        n = len(actions)
+        u = self.rng.random((2, n))
+        explore = u[0] < self.epsilon
+        if explore.any():
+            masks = np.asarray(obs["action_mask"]).astype(bool)
+            counts = masks.sum(axis=1)
+            k = np.minimum(
+                (u[1] * counts).astype(np.int64), np.maximum(counts - 1, 0)
+            )  # the k-th valid action
+            choice = np.argmax(np.cumsum(masks, axis=1) > k[:, None], axis=1)
+            actions = np.where(explore & (counts > 0), choice, actions)
+        return actions.astype(np.int64)
 
     # ------------------------------------------------------------------ n-step transitions
     def _push(
@@ -287,10 +341,16 @@ class DDQN:
 
     # ------------------------------------------------------------------ learning
     def _reset_all(self) -> None:
+        if self.venv is not None:
+            self._obs = self.venv.reset(seed=[self.args.seed + i for i in range(self.venv.num_envs)])[0]
+            return
         self._obs = [env.reset(seed=self.args.seed + i)[0] for i, env in enumerate(self.envs)]
 
     def train_step(self) -> None:
         """One step of every env, then the gradient steps and target updates that fall due."""
+        if self.venv is not None:
+            self._train_step_vector()
+            return
         a = self.args
         if self._obs is None:
             self._reset_all()
@@ -326,6 +386,73 @@ class DDQN:
                         self.last_loss = self._gradient_step()
             if self.global_step // a.target_update_interval > before // a.target_update_interval:
                 self._update_target()
+
+    def _train_step_vector(self) -> None:
+        """:meth:`train_step` on a native vector env: one call steps every copy; the ``N`` transitions go to the
+        replay buffer together (n-step windows per env when ``n_step > 1``); then the gradient steps due at the
+        ``N`` env steps (one every ``train_frequency`` past ``learning_starts``) and the target updates due."""
+        a, venv = self.args, self.venv
+        n = venv.num_envs
+        if self._obs is None:
+            self._reset_all()
+        if self.total_steps:
+            self.epsilon = linear_schedule(
+                a.start_epsilon, a.end_epsilon, a.exploration_fraction * self.total_steps, self.global_step
+            )
+        obs = self._obs
+        actions = self._select_batch(obs)
+        next_obs, rewards, terminated, truncated, _ = venv.step(actions)
+        rewards = rewards * a.reward_scale
+        ended = terminated | truncated
+        if not isinstance(self._ep_return, np.ndarray):
+            self._ep_return = np.asarray(self._ep_return, dtype=np.float64)
+            self._ep_length = np.asarray(self._ep_length, dtype=np.int64)
+        self._ep_return += rewards
+        self._ep_length += 1
+        if a.n_step == 1:
+            discounts = np.where(terminated, 0.0, a.gamma)
+            self.buffer.add_batch(obs, actions, rewards, discounts, next_obs)
+        else:
+            keys = list(obs)
+            for i in range(n):
+                self._push(
+                    i,
+                    {k: obs[k][i] for k in keys},
+                    int(actions[i]),
+                    float(rewards[i]),
+                    {k: next_obs[k][i] for k in keys},
+                    bool(terminated[i]),
+                    bool(ended[i]),
+                )
+        if ended.any():
+            for i in np.flatnonzero(ended).tolist():
+                self.finished_episodes.append(
+                    {
+                        "return": float(self._ep_return[i]),
+                        "length": int(self._ep_length[i]),
+                        "metrics": venv.env_infos[i].get("metrics", {}),
+                    }
+                )
+            self._ep_return[ended], self._ep_length[ended] = 0.0, 0
+            # no seed: each env's own generator continues, so the next episode is seeded too
+            next_obs, _ = venv.reset(options={"reset_mask": ended})
+        self._obs = next_obs
+        before = self.global_step
+        self.global_step += n
+        if self.buffer.size >= a.batch_size:
+            lo = max(
+                before, a.learning_starts
+            )  # env steps k in (lo, global_step] with k % train_frequency == 0
+            due = (
+                self.global_step // a.train_frequency - lo // a.train_frequency
+                if self.global_step > lo
+                else 0
+            )
+            for _ in range(due * a.gradient_steps):
+                self.last_loss = self._gradient_step()
+        syncs = self.global_step // a.target_update_interval - before // a.target_update_interval
+        for _ in range(min(syncs, 1) if a.tau >= 1.0 else syncs):
+            self._update_target()
 
     def _gradient_step(self) -> float:
         a = self.args
@@ -443,11 +570,11 @@ class DDQN:
             "numpy_rng": np.random.get_state(),  # noqa: NPY002 - the global generator seeded in seed_everything
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "envs": pickle.dumps(self.envs),
+            "envs": pickle.dumps(self.venv if self.venv is not None else self.envs),
             "obs": self._obs,
             "windows": [list(w) for w in self._windows],
-            "ep_return": list(self._ep_return),
-            "ep_length": list(self._ep_length),
+            "ep_return": [float(x) for x in self._ep_return],
+            "ep_length": [int(x) for x in self._ep_length],
             "time": time.time(),
         }
 
@@ -464,9 +591,14 @@ class DDQN:
         torch.set_rng_state(s["torch_rng"])
         if s["cuda_rng"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(s["cuda_rng"])
-        for env in self.envs:
-            env.close()
-        self.envs = pickle.loads(s["envs"])
+        if self.venv is not None:
+            self.venv.close()
+        else:
+            for env in self.envs:
+                env.close()
+        envs = pickle.loads(s["envs"])
+        self.venv = envs if is_vector_env(envs) else None
+        self.envs = list(envs.envs) if self.venv is not None else envs
         self._obs = s["obs"]
         self._windows = [deque(w) for w in s["windows"]]
         self._ep_return, self._ep_length = list(s["ep_return"]), list(s["ep_length"])
