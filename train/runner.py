@@ -34,7 +34,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gpusched_lab.agents import checkpoint as ckpt
-from gpusched_lab.agents.common import make_env, resolve_device
+from gpusched_lab.agents.common import make_env, make_vec_env, make_vector_env, resolve_device
 from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER, masked, obs_to_tensors
 from gpusched_lab.train import trust
 from gpusched_lab.train.config import RunConfig
@@ -88,6 +88,41 @@ def make_train_env(
     else:
         env = make_env(env_id, env_kwargs, obs_mode)
     return ScaleReward(env, reward_scale) if reward_scale != 1.0 else env
+
+
+def curriculum_copies(env_id: str, env_kwargs: dict, obs_mode: str, num_envs: int, curriculum: list | None):
+    """A factory of one vector-env copy per call, a :class:`~train.curriculum.CurriculumEnv` (None without a
+    curriculum: the vector env's own copies)."""
+    if not curriculum:
+        return None
+    from gpusched_lab.train.curriculum import CurriculumEnv
+
+    return partial(CurriculumEnv, env_id, env_kwargs, curriculum, obs_mode, num_envs)
+
+
+def make_train_vector_env(
+    env_id: str, env_kwargs: dict, obs_mode: str, num_envs: int, curriculum: list | None = None
+):
+    """``num_envs`` training envs as one native vector env (autoresets disabled; DDQN steps it directly): the
+    config's env, or a :class:`~train.curriculum.CurriculumEnv` per copy."""
+    factory = curriculum_copies(env_id, env_kwargs, obs_mode, num_envs, curriculum)
+    return make_vector_env(env_id, env_kwargs, obs_mode, num_envs, copy_factory=factory)
+
+
+def make_train_vec_env(
+    env_id: str,
+    env_kwargs: dict,
+    obs_mode: str,
+    num_envs: int,
+    reward_scale: float = 1.0,
+    curriculum: list | None = None,
+):
+    """:func:`make_train_vector_env` as an SB3 ``VecEnv`` (PPO), rewards scaled by ``reward_scale``: what SB3's
+    ``DummyVecEnv`` over ``num_envs`` :func:`make_train_env` envs returns, stepped in one call."""
+    factory = curriculum_copies(env_id, env_kwargs, obs_mode, num_envs, curriculum)
+    return make_vec_env(
+        env_id, env_kwargs, obs_mode, num_envs, reward_scale=reward_scale, copy_factory=factory
+    )
 
 
 def summarize(episodes: list[dict]) -> dict:
@@ -357,11 +392,16 @@ def run_ddqn(
     if not resume:
         out.mkdir(parents=True, exist_ok=True)
         write_config(out, cfg, command)
-    envs = [  # DDQN scales rewards itself
-        make_train_env(cfg.env, cfg.env_kwargs, mode, 1.0, cfg.curriculum, cfg.num_envs)
-        for _ in range(cfg.num_envs)
-    ]
     cls = TopDRL if cfg.algorithm == "topdrl" else DDQN
+    if (
+        cfg.num_envs > 1 and cls is DDQN
+    ):  # one vector env: every copy stepped in one call, acted on as a batch
+        envs = make_train_vector_env(cfg.env, cfg.env_kwargs, mode, cfg.num_envs, cfg.curriculum)
+    else:  # DDQN scales rewards itself
+        envs = [
+            make_train_env(cfg.env, cfg.env_kwargs, mode, 1.0, cfg.curriculum, cfg.num_envs)
+            for _ in range(cfg.num_envs)
+        ]
     algo = cls(args, envs, total_steps=cfg.steps)
     if resume:  # pickled envs: weights_only cannot read it, so the file must carry this user's signature
         trust.verify(resume_path, trust_resume)
@@ -477,7 +517,7 @@ def run_ppo(
     from gpusched_lab.agents.nets.networks import config_for_env
     from gpusched_lab.train.config import build_args
     from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
     sb3_path = out / CHECKPOINT_DIR / SB3_FILE
     resume = resume and sb3_path.exists()
@@ -489,11 +529,16 @@ def run_ppo(
     if not resume:
         out.mkdir(parents=True, exist_ok=True)
         write_config(out, cfg, command)
-    factory = partial(
-        make_train_env, cfg.env, cfg.env_kwargs, mode, args.reward_scale, cfg.curriculum, cfg.num_envs
-    )
-    vec_cls = SubprocVecEnv if cfg.num_envs > 1 else DummyVecEnv
-    venv = VecMonitor(vec_cls([factory] * cfg.num_envs))  # episode returns/lengths in info["episode"]
+    if cfg.num_envs > 1:  # one vector env: every copy stepped in one call, one policy forward per step
+        inner = make_train_vec_env(
+            cfg.env, cfg.env_kwargs, mode, cfg.num_envs, args.reward_scale, cfg.curriculum
+        )
+    else:
+        factory = partial(
+            make_train_env, cfg.env, cfg.env_kwargs, mode, args.reward_scale, cfg.curriculum, cfg.num_envs
+        )
+        inner = DummyVecEnv([factory])
+    venv = VecMonitor(inner)  # episode returns/lengths in info["episode"]
     eval_env = make_env(cfg.env, cfg.env_kwargs, mode)
     network = config_for_env(eval_env, args.encoder, args.hidden, args.layers)
     if resume:  # SB3's zip holds cloudpickled objects: signed by this user's runs only
