@@ -352,7 +352,8 @@ class GpuschedVectorEnv(VectorEnv):
                     if not info.get(DONE_KEY, True):  # truncated by max_episode_steps: the metrics so far
                         info = {**info, DONE_KEY: np.bool_(True), METRICS_KEY: env.episode_metrics()}
                     if same_step:
-                        final_obs[i], final_infos[i] = obs, info
+                        # a copy: the reset may reuse the buffers the env observes into
+                        final_obs[i], final_infos[i] = {k: v.copy() for k, v in obs.items()}, info
                         obs, info = env.reset()
                         elapsed[i] = 0
             for k, buf in items:

@@ -159,7 +159,9 @@ class MultiSchedulerVectorEnv:
                 te, tr = bool(terms[agents[0]]), bool(truncs[agents[0]])
                 self._terminations[i], self._truncations[i] = te, tr
                 if (te or tr) and not next_step:
-                    final_obs[i], final_infos[i] = obs, infos
+                    # a copy: the reset may reuse the buffers the env observes into
+                    final_obs[i] = {a: {k: v.copy() for k, v in o.items()} for a, o in obs.items()}
+                    final_infos[i] = infos
                     obs, infos = env.reset()
             self._write(i, obs)
             self.env_infos[i] = infos
