@@ -40,6 +40,7 @@ from gpusched_envs.envs.encoding import NON_CLAIRVOYANT, ClusterEncoder, Layout
 from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
 from gpusched_envs.envs.render import render_ansi, render_rgb
 from gpusched_envs.sim import Simulator
+from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.engine import FULL_GPU
 from gpusched_envs.sim.metrics import METRIC_KEYS
 from gpusched_envs.sim.sensitivity import job_sensitivities
@@ -244,15 +245,18 @@ class ClusterEnv(EnvCore, gym.Env):
     def _count_fits(self, jobs: np.ndarray) -> np.ndarray:
         """(k,) whether enough GPUs are free (in the job's pool / type, with its share) for each job."""
         sim = self.sim
+        fits = np.empty(len(jobs), dtype=bool)
         if not len(jobs):
-            return np.zeros(0, dtype=bool)
-        fits = sim.job_gpus_n[jobs] <= sim.free_gpus()
-        # a job with a pool / type constraint or a GPU share counts the GPUs it may use (a fractional job asks
-        # for one GPU: the workload validation allows no fractional multi-GPU job)
-        special = (sim.job_allowed[jobs] >= 0) | (sim.job_milli[jobs] < FULL_GPU)
-        for i in np.flatnonzero(special):
-            j = int(jobs[i])
-            fits[i] = np.count_nonzero(sim.free_mask(j)) >= sim.job_gpus_n[j]
+            return fits
+        special = _kernels.count_fits(
+            fits, jobs, sim.job_gpus_n, sim.job_allowed, sim.job_milli, sim.free_gpus(), FULL_GPU
+        )
+        if special:
+            # a job with a pool / type constraint or a GPU share counts the GPUs it may use (a fractional job asks
+            # for one GPU: the workload validation allows no fractional multi-GPU job)
+            for i in np.flatnonzero((sim.job_allowed[jobs] >= 0) | (sim.job_milli[jobs] < FULL_GPU)):
+                j = int(jobs[i])
+                fits[i] = np.count_nonzero(sim.free_mask(j)) >= sim.job_gpus_n[j]
         return fits
 
     def _can_wait(self) -> bool:

@@ -35,8 +35,14 @@ def metrics_info(metrics: dict | None, keys: tuple[str, ...]) -> dict[str, np.fl
     None (the episode has not ended: ``info["episode_done"]`` is False; not NaN, so that two equal infos compare
     equal, as Gymnasium's ``check_env`` asks), else the value (NaN where the metric is undefined or missing)."""
     if metrics is None:
-        return {k: np.float64(0.0) for k in keys}
+        zeros = _ZERO_METRICS.get(keys)
+        if zeros is None:
+            zeros = _ZERO_METRICS[keys] = dict.fromkeys(keys, np.float64(0.0))
+        return zeros.copy()  # a new dict each time (numpy scalars are immutable: one zero serves every entry)
     return {k: np.float64(metrics.get(k, np.nan)) for k in keys}
+
+
+_ZERO_METRICS: dict[tuple[str, ...], dict[str, np.float64]] = {}
 
 
 class InvalidActionError(ValueError):

@@ -20,6 +20,7 @@ from gpusched_envs.envs.base import (
 )
 from gpusched_envs.envs.features import gpu_relative_speed
 from gpusched_envs.envs.render import render_gantt
+from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.dag_eval import PlanEvaluator, inverse_bandwidth, runtime_matrix
 from gpusched_envs.sim.topology import Cluster
 
@@ -29,6 +30,11 @@ EDGE_FEATURES = ("dependency", "assignment", "bytes")
 MODES = ("construct", "improve")
 # the keys of info["metrics"] (float64, NaN until the episode ends)
 DAG_METRIC_KEYS = ("makespan", "tasks", "gpus", "initial_makespan")
+# empty arguments of the compiled observation writer (no ready tasks / candidates / graph edges)
+_NO_TASKS = np.zeros(0, dtype=np.int64)
+_NO_CANDIDATES = np.zeros(0)
+_NO_EDGE_INDEX = np.zeros((2, 0), dtype=np.int64)
+_NO_EDGE_MASK = np.zeros(0, dtype=np.int8)
 
 
 SYNTHETIC_CCR_KINDS = ("random", "alibaba", "tpch")  # DAG spec kinds whose edge bytes come from a CCR knob
@@ -285,6 +291,13 @@ class DAGScheduleEnv(gym.Env):
 
         self.rank = upward_rank(dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
         self.parent_edges = [dag.in_edges(i) for i in range(n)]
+        # the same in-edges, in order, for the compiled writers: task i's are in_edges[in_ptr[i] : in_ptr[i + 1]]
+        self._in_ptr = np.zeros(n + 1, dtype=np.int64)
+        self._in_ptr[1:] = np.cumsum([len(p) for p in self.parent_edges])
+        self._in_edges = np.concatenate(
+            [np.asarray(p, dtype=np.int64) for p in self.parent_edges] or [[]]
+        ).astype(np.int64)
+        self._logs = np.zeros(2 * n + self.num_gpus + 1)  # the arguments of the observation's log1p
         self.edges = np.asarray(dag.edges, dtype=np.int64)
         self.edge_bytes = np.asarray(dag.edge_bytes, dtype=np.float64)
         self.assignment = np.full(n, -1, dtype=np.int64)
@@ -327,11 +340,18 @@ class DAGScheduleEnv(gym.Env):
 
     def _place(self, task: int, gpu: int) -> float:
         """List-schedule ``task`` on ``gpu`` after everything placed so far; its finish time."""
-        arrive = self.gpu_free[gpu]
-        for e in self.parent_edges[task]:
-            p = self.edges[e, 0]
-            arrive = max(arrive, self.finish[p] + self.edge_bytes[e] * self.inv_bw[self.assignment[p], gpu])
-        return arrive
+        return _kernels.dag_place(
+            task,
+            gpu,
+            self.gpu_free,
+            self._in_ptr,
+            self._in_edges,
+            self.edges,
+            self.edge_bytes,
+            self.inv_bw,
+            self.finish,
+            self.assignment,
+        )
 
     def _score_plan(self) -> None:
         sched = self.evaluator.schedule(self.assignment, self.priority)
@@ -478,47 +498,41 @@ class DAGScheduleEnv(gym.Env):
         self._edge_features[slots, 1] = 1.0
 
     def _observe(self) -> dict:
-        n, ts = self.dag.num_tasks, self.time_scale
-        tv, gv = self.task_view, self.gpu_view
-        placed = self.assignment >= 0
-        cur = self.current
-        tv[:n, 2] = placed if self.mode == "construct" else 1.0
-        tv[:n, 3] = 0.0
-        if self.mode == "construct" and self.ready:
-            tv[list(self.ready), 3] = 1.0
-        tv[:n, 4] = 0.0
-        if cur >= 0:
-            tv[cur, 4] = 1.0
-        tv[:n, 5] = np.where(placed, np.log1p(self.start / ts), 0.0)
-        tv[:n, 6] = np.where(placed, np.log1p(self.finish / ts), 0.0)
-        tv[:n, 7] = np.where(placed, self.speed[np.maximum(self.assignment, 0)], 0.0)
-        gv[:, 1] = np.log1p(self.gpu_free / ts)
-        gv[:, 2] = np.bincount(self.assignment[placed], minlength=self.num_gpus) / max(n, 1)
-        mask = self._action_mask
-        if cur >= 0 and not self.done:
-            mask[:] = self.allowed[cur]
-            if self.mode == "improve":
-                gv[:, 3] = (self.candidates - self.makespan) / ts
-            else:
-                finish = np.array([self._place(cur, q) for q in range(self.num_gpus)]) + self.runtime[cur]
-                # finish there − current makespan: the makespan increase when > 0, and still ordered by finish
-                # time when <= 0, so its minimum is the earliest-finish-time GPU (HEFT's choice)
-                gv[:, 3] = np.where(self.allowed[cur], (finish - self.makespan) / ts, 0.0)
-        else:
-            mask[:] = 1  # episode over: any action is a no-op
-            gv[:, 3] = 0.0
-        gv[:, 3] = np.nan_to_num(gv[:, 3], posinf=1e6)
-        ctx = self._context
-        ctx[:] = (
-            placed.mean(),
-            np.log1p(self.makespan / ts),
-            self.steps / max(n, 1),
-            float(self.mode == "improve"),
+        ts, logs, cur = self.time_scale, self._logs, self.current
+        _kernels.dag_log_args(logs, self.start, self.finish, self.gpu_free, float(self.makespan), ts)
+        np.log1p(logs, out=logs)  # numpy's log1p, as the columns always had
+        construct = self.mode == "construct"
+        graph = self.obs_mode == "graph"
+        _kernels.dag_observe(
+            self.task_view,
+            self.gpu_view,
+            self._context,
+            self._action_mask,
+            logs,
+            np.fromiter(self.ready, dtype=np.int64, count=len(self.ready)) if construct else _NO_TASKS,
+            construct,
+            cur,
+            self.done,
+            self.assignment,
+            self.speed,
+            self.allowed,
+            _NO_CANDIDATES if construct or cur < 0 or self.done else self.candidates,
+            float(self.makespan),
+            ts,
+            self.steps,
+            self.runtime,
+            self.gpu_free,
+            self._in_ptr,
+            self._in_edges,
+            self.edges,
+            self.edge_bytes,
+            self.inv_bw,
+            self.finish,
+            self._edge_index if graph else _NO_EDGE_INDEX,
+            self._edge_mask if graph else _NO_EDGE_MASK,
+            self.max_edges,
+            self.max_tasks,
         )
-        if self.obs_mode == "graph":
-            slots = self.max_edges + np.arange(n)
-            self._edge_index[1, slots] = self.max_tasks + np.maximum(self.assignment, 0)
-            self._edge_mask[slots] = placed
         return self._snapshot()
 
     def _snapshot(self) -> dict:

@@ -16,6 +16,7 @@ from gpusched_envs.envs.base import (
 from gpusched_envs.envs.encoding import NON_CLAIRVOYANT
 from gpusched_envs.policies.netsens import DelaySchedulingPolicy
 from gpusched_envs.policies.schedulers import policy_defaults
+from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.sensitivity import sensitivity_classes
 from gpusched_envs.sim.topology import Cluster
 from gpusched_envs.validation import check_cap
@@ -180,6 +181,7 @@ class DelayTuningEnv(ClusterEnv):
         self.timers = np.zeros(self.num_classes)
         super()._new_episode()
         self.job_class = sensitivity_classes(self.sensitivity, self.thresholds)
+        self._context_logs = np.zeros(2 * self.num_classes)  # the arguments of the context's log1p
         self.policy = DelaySchedulingPolicy(
             self.job_class, self.timers, preemption=self.preemption, min_run=self.min_run
         )
@@ -188,15 +190,23 @@ class DelayTuningEnv(ClusterEnv):
     def _observe(self) -> dict:
         enc, sim = self.encoder, self.sim
         enc.action_mask[:] = 1
-        jobs = self._window_jobs()
         k = self.num_classes
-        top = self._top_level
-        enc.context[:k] = self.timers / top if top > 0 else 0.0
         q = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
-        counts = np.bincount(self.job_class[q], minlength=k)
-        waits = np.bincount(self.job_class[q], weights=sim.now - sim.workload.submit_time[q], minlength=k)
-        enc.context[k : 2 * k] = np.log1p(counts)
-        enc.context[2 * k :] = np.log1p(waits / np.maximum(counts, 1) / self.time_scale)
+        jobs = q[: self.window]  # the window: the queue's first jobs
+        logs = self._context_logs
+        _kernels.delay_context(
+            enc.context,
+            logs,
+            q,
+            self.job_class,
+            float(sim.now),
+            sim.workload.submit_time,
+            self.timers,
+            self._top_level,
+            self.time_scale,
+        )
+        np.log1p(logs, out=logs)  # numpy's log1p of the counts and mean waits
+        enc.context[k:] = logs
         return self._encode(jobs, self._count_fits(jobs))
 
     def _first_decision(self) -> None:

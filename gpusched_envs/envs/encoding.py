@@ -278,6 +278,14 @@ class ClusterEncoder:
         self.buffers["context"] = self.context
         self.buffers["action_mask"] = self.action_mask
         self.cluster_obj: Cluster | None = None
+        # the compiled writers' arguments: the job time columns (log1p-ed in place), the image (none: no channel),
+        # and tables of log2 / log1p of counts (grown on demand)
+        self._job_times = self.job_features[:, _JOB["age"] : _JOB["remaining"] + 1]
+        self._image_arg = self.image if mode == "image" else np.zeros((0, 1, 1), dtype=np.float32)
+        self._log1p_counts: list[float] = []
+        self._grow_log1p_counts(lo.window + lo.num_gpus)
+        self._log1p_table = np.zeros(0)
+        self._grow_tables(lo.num_gpus)
 
     # ------------------------------------------------------------------ pickling
     # The feature blocks are views into the observation buffers; pickle would turn them into separate copies, so
@@ -395,8 +403,10 @@ class ClusterEncoder:
         self.rack[:R, _RACK["uplink_bandwidth"]] = bandwidth_feature(cluster.rack_uplink_bandwidth)
         self.inv_rack_gpus = 1.0 / np.bincount(cluster.gpu_rack, minlength=R)
         self.inv_server_gpus = 1.0 / cluster.server_num_gpus
-        self.gpu_slot = np.arange(G) - cluster.server_first_gpu[cluster.gpu_server]
-        self._gpu_seconds = np.zeros(G)
+        self.gpu_slot = np.ascontiguousarray(
+            np.arange(G) - cluster.server_first_gpu[cluster.gpu_server], dtype=np.int64
+        )
+        self._logs = np.zeros(G + R)  # the arguments of the GPU time and rack crossing columns' log1p
         self._gpu_server = np.ascontiguousarray(cluster.gpu_server, dtype=np.int64)
         self._server_rack = np.ascontiguousarray(cluster.server_rack, dtype=np.int64)
         self.inv_server_gpus = np.ascontiguousarray(self.inv_server_gpus, dtype=np.float64)
@@ -451,50 +461,77 @@ class ClusterEncoder:
         seconds, or None (preferred) to compute it for this encoder's information setting: remaining time
         (clairvoyant) or time in use (non-clairvoyant). A non-clairvoyant encoder refuses a given array, so that a
         caller cannot leak remaining times into it."""
-        G, S, R = self.G, self.S, self.R
-        c = sim.cluster
+        G = self.G
+        logs = self._logs
         if gpu_seconds is None:
-            gpu_seconds = gpu_time_column(sim, self._gpu_seconds, self.information)
+            _kernels.gpu_time_args(
+                logs,
+                sim.gpu_job,
+                sim.run_start,
+                sim.job_work,
+                sim.done_work,
+                sim.rate,
+                sim.last_update,
+                float(sim.now),
+                sim.restart_delay,
+                self.information == CLAIRVOYANT,
+                bool(sim.running),
+                1.0 / self.time_scale,
+                sim.rack_crossing,
+            )
         elif self.information != CLAIRVOYANT:
             raise ValueError(
                 "a non-clairvoyant encoder computes its GPU time column itself: pass gpu_seconds=None"
             )
-        gpu, server, rack = self.gpu, self.server, self.rack
-        placement = _NO_PLACEMENT if in_placement is None else np.asarray(in_placement, dtype=np.float64)
-        if len(placement) not in (0, G):
-            raise ValueError(f"in_placement must have one entry per GPU ({G}), got {len(placement)}")
-        _kernels.cluster_columns(  # busy, in_placement, server and rack free: one compiled pass
-            gpu,
-            server,
-            rack,
+        else:
+            logs[:G] = np.asarray(gpu_seconds, dtype=np.float64) * (1.0 / self.time_scale)
+            logs[G:] = sim.rack_crossing
+        np.log1p(logs, out=logs)  # the time and crossing columns (numpy's log1p, as the columns always had)
+        if in_placement is None:
+            placement, has_placement = _NO_PLACEMENT, False
+        else:
+            placement = np.asarray(in_placement, dtype=np.float64)
+            if len(placement) not in (0, G):
+                raise ValueError(f"in_placement must have one entry per GPU ({G}), got {len(placement)}")
+            has_placement = len(placement) > 0
+        q, r = len(sim.queue), len(sim.running)
+        table = self._log1p_counts
+        if max(q, r, queued_beyond) >= len(table):
+            self._grow_log1p_counts(max(q, r, queued_beyond))
+            table = self._log1p_counts
+        _kernels.cluster_dynamic(
+            self.gpu,
+            self.server,
+            self.rack,
+            self.cluster,
+            self._image_arg,
+            self._gpu_server,
+            self.gpu_slot,
+            logs,
             sim.gpu_free_milli,
             sim.server_free,
+            np.fromiter(map(len, sim.server_jobs), dtype=np.int64, count=self.S),
             self.inv_server_gpus,
-            self._gpu_server,
             self._server_rack,
             self.inv_rack_gpus,
             placement,
-            _GPU["busy"],
-            _SERVER["free"],
-            _GPU["in_placement"],
-            _SERVER["in_placement"],
-            _RACK["free"],
+            has_placement,
+            free_gpus / G,
+            table[q],
+            table[r],
+            table[queued_beyond],
         )
-        gpu_time = np.log1p(gpu_seconds * (1.0 / self.time_scale))
-        gpu[:G, _GPU["remaining_time"]] = gpu_time  # the time column (time_in_use when non-clairvoyant)
-        server[:S, _SERVER["jobs"]] = list(map(len, sim.server_jobs))
-        rack[:R, _RACK["crossing_jobs"]] = np.log1p(sim.rack_crossing)
-        cl = self.cluster
-        cl[_CLUSTER["free"]] = free_gpus / G
-        cl[_CLUSTER["queued"]] = math.log1p(len(sim.queue))
-        cl[_CLUSTER["running"]] = math.log1p(len(sim.running))
-        cl[_CLUSTER["waiting_beyond_window"]] = math.log1p(queued_beyond)
-        if self.mode == "image":
-            img = self.image
-            s, slot = c.gpu_server, self.gpu_slot
-            img[_IMG["busy"], s, slot] = gpu[:G, _GPU["busy"]]
-            img[_IMG["remaining_time"], s, slot] = gpu_time
-            img[_IMG["in_placement"], s, slot] = 0.0 if in_placement is None else in_placement
+
+    def log1p_count(self, n: int) -> np.float64:
+        """``np.log1p(n)`` of a count ``n >= 0``, from a table."""
+        if n >= len(self._log1p_table):
+            self._grow_tables(n)
+        return self._log1p_table[n]
+
+    def _grow_log1p_counts(self, n: int) -> None:
+        """Extend the table of ``math.log1p`` of the counts 0..n at least (the cluster's queue lengths)."""
+        size = max(2 * len(self._log1p_counts), n + 1)
+        self._log1p_counts = [math.log1p(i) for i in range(size)]
 
     def encode_jobs(
         self,
@@ -512,49 +549,56 @@ class ClusterEncoder:
         self._write_rows(sim, 0, jobs, fits, log_sensitivity, False)
         if self.running_rows and running is not None:
             self._write_rows(sim, self.queue_rows, running, preemptible, log_sensitivity, True)
+        times = self._job_times
+        np.log1p(times, out=times)  # numpy's float32 log1p of the time columns (log1p(0) = 0 on empty rows)
         if self.mode == "flat":
             self._job_mask_f[:] = self.job_mask
 
     def _write_rows(self, sim, first: int, jobs, fits, log_sensitivity, running: bool) -> None:
-        k = len(jobs)
-        if not k:
+        """Write the rows ``first ..`` for ``jobs`` (the time columns scaled, before their ``log1p``)."""
+        if not len(jobs):
             return
-        rows = slice(first, first + k)
-        self.job_mask[rows] = 1
-        jf = self.job_features[rows]  # a view
-        now = sim.now
-        n = sim.job_gpus_n[jobs]
-        submit = sim.workload.submit_time[jobs]
-        jf[:, _JOB["gpus"]] = n * (1.0 / self.G)
-        jf[:, _JOB["log_gpus"]] = np.log2(n)
-        jf[:, _JOB["age"]] = now - submit
-        if self.information == CLAIRVOYANT:
-            jf[:, _JOB["duration"]] = sim.workload.duration[jobs]
-            done = sim.done_work[jobs]
-            if running:  # progress since it was last banked
-                done = done + sim.rate[jobs] * (now - sim.last_update[jobs])
-            jf[:, _JOB["remaining"]] = np.maximum(sim.job_work[jobs] - done, 0.0) * sim.job_ideal_iter[jobs]
-            jf[:, _JOB["preempted"]] = sim.needs_restart[jobs]
-        else:
-            attained = sim.attained[jobs]
-            if running:
-                since = sim.run_start[jobs]
-                attained = attained + n * (now - since)
-            else:  # in the queue since its arrival, or since its last preemption (when its progress was banked)
-                since = np.where(sim.preemptions[jobs] > 0, sim.last_update[jobs], submit)
-            jf[:, _JOB["attained_service"]] = attained
-            jf[:, _JOB["time_in_state"]] = now - since
-            jf[:, _JOB["preempted"]] = np.log1p(sim.preemptions[jobs])
-        times = jf[:, _JOB["age"] : _JOB["remaining"] + 1]
-        times *= 1.0 / self.time_scale
-        np.log1p(times, out=times)
-        jf[:, _JOB["sensitivity"]] = log_sensitivity[jobs]
-        jf[:, _JOB["fits"]] = fits
-        if self.running_rows:
-            f = len(JOB_FEATURES)
-            jf[:, f] = float(running)
-            if running:
-                jf[:, f + 1] = sim.rate[jobs] * sim.job_ideal_iter[jobs]
+        while True:
+            short = _kernels.job_rows(
+                self.job_features,
+                self.job_mask,
+                first,
+                np.asarray(jobs, dtype=np.int64),
+                np.asarray(fits, dtype=np.bool_),
+                running,
+                self.information == CLAIRVOYANT,
+                self.running_rows > 0,
+                float(sim.now),
+                1.0 / self.G,
+                1.0 / self.time_scale,
+                sim.job_gpus_n,
+                sim.workload.submit_time,
+                sim.workload.duration,
+                sim.done_work,
+                sim.rate,
+                sim.last_update,
+                sim.job_work,
+                sim.job_ideal_iter,
+                sim.needs_restart,
+                sim.attained,
+                sim.run_start,
+                sim.preemptions,
+                np.asarray(log_sensitivity, dtype=np.float64),
+                self._log2_table,
+                self._log1p_table,
+            )
+            if short < 0:
+                return
+            # a job count or preemption count beyond the tables: extend them (numpy's own log2 / log1p values)
+            self._grow_tables(int(short))
+
+    def _grow_tables(self, n: int) -> None:
+        """Tables of numpy's ``log2`` and ``log1p`` of the counts 0..n at least (GPUs asked, preemptions)."""
+        size = max(2 * len(self._log1p_table), n + 1)
+        counts = np.arange(size, dtype=np.int64)
+        with np.errstate(divide="ignore"):
+            self._log2_table = np.log2(counts)
+        self._log1p_table = np.log1p(counts)
 
     def observation(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.buffers.items()}
@@ -588,6 +632,12 @@ _JOB = {n: i for i, n in enumerate(JOB_FEATURES)} | {
     n: i for i, n in enumerate(JOB_FEATURES_OF[NON_CLAIRVOYANT])
 }
 _IMG = {n: i for i, n in enumerate(IMAGE_CHANNELS)}
+# the compiled writers (gpusched_envs.sim.kernels) address the dynamic columns by these indices
+assert (_GPU["busy"], _GPU["remaining_time"], _GPU["in_placement"]) == (1, 2, 3)
+assert (_SERVER["free"], _SERVER["jobs"], _SERVER["in_placement"]) == (3, 4, 5)
+assert (_RACK["free"], _RACK["crossing_jobs"]) == (1, 2)
+assert (_IMG["busy"], _IMG["remaining_time"], _IMG["in_placement"]) == (0, 1, 4)
+assert [_JOB[n] for n in JOB_FEATURES] == list(range(8)) and len(PREEMPTION_JOB_FEATURES) == 2
 
 
 def gpu_time_column(sim, out: np.ndarray, information: str) -> np.ndarray:

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 
+from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.engine import DONE, RUNNING
 from gpusched_envs.sim.topology import Cluster
 
@@ -47,7 +48,7 @@ class RunningTotals:
     def sync(self) -> None:
         sim = self.sim
         live = self.live
-        if len(live):
+        if len(live) and _kernels.count_in_state(live, sim.status, DONE):
             newly = live[sim.status[live] == DONE]
             if len(newly):
                 self.done_weighted += float(

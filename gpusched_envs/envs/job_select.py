@@ -18,6 +18,7 @@ from gpusched_envs.envs.base import (
 )
 from gpusched_envs.envs.encoding import CLAIRVOYANT, NON_CLAIRVOYANT
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
+from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.topology import Cluster
 
 # placers that always place a job when enough GPUs (of its pool, type and share) are free: for them the action mask
@@ -271,26 +272,28 @@ class JobSelectEnv(ClusterEnv):
 
     def _observe(self) -> dict:
         enc, sim = self.encoder, self.sim
-        k = len(self._jobs)
-        mask = enc.action_mask
-        mask[:] = 0
-        can_wait = self._can_wait()
-        startable = self._fits.copy()
+        can_wait = bool(sim.running) or sim.next_arrival < sim.num_jobs  # _can_wait
+        startable = self._fits
         if self._preempted_now and can_wait:
-            startable &= np.array([j not in self._preempted_now for j in self._jobs.tolist()], dtype=bool)
-        mask[:k] = startable
-        r = len(self._running)
-        first = self.first_preempt_action
-        mask[first : first + r] = self._preemptible
-        mask[self.wait_action] = self.drained or can_wait or not mask[: self.wait_action].any()
-        if self.work_conserving and startable.any():  # no waiting while a window job can start
-            mask[self.wait_action] = 0
+            startable = startable & np.array(
+                [j not in self._preempted_now for j in self._jobs.tolist()], dtype=bool
+            )
+        _kernels.job_select_mask(
+            enc.action_mask,
+            startable,
+            self._preemptible,
+            self.first_preempt_action,
+            self.wait_action,
+            self.drained,
+            can_wait,
+            self.work_conserving,
+        )
         ctx = enc.context
         if self.clairvoyant:  # v0 context: reveals how many jobs the workload still holds
             ctx[0] = sim.finished / max(sim.to_finish, 1)
             ctx[1] = np.log1p(sim.num_jobs - sim.next_arrival)
         else:
-            ctx[0] = np.log1p(sim.finished)
+            ctx[0] = enc.log1p_count(sim.finished)
             arrived = sim.next_arrival
             elapsed = sim.now - sim.workload.submit_time[0] if arrived else 0.0
             ctx[1] = np.log1p(arrived * self.time_scale / max(elapsed, self.time_scale))

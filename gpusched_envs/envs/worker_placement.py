@@ -19,8 +19,11 @@ from gpusched_envs.envs.base import (
     resolve_cluster,
 )
 from gpusched_envs.envs.encoding import NON_CLAIRVOYANT
+from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.engine import FULL_GPU, RUNNING
 from gpusched_envs.sim.topology import Cluster, load_cluster
+
+_ANY_GPU = np.zeros(0, dtype=bool)  # no pool / type constraint
 
 
 @dataclass(frozen=True)
@@ -229,6 +232,7 @@ class WorkerPlacementEnv(ClusterEnv):
         self._head = -1
         self._chosen: list[int] = []
         self._taken = np.zeros(self.cluster.num_gpus)
+        self._gpu_server = np.ascontiguousarray(self.cluster.gpu_server, dtype=np.int64)
         self._deferred: set[int] = set()
         self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
         self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -261,10 +265,18 @@ class WorkerPlacementEnv(ClusterEnv):
             self._advance()
         self._head = -1
 
-    def _server_mask(self) -> np.ndarray:
+    def _head_share(self) -> tuple[int, np.ndarray]:
+        """The free share a GPU needs for the head job, and its pool / type mask (empty: every GPU)."""
         sim, head = self.sim, self._head
-        free = sim.free_mask(head) & (self._taken == 0)
-        return np.bincount(self.cluster.gpu_server[free], minlength=self.cluster.num_servers) > 0
+        milli = sim.job_milli[head]
+        k = sim.job_allowed[head]
+        return (FULL_GPU if milli >= FULL_GPU else int(milli)), (_ANY_GPU if k < 0 else sim.allowed_masks[k])
+
+    def _server_mask(self) -> np.ndarray:
+        mask = np.zeros(self.cluster.num_servers, dtype=bool)
+        need, allowed = self._head_share()
+        _kernels.server_mask(mask, self.sim.gpu_free_milli, need, allowed, self._taken, self._gpu_server)
+        return mask
 
     def _observe(self) -> dict:
         enc, sim = self.encoder, self.sim
@@ -272,16 +284,13 @@ class WorkerPlacementEnv(ClusterEnv):
         mask[:] = 0
         head = self._head
         if head >= 0:
-            mask[: self.cluster.num_servers] = self._server_mask()
+            need, allowed = self._head_share()
+            _kernels.server_mask(mask, sim.gpu_free_milli, need, allowed, self._taken, self._gpu_server)
             mask[self.defer_action] = self._can_wait() or self._first_candidate(exclude=head) >= 0
             epoch, queued, queued_fits = self._queue_fits
             if epoch == self._epoch:  # the queue's fits, computed when the head was chosen, still hold
-                first = queued[: self.window]
-                keep = np.flatnonzero(first != head)[: self.window - 1]
-                jobs = np.concatenate(([head], first[keep]))
-                fits = np.concatenate(
-                    ([True], queued_fits[keep])
-                )  # the head fits (that is why it is the head)
+                # the head, then the others among the queue's first jobs; the head fits (that is why it is the head)
+                jobs, fits = _kernels.window_with_head(queued, queued_fits, head, self.window)
             else:
                 rest = [j for j in itertools.islice(sim.queue, self.window) if j != head][: self.window - 1]
                 jobs = np.array([head, *rest], dtype=np.int64)
@@ -294,18 +303,20 @@ class WorkerPlacementEnv(ClusterEnv):
             jobs = np.zeros(0, dtype=np.int64)
             fits = np.zeros(0, dtype=bool)
             enc.context[:3] = 0.0
-        enc.context[3] = np.log1p(len(self._deferred))
+        enc.context[3] = enc.log1p_count(len(self._deferred))
         return self._encode(jobs, fits, self._taken)
 
     def _worker_gpu(self, server: int) -> int:
         sim, c, head = self.sim, self.cluster, self._head
         lo, hi = int(c.server_first_gpu[server]), int(c.server_first_gpu[server] + c.server_num_gpus[server])
-        ok = np.flatnonzero(sim.free_mask(head)[lo:hi] & (self._taken[lo:hi] == 0)) + lo
-        if sim.job_milli[head] < FULL_GPU:
-            return int(
-                ok[np.argmin(sim.gpu_free_milli[ok])]
-            )  # best fit; argmin keeps the lowest index on ties
-        return int(ok[0])
+        need, allowed = self._head_share()
+        # the first GPU the worker may take; a fractional job's best fit (the lowest index on ties)
+        g = _kernels.worker_gpu(
+            sim.gpu_free_milli, need, allowed, self._taken, lo, hi, bool(sim.job_milli[head] < FULL_GPU)
+        )
+        if g < 0:
+            raise ValueError(f"server {server} has no free GPU for job {head}")
+        return g
 
     # ------------------------------------------------------------------ for agents (MetaPlace's performance model)
     @property
@@ -354,8 +365,7 @@ class WorkerPlacementEnv(ClusterEnv):
         self._noted_epoch = self._epoch
         sim = self.sim
         run = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
-        run = run[(sim.status[run] == RUNNING) & (sim.version[run] != self._reported_version[run])]
-        self._reported_version[run] = sim.version[run]
+        run = _kernels.changed_iterations(run, sim.status, sim.version, self._reported_version, RUNNING)
         self._pending_iter.append((run, 1.0 / sim.rate[run], sim.job_ideal_iter[run]))
 
     def _info(self, terminated: bool, truncated: bool, invalid: bool = False, forced: int = -1) -> dict:
