@@ -66,10 +66,16 @@ from gpusched_lab.evaluate.agents import (
 )
 from gpusched_lab.evaluate.episodes import finish_metrics, masked_random
 from gpusched_lab.evaluate.scenarios import MARL_ENV_ID, Scenario, SuiteError, find_scenario, load_suite
+from gpusched_lab.train.offline import (  # noqa: F401 - re-exported: the names datasets are read by
+    ROOT_ENV,
+    DatasetError,
+    dataset_id,
+    dataset_path,
+    datasets_root,
+)
 
 from gpusched_envs.validation import Name, Seeds, Text, ValidationError
 
-ROOT_ENV = "MINARI_DATASETS_PATH"
 DATA_FORMAT = "parquet"
 JOB_SELECT = "gpusched/JobSelect-v1"
 DAG_ENV = "gpusched/DAGSchedule-v1"
@@ -87,41 +93,12 @@ RECIPE_CHECKPOINTS = {
     "gpusched/DelayTuning-v1": "ppo_delaytuning_mlp",
 }
 RECIPE_DAG_AGENTS = ("dag-cpsat", "dag-worl-rtgs")
+UNFINISHED_FACTOR = 20
 RECIPE_SEEDS = (0, 1, 2)
 """Seeds of each recipe dataset (the held-out seeds of ``docs/datasets.md`` start at 100)."""
 
 
-class DatasetError(ValueError):
-    """A dataset that cannot be written or read: the message names the dataset and the reason."""
-
-
 # ---------------------------------------------------------------------------------------------- names and places
-def datasets_root(root: str | Path | None = None) -> Path:
-    """Where datasets live: ``root``, else ``$MINARI_DATASETS_PATH``, else ``~/.minari/datasets`` (Minari's own
-    default, so ``minari.load_dataset(NAME)`` finds them)."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get(ROOT_ENV)
-    return Path(env) if env else Path.home() / ".minari" / "datasets"
-
-
-def dataset_id(name: str, where: str = "--name") -> str:
-    """A Minari dataset id from a name: letters, digits, ``_`` and ``-``, ending in ``-vN`` (``-v0`` is added when
-    absent)."""
-    import re
-
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,119}", name):
-        raise DatasetError(
-            f"{where}: {name!r} is not a dataset name (letters, digits, '_' and '-', starting with a letter or digit, "
-            "at most 120 characters; Minari ids have no '.', '/' or spaces)"
-        )
-    return name if re.search(r"-v\d+$", name) else f"{name}-v0"
-
-
-def dataset_path(name: str, root: str | Path | None = None) -> Path:
-    return datasets_root(root) / dataset_id(name)
-
-
 def package_version() -> str:
     try:
         return version("gpusched-envs")
@@ -257,10 +234,14 @@ def _dag_plan(name: str, inst, seed: int, extra: dict):
     if name in ("ddqn", "ppo"):
         from gpusched_envs.sim.dag_eval import evaluate_plan
 
-        plans = inst.planner_plans(name, seed if name == "ddqn" else 0, a["planner_plans"] if name == "ddqn" else 1)
+        plans = inst.planner_plans(
+            name, seed if name == "ddqn" else 0, a["planner_plans"] if name == "ddqn" else 1
+        )
         return min(
             plans,
-            key=lambda p: float(evaluate_plan(inst.dag, inst.speed, inst.bandwidth, *p, gpu_types=inst.gpu_types)),
+            key=lambda p: float(
+                evaluate_plan(inst.dag, inst.speed, inst.bandwidth, *p, gpu_types=inst.gpu_types)
+            ),
         )
     if name == "worl-rtgs":
         from gpusched_lab.agents.methods.worl_rtgs.agent import worl_rtgs
@@ -307,7 +288,9 @@ def recorder_for(
                 "(drop those env kwargs)"
             )
         overrides.update(layout)
-    elif isinstance(agent, HeuristicEvalAgent) or (isinstance(agent, UserEvalAgent) and agent.mode == "schedule"):
+    elif isinstance(agent, HeuristicEvalAgent) or (
+        isinstance(agent, UserEvalAgent) and agent.mode == "schedule"
+    ):
         if scenario.env_id != JOB_SELECT:
             raise DatasetError(
                 f"{agent.name}: a scheduler is recorded on {JOB_SELECT} (it picks the job to start or preempt); "
@@ -370,9 +353,10 @@ def _stack_infos(infos: list[dict]) -> dict:
     return out
 
 
-def record_episode(recorder: Recorder, seed: int, env=None):
+def record_episode(recorder: Recorder, seed: int, env=None, max_steps: int | None = None, keep: bool = True):
     """One episode: ``(EpisodeBuffer | None, episode metadata)``; the metadata holds the seed, the leaderboard's
-    metrics of the episode and the actor's extras (None and ``skipped`` when the agent leaves the seed out)."""
+    metrics of the episode and the actor's extras (None and ``skipped`` when the agent leaves the seed out).
+    ``max_steps``: stop there (``unfinished`` in the metadata, no buffer); ``keep=False``: metrics only."""
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
     own = env is None
@@ -404,9 +388,16 @@ def record_episode(recorder: Recorder, seed: int, env=None):
             invalid += int(bool(info.get("invalid_action")))
             if terminated or truncated:
                 break
+            if max_steps is not None and len(actions) >= max_steps:
+                meta["unfinished"] = f"stopped after {max_steps:,} steps"
+                return None, meta
+            if not keep:
+                observations, infos = observations[-1:], infos[-1:]
         metrics = dict(info.get("metrics") or {})
         metrics.update(episode_return=total, steps=len(actions), invalid_actions=invalid)
         meta["metrics"] = finish_metrics(metrics, getattr(env.unwrapped, "sim", None))
+        if not keep:
+            return None, meta
         buffer = EpisodeBuffer(
             seed=int(seed),
             observations={k: np.stack([o[k] for o in observations]) for k in observations[0]},
@@ -530,7 +521,9 @@ def _write(folder: Path, did: str, recorder: Recorder, seeds: list[int], command
                         "seeds": recorded,
                         "skipped": skipped,
                         "information": info_class,
-                        "obs_mode": recorder.env_kwargs.get("obs_mode", getattr(env.unwrapped, "obs_mode", None)),
+                        "obs_mode": recorder.env_kwargs.get(
+                            "obs_mode", getattr(env.unwrapped, "obs_mode", None)
+                        ),
                         "package_version": package_version(),
                         "command": command,
                         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -552,16 +545,85 @@ def _minari_version() -> str:
 
 def load(name: str, root: str | Path | None = None):
     """The :class:`minari.MinariDataset` of ``name`` under ``root`` (or ``$MINARI_DATASETS_PATH``); one
-    :class:`DatasetError` line when it is absent or not a dataset of this package."""
-    path = dataset_path(name, root)
-    if not (path / "data" / "metadata.json").is_file():
-        raise DatasetError(f"no dataset {dataset_id(name)} in {path.parent} (record one with `gpusched dataset`)")
-    from minari.dataset.minari_dataset import MinariDataset
+    :class:`DatasetError` line when it is absent or unreadable."""
+    from gpusched_lab.train.offline import load_dataset
 
-    try:
-        return MinariDataset(path / "data")
-    except (OSError, ValueError, KeyError) as exc:
-        raise DatasetError(f"dataset {dataset_id(name)} at {path}: unreadable ({exc})") from None
+    return load_dataset(name, root, where="--name")
+
+
+def score(name: str, checkpoints: list[str], seeds, root: str | Path | None = None, progress=None) -> dict:
+    """Each checkpoint against the agent that recorded dataset ``name``, on held-out ``seeds`` (none of the
+    dataset's): every policy acts in the dataset's env (its env id and kwargs) through :func:`record_episode`, so
+    the expert runs exactly as it did when recording. Per policy: mean average JCT with a 95% bootstrap interval
+    over seeds and, for the checkpoints, the paired relative change against the expert (seeds resampled together,
+    :func:`gpusched_lab.evaluate.stats.paired_relative_change`)."""
+    from gpusched_lab.evaluate.stats import mean_ci, paired_relative_change
+
+    meta = load(name, root).storage.metadata.get("gpusched") or {}
+    if "env_id" not in meta:
+        raise DatasetError(
+            f"dataset {dataset_id(name)}: not written by `gpusched dataset` (no gpusched metadata)"
+        )
+    seeds = [int(s) for s in seeds]
+    overlap = sorted(set(seeds).intersection(meta.get("seeds") or []))
+    if overlap:
+        raise DatasetError(
+            f"--seeds {', '.join(map(str, overlap[:5]))} are in dataset {dataset_id(name)}; score on held-out seeds"
+        )
+    scenario = Scenario(
+        name=meta.get("scenario", meta["env_id"]), env_id=meta["env_id"], env_kwargs=meta["env_kwargs"]
+    )
+    key = "makespan" if meta["env_id"] == DAG_ENV else "avg_jct"
+    specs = [meta["agent"]["spec"], *checkpoints]
+    rows, base, cap = [], None, {}
+    total = len(specs) * len(seeds)
+    for spec in specs:
+        rec = recorder_for(spec, scenario)
+        values, unfinished = [], []
+        for seed in seeds:
+            # a policy that thrashes (preempting and restarting jobs) could run for ever: it is stopped at
+            # UNFINISHED_FACTOR x the expert's steps on that seed and reported unfinished
+            _, ep = record_episode(rec, seed, max_steps=cap.get(seed), keep=False)
+            if "metrics" in ep:
+                values.append(float(ep["metrics"][key]))
+                cap.setdefault(seed, UNFINISHED_FACTOR * max(int(ep["metrics"].get("steps", 0)), 1000))
+            else:
+                values.append(float("nan"))
+                unfinished.append(seed)
+            if progress is not None:
+                progress(len(rows) * len(seeds) + len(values), total, 0)
+        m, lo, hi = mean_ci(values)
+        row = {"agent": rec.agent.name, "spec": spec, "values": values, "mean": m, "low": lo, "high": hi}
+        row["unfinished"] = unfinished
+        if base is None:
+            base = np.asarray(values)
+            row["role"] = "expert (recorded the dataset)"
+        else:
+            x = np.asarray(values)
+            ok = np.isfinite(x) & np.isfinite(base)  # pairs where both finished
+            ch, clo, chi = paired_relative_change(x[ok], base[ok])
+            row.update(change=ch, change_low=clo, change_high=chi)
+        rows.append(row)
+    return {"dataset": dataset_id(name), "metric": key, "seeds": seeds, "rows": rows}
+
+
+def score_markdown(result: dict) -> str:
+    """The Markdown table of :func:`score` (hours; the change against the expert in %)."""
+    lines = [
+        f"| policy | {result['metric'].replace('_', ' ')} (h), mean (95% CI) | vs expert, paired (95% CI) |",
+        "|---|---|---|",
+    ]
+    for r in result["rows"]:
+        cell = f"{r['mean'] / 3600:,.3f} ({r['low'] / 3600:,.3f}–{r['high'] / 3600:,.3f})"
+        change = (
+            "—"
+            if "change" not in r
+            else f"{r['change']:+.1%} ({r['change_low']:+.1%} to {r['change_high']:+.1%})"
+        )
+        if r.get("unfinished"):
+            cell += f"; {len(r['unfinished'])} of {len(r['values'])} seeds unfinished (left out)"
+        lines.append(f"| {r['agent']} | {cell} | {change} |")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- the recipe
@@ -589,8 +651,9 @@ def recipe_jobs(recipe: str, checkpoints: str | Path | None = None) -> list[tupl
 
 # ---------------------------------------------------------------------------------------------- the command
 def _fail(message: str) -> None:
-    from gpusched_envs.cli import print_error
     from rich.console import Console
+
+    from gpusched_envs.cli import print_error
 
     print_error(message, Console(stderr=True))
     raise typer.Exit(code=2)
@@ -631,8 +694,10 @@ def dataset_cmd(
     ] = None,
     agent: Annotated[
         str | None,
-        typer.Option(help="Agent to record: a heuristic (srtf, las+closest, ...), random, a checkpoint path, "
-        "dag-<agent> or module:callable."),
+        typer.Option(
+            help="Agent to record: a heuristic (srtf, las+closest, ...), random, a checkpoint path, "
+            "dag-<agent> or module:callable."
+        ),
     ] = None,
     scenario: Annotated[
         str | None, typer.Option(help="Scenario: a bundled name or SUITE/NAME (see `gpusched leaderboard`).")
@@ -656,20 +721,31 @@ def dataset_cmd(
         typer.Option(
             "--env-kwargs",
             parser=Text(),
-            help='Env kwargs replacing the scenario\'s, as a JSON object (e.g. \'{"preemption": true}\').',
+            help="Env kwargs replacing the scenario's, as a JSON object (e.g. '{\"preemption\": true}').",
         ),
     ] = None,
     obs_mode: Annotated[
-        str | None, typer.Option(help="Observation mode recorded: flat | graph | image (default: the scenario's).")
+        str | None,
+        typer.Option(help="Observation mode recorded: flat | graph | image (default: the scenario's)."),
     ] = None,
     recipe: Annotated[
         str | None,
         typer.Option(help="Record a recipe set instead: standard (see docs/datasets.md)."),
     ] = None,
+    score_: Annotated[
+        str | None,
+        typer.Option(
+            "--score",
+            help="Instead of recording: run these checkpoints (comma list) and the agent that recorded dataset "
+            "--name on held-out --seeds in the dataset's env, and print average JCT with paired 95% intervals.",
+        ),
+    ] = None,
     root: Annotated[
         Path | None, typer.Option(help=f"Datasets folder (default: ${ROOT_ENV}, else ~/.minari/datasets).")
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing dataset of the same name.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing dataset of the same name.")
+    ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> None:
     """Record episodes of a leaderboard agent on a scenario as a Minari dataset (offline RL: `gpusched train bc
@@ -680,10 +756,21 @@ def dataset_cmd(
         kwargs = _parse_env_kwargs(env_kwargs)
         if obs_mode is not None and obs_mode not in ("flat", "graph", "image"):
             raise DatasetError(f"--obs-mode: {obs_mode!r}; expected flat, graph or image")
+        if score_ is not None:
+            if name is None or seeds is None:
+                raise DatasetError("--score needs the dataset (--name) and held-out --seeds")
+            ckpts = [c.strip() for c in score_.split(",") if c.strip()]
+            ctx, update = _progress_bar(progress, f"scoring on {dataset_id(name)}")
+            with ctx:
+                result = score(name, ckpts, seed_list, root, update)
+            typer.echo(score_markdown(result), nl=False)
+            return
         if recipe is not None:
             if any(v is not None for v in (name, agent, scenario, suite, env_kwargs)):
-                raise DatasetError("--recipe records its own set: give no --name, --agent, --scenario, --suite or "
-                                   "--env-kwargs")
+                raise DatasetError(
+                    "--recipe records its own set: give no --name, --agent, --scenario, --suite or "
+                    "--env-kwargs"
+                )
             jobs = recipe_jobs(recipe)
             if seeds is None:
                 seed_list = list(RECIPE_SEEDS)
@@ -712,7 +799,9 @@ def dataset_cmd(
         for job_name, _, _, _ in jobs:
             target = base / dataset_id(job_name)
             if target.exists() and not force:
-                raise DatasetError(f"dataset {dataset_id(job_name)} already exists at {target} (--force replaces it)")
+                raise DatasetError(
+                    f"dataset {dataset_id(job_name)} already exists at {target} (--force replaces it)"
+                )
         for job_name, spec, sc, kw in jobs:
             label = f"{dataset_id(job_name)}"
             start = time.perf_counter()
@@ -731,9 +820,7 @@ def dataset_cmd(
                     progress=update,
                 )
             size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-            typer.echo(
-                f"wrote {path} ({size / 2**20:,.1f} MiB, {time.perf_counter() - start:,.1f} s)"
-            )
+            typer.echo(f"wrote {path} ({size / 2**20:,.1f} MiB, {time.perf_counter() - start:,.1f} s)")
     except (DatasetError, AgentSpecError, SuiteError, ValidationError) as exc:
         _fail(str(exc))
     except Exception as exc:

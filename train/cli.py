@@ -392,7 +392,9 @@ def offline_command(algorithm: str):
         dataset: Annotated[
             str,
             typer.Option(
-                "--dataset", parser=Name(), help="Dataset name (`gpusched dataset --name`), e.g. srtf-topdrl-v0."
+                "--dataset",
+                parser=Name(),
+                help="Dataset name (`gpusched dataset --name`), e.g. srtf-topdrl-v0.",
             ),
         ],
         root: Annotated[
@@ -415,7 +417,9 @@ def offline_command(algorithm: str):
         ] = 256,
         learning_rate: Annotated[
             float,
-            typer.Option("--learning-rate", parser=Float(min=0, min_open=True, max=1), help="Adam step size."),
+            typer.Option(
+                "--learning-rate", parser=Float(min=0, min_open=True, max=1), help="Adam step size."
+            ),
         ] = 1e-3,
         alpha: Annotated[
             float,
@@ -464,7 +468,13 @@ def offline_command(algorithm: str):
                 alpha=alpha,
             )
             result = train_offline(
-                algorithm, dataset, out, args, root=root, eval_seeds=eval_seeds or (), command=command_line,
+                algorithm,
+                dataset,
+                out,
+                args,
+                root=root,
+                eval_seeds=eval_seeds or (),
+                command=command_line,
                 progress=progress,
             )
         except (*USER_ERRORS, DatasetError) as exc:

@@ -73,7 +73,9 @@ def load_dataset(name: str, root: str | Path | None = None, where: str = "--data
     try:
         return MinariDataset(path / "data")
     except (OSError, ValueError, KeyError) as exc:
-        raise DatasetError(f"{where}: dataset {dataset_id(name, where)} at {path} is unreadable ({exc})") from None
+        raise DatasetError(
+            f"{where}: dataset {dataset_id(name, where)} at {path} is unreadable ({exc})"
+        ) from None
 
 
 @dataclass
@@ -118,7 +120,13 @@ def read_transitions(dataset) -> Transitions:
         raise DatasetError(f"dataset {dataset.spec.dataset_id}: no episodes")
     cat = lambda d: {k: np.concatenate(v) for k, v in d.items()}  # noqa: E731
     return Transitions(
-        cat(obs), cat(nxt), np.concatenate(actions), np.concatenate(rewards), np.concatenate(dones), meta, count
+        cat(obs),
+        cat(nxt),
+        np.concatenate(actions),
+        np.concatenate(rewards),
+        np.concatenate(dones),
+        meta,
+        count,
     )
 
 
@@ -261,11 +269,17 @@ class _progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=True,
         )
         self.bar.__enter__()
         task = self.bar.add_task(self.label, total=self.total)
-        return lambda step: self.bar.update(task, completed=step) if step % 50 == 0 or step == self.total else None
+        return lambda step: (
+            self.bar.update(task, completed=step) if step % 50 == 0 or step == self.total else None
+        )
 
     def __exit__(self, *exc):
         if self.bar is not None:
