@@ -18,7 +18,7 @@ import os
 import platform
 import time
 
-from gpusched_lab.agents.common import make_env
+from gpusched_lab.agents.common import make_env, make_vec_env, make_vector_env
 from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER
 
 DEFAULT_ENV = "gpusched/JobSelect-v1"
@@ -56,8 +56,11 @@ def training_samples_per_second(
     num_envs: int = 1,
 ) -> dict:
     """Env steps per second of ``algorithm`` (``"ddqn"`` | ``"ppo"``) training with ``encoder`` for ``steps`` steps
-    after a short warm-up (DDQN: one gradient step of batch 64 every 4 env steps; PPO: rollouts of 256, 4 epochs of
-    minibatch 64). Returns ``{"name", "value", "unit", "target", "meets", "detail"}``."""
+    after a short warm-up (DDQN: one gradient step of batch 64 every 4 env steps; PPO: rollouts of 256 per env, 4
+    epochs of minibatch 64). ``num_envs > 1``: the native vector env (DDQN steps it directly, PPO through
+    :func:`agents.common.make_vec_env`). Returns ``{"name", "value", "unit", "target", "meets", "detail"}``; PPO's
+    detail splits the CPU time between rollout collection and the update (``rollout_cpu_seconds``,
+    ``update_cpu_seconds``)."""
     kwargs = dict(DEFAULT_ENV_KWARGS if env_kwargs is None else env_kwargs)
     mode = OBS_MODE_OF_ENCODER[encoder]
     load_before = machine()["load_average_1min"]
@@ -73,7 +76,10 @@ def training_samples_per_second(
             buffer_size=steps + warmup,
             gnn_impl=gnn_impl,
         )
-        envs = [make_env(env_id, kwargs, mode) for _ in range(num_envs)]  # acted on as one batch
+        if num_envs > 1:  # one vector env, stepped in one call
+            envs = make_vector_env(env_id, kwargs, mode, num_envs)
+        else:
+            envs = [make_env(env_id, kwargs, mode)]
         algo = DDQN(args, envs, total_steps=steps + warmup)
         algo.learn(warmup)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -83,14 +89,9 @@ def training_samples_per_second(
     elif algorithm == "ppo":
         from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
         from gpusched_lab.agents.nets.networks import config_for_env
-        from stable_baselines3.common.vec_env import DummyVecEnv
 
         env = make_env(env_id, kwargs, mode)
-        venv = (
-            DummyVecEnv([lambda: make_env(env_id, kwargs, mode) for _ in range(num_envs)])
-            if num_envs > 1
-            else env
-        )
+        venv = make_vec_env(env_id, kwargs, mode, num_envs) if num_envs > 1 else env
         args = PPOArgs(
             encoder=encoder,
             device=device,
@@ -102,13 +103,20 @@ def training_samples_per_second(
         )
         model = make_ppo(venv, config_for_env(env, encoder, args.hidden, args.layers), args)
         model.learn(256)  # warm-up: one rollout (256 steps per env) and its update
+        split = {"collect_rollouts": 0.0, "train": 0.0}
+        for name in split:  # the CPU time of each part, on this model only
+            setattr(model, name, _cpu_timed(getattr(model, name), split, name))
         start = model.num_timesteps
         t0, c0 = time.perf_counter(), time.process_time()
         model.learn(steps, reset_num_timesteps=False)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         done = model.num_timesteps - start
+        for name in split:
+            delattr(model, name)
+        extra = {"rollout_cpu_seconds": split["collect_rollouts"], "update_cpu_seconds": split["train"]}
     else:
         raise ValueError(f"algorithm must be 'ddqn' or 'ppo', got {algorithm!r}")
+    extra = extra if algorithm == "ppo" else {}
     impl = (f"_{gnn_impl}" if encoder == "gnn" else "") + (f"_{num_envs}envs" if num_envs > 1 else "")
     return {
         "name": f"train_{algorithm}_{encoder}{impl}",
@@ -127,6 +135,73 @@ def training_samples_per_second(
             "device": device,
             "num_envs": num_envs,
             "gnn_impl": gnn_impl if encoder == "gnn" else None,
+            **extra,
+            "machine": {**machine(), "load_average_1min_before": load_before},
+        },
+    }
+
+
+def _cpu_timed(fn, totals: dict, name: str):
+    """``fn`` that adds the CPU seconds of each call to ``totals[name]``."""
+
+    def timed(*args, **kwargs):
+        c = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            totals[name] += time.process_time() - c
+
+    return timed
+
+
+def rollout_samples_per_second(
+    encoder: str = "gnn",
+    num_envs: int = 8,
+    steps: int = 2048,
+    device: str = "cpu",
+    env_id: str = DEFAULT_ENV,
+    env_kwargs: dict | None = None,
+    seed: int = 0,
+) -> dict:
+    """PPO's rollout collection alone (``MaskablePPO.collect_rollouts`` on :func:`agents.common.make_vec_env` with
+    ``num_envs`` copies; the shipped hyperparameters): about ``steps`` samples (at least 8 steps per env, at most
+    the rollout length of 256), after a warm-up of 8 steps per env. ``value`` is samples per CPU-second of this
+    process; the detail gives wall-clock samples per second too."""
+    from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.nets.networks import config_for_env
+
+    kwargs = dict(DEFAULT_ENV_KWARGS if env_kwargs is None else env_kwargs)
+    mode = OBS_MODE_OF_ENCODER[encoder]
+    load_before = machine()["load_average_1min"]
+    venv = make_vec_env(env_id, kwargs, mode, num_envs)
+    args = PPOArgs(encoder=encoder, device=device, seed=seed, n_steps=256, batch_size=64, n_epochs=4)
+    model = make_ppo(
+        venv, config_for_env(make_env(env_id, kwargs, mode), encoder, args.hidden, args.layers), args
+    )
+    _, callback = model._setup_learn(10**9, None)
+    callback.on_training_start(locals(), globals())
+    per_env = min(model.n_steps, max(8, steps // num_envs))
+    model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=8)  # warm
+    t0, c0 = time.perf_counter(), time.process_time()
+    model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=per_env)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    venv.close()
+    done = per_env * num_envs
+    return {
+        "name": f"rollout_ppo_{encoder}_{num_envs}envs",
+        "value": done / max(cpu, 1e-9),
+        "unit": "samples/CPU-s",
+        "target": "",
+        "meets": None,
+        "detail": {
+            "env": env_id,
+            "env_kwargs": kwargs,
+            "samples": done,
+            "seconds": elapsed,
+            "cpu_seconds": cpu,
+            "samples_per_second": done / max(elapsed, 1e-9),
+            "device": str(model.device),
+            "num_envs": num_envs,
             "machine": {**machine(), "load_average_1min_before": load_before},
         },
     }
@@ -213,7 +288,7 @@ def training_benchmarks(
     alternately for ``rounds`` rounds, so a change of machine load hits all; the records give the medians, and a
     ``speedup`` record the ratio of the last to the first (wall clock; the CPU-time ratio in its detail). PPO-GNN is
     also measured with ``vector_envs`` envs stepped as one batch (``DummyVecEnv``; same rollout length per env,
-    minibatch and epochs), before and after, in the same alternation. Defaults: 3 rounds and 8 envs; ``quick``
+    minibatch and epochs; the native vector env), before and after, in the same alternation. Defaults: 3 rounds and 8 envs; ``quick``
     (a smoke test) 1 round and no vectorised runs; ``steps`` (timed env steps per run, × up to 4 with vectorised
     envs) 2,000, quick 300."""
     steps = (300 if quick else 2000) if steps is None else steps
