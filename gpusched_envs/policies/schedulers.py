@@ -12,7 +12,7 @@ from __future__ import annotations
 from gpusched_envs.policies.base import Policy, policy_defaults
 from gpusched_envs.policies.gittins import LAS, Gittins
 from gpusched_envs.policies.netsens import AutoDelaySchedulingPolicy, DelaySchedulingPolicy
-from gpusched_envs.policies.placement import get_placement
+from gpusched_envs.policies.placement import closest, consolidate, get_placement
 from gpusched_envs.policies.preemptive import SRTF, PreemptivePolicy, Tiresias
 
 
@@ -30,6 +30,19 @@ class QueuePolicy(Policy):
 
     def key(self, sim, job: int):
         return job
+
+    def compiled_spec(self) -> dict | None:
+        """How the engine's compiled loop (:mod:`gpusched_envs.sim.loop_kernels`) runs this policy in
+        :meth:`Simulator.run <gpusched_envs.sim.engine.Simulator.run>`, or None where it cannot (a subclass, a
+        placement other than ``closest`` / ``consolidate``, an overridden method): ``backfill``, ``spread`` (closest)
+        and ``order`` ("submit": by job, "duration": SJF's key)."""
+        order = _COMPILED_ORDER.get(type(self))
+        if order is None or "schedule" in vars(self) or "key" in vars(self):
+            return None
+        spread = {closest: True, consolidate: False}.get(self.place)
+        if spread is None:
+            return None
+        return {"backfill": bool(self.backfill), "spread": spread, "order": order}
 
     def schedule(self, sim) -> None:
         if not sim.free_gpus() and not (sim.job_milli < 1000).any():
@@ -81,6 +94,9 @@ class Gandiva(QueuePolicy):
     def __init__(self, placement: str = "pack", backfill: bool | None = None):
         super().__init__(placement, backfill)
 
+
+# the queue policies the engine's compiled loop runs, and the order each takes the queue in
+_COMPILED_ORDER = {QueuePolicy: "submit", FIFO: "submit", FIFOBackfill: "submit", SJF: "duration"}
 
 POLICIES = {
     "fifo": FIFO,

@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 
 from gpusched_envs.sim import engine_kernels as _ek
+from gpusched_envs.sim import loop_kernels as _lk
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.defaults import sim_defaults
 from gpusched_envs.sim.metrics import compute_metrics
@@ -716,12 +717,209 @@ class Simulator:
             self.changed = False
 
     def run(self, policy) -> dict:
-        """Drive the simulation to the end with a policy (anything with ``schedule(sim)``); return the metrics."""
+        """Drive the simulation to the end with a policy (anything with ``schedule(sim)``); return the metrics.
+
+        A fresh simulator driven by a built-in non-preemptive queue policy (whose ``compiled_spec()`` says how) runs
+        in the compiled loop of :mod:`gpusched_envs.sim.loop_kernels`, with the same results and the same state at
+        the end as the calls below."""
         if hasattr(policy, "reset"):
             policy.reset(self)
+        if self._run_compiled(policy):
+            return self.metrics()
         while self.next_decision():
             policy.schedule(self)
         return self.metrics()
+
+    def _fresh(self) -> bool:
+        """Nothing has happened since the reset (no event, decision or start)."""
+        return (
+            self.events_processed == 0
+            and self.decisions == 0
+            and self.next_arrival == 0
+            and self.finished == 0
+            and self._goff == 0
+            and not self._heap
+            and not self.queue
+            and not self.running
+            and self.timer_at == math.inf
+            and not self.needs_restart.any()
+            and not self.on_network.any()
+        )
+
+    def _run_compiled(self, policy) -> bool:
+        """Run to the end in the compiled loop when the policy offers it (``compiled_spec()``: a dict with
+        ``backfill``, ``spread`` and ``order`` "submit" or "duration") and the simulator is fresh, of this very
+        class and has no progress hook; returns whether it did."""
+        spec_of = getattr(policy, "compiled_spec", None)
+        spec = spec_of() if callable(spec_of) else None
+        if spec is None or type(self) is not Simulator or self.on_progress is not None or not self._fresh():
+            return False
+        c, n = self.cluster, self._num_jobs
+        admitted = ~self.initially_dropped
+        if n and np.any(self.job_gpus_n[admitted] < 1):
+            return False
+        need = self._goff + int(self.job_gpus_n[admitted].sum()) + 1
+        if len(self._gbuf) < need:
+            self._gbuf = np.concatenate([self._gbuf, np.empty(need - len(self._gbuf), dtype=np.int64)])
+        st_f = np.zeros(_lk.F_SIZE)
+        st_f[_lk.F_NOW] = self.now
+        st_f[_lk.F_DEMAND] = self._demand
+        st_f[_lk.F_DINT] = self._demand_integral
+        st_f[_lk.F_FINT] = self._fragmentation_integral
+        st_f[_lk.F_UINT] = self._utilisation_integral
+        st_f[_lk.F_ALLOC] = self._allocated_now
+        st_f[_lk.F_LAST] = self._last_integral_time
+        st_f[_lk.F_FRAG] = self._fragmented_now
+        st_f[_lk.F_MAXT] = self.config.max_time
+        st_i = np.zeros(_lk.I_SIZE, dtype=np.int64)
+        st_i[_lk.I_SEQ] = self._seq
+        st_i[_lk.I_TOFINISH] = self.to_finish
+        st_i[_lk.I_FREE] = self._free_total
+        st_i[_lk.I_PHASE] = _lk.PH_DECIDE
+        opts = np.zeros(_lk.O_SIZE, dtype=np.int64)
+        opts[_lk.O_BACKFILL] = bool(spec["backfill"])
+        opts[_lk.O_SPREAD] = bool(spec["spread"])
+        opts[_lk.O_FRACTIONAL] = bool((self.job_milli < FULL_GPU).any())
+        opts[_lk.O_MAXSERVER] = c.max_server_gpus
+        opts[_lk.O_NPOOLS] = len(np.unique(self.job_pool))
+        rank = np.zeros(n, dtype=np.int64)
+        if spec["order"] == "duration":  # SJF: (traced duration, job)
+            opts[_lk.O_RANK] = 1
+            rank[np.lexsort((np.arange(n), self.workload.duration))] = np.arange(n)
+        masks = self.allowed_masks
+        allowed = np.stack(masks) if masks else np.zeros((1, c.num_gpus), dtype=bool)
+        server_ok = np.zeros((max(1, len(masks)), c.num_servers), dtype=bool)
+        server_ok_valid = np.zeros(max(1, len(masks)), dtype=bool)
+        pool_servers: list[np.ndarray] = []  # the servers of each whole-server mask, ascending
+        for k, m in enumerate(self.allowed_server_masks):
+            if m is not None:
+                server_ok[k], server_ok_valid[k] = m, True
+            pool_servers.append(np.flatnonzero(m) if m is not None else np.zeros(0, dtype=np.int64))
+        pool_first = np.zeros(len(pool_servers) + 1, dtype=np.int64)
+        pool_first[1:] = np.cumsum([len(p) for p in pool_servers])
+        pool_list = np.concatenate(pool_servers).astype(np.int64) if pool_servers else np.zeros(0, np.int64)
+        largest = np.array(list(self.allowed_largest_server) or [0], dtype=np.int64)
+        rack_servers = np.argsort(c.server_rack, kind="stable").astype(np.int64)
+        rack_first = np.zeros(c.num_racks + 1, dtype=np.int64)
+        rack_first[1:] = np.cumsum(np.bincount(c.server_rack, minlength=c.num_racks))
+        heap = np.empty((4, 64))
+        log = np.empty(1024, dtype=np.int64)
+        queue = np.empty(max(1, n), dtype=np.int64)
+        stamp = np.zeros(n, dtype=np.int64)
+        jnr = np.zeros(n, dtype=np.int64)
+        mark = np.zeros(n, dtype=np.int64)
+        mark_state = np.zeros(1, dtype=np.int64)
+        submit = np.asarray(self.workload.submit_time, dtype=np.float64)
+        share = np.array(self._share, dtype=np.float64)
+        cat = c.catalog
+        while True:
+            code, heap, log = _lk.run_queue(
+                st_f, st_i, opts, heap, log, queue, self.status, self._jf, self._ji, self._gi, self._si, self._sf,
+                self._rf, self._mf, cat.iteration_time, self._overhead, cat.colocation_slowdown,
+                cat.space_sharing_by_type, self._params, self._gbuf, self._places, submit, share,
+                self.demand_at_arrival, self.finish_time, self._demand_at_finish, stamp, jnr, self.on_network,
+                self.rack_crossing, self.job_gpus_n, self.job_milli, self.job_allowed, self.job_pool, rank, allowed,
+                server_ok, server_ok_valid, largest, c.server_rows_i64, c.num_racks, c.gpu_server_i64, rack_first,
+                rack_servers, pool_first, pool_list, mark, mark_state,
+            )  # fmt: skip
+            if st_i[_lk.I_BATCHES]:
+                self._order_ties(heap, int(st_i[_lk.I_HLEN]), log, int(st_i[_lk.I_LOG]))
+                st_i[_lk.I_BATCHES] = 0
+                st_i[_lk.I_LOG] = 0
+            if code != _lk.RUN_TIES:
+                break
+        self._adopt_compiled_state(st_f, st_i, heap, stamp)
+        if code == _lk.RUN_DEADLOCK:
+            stuck = [int(j) for j in list(self.queue)[:5]]
+            raise SimulationError(
+                f"deadlock at t={self.now:.1f}: jobs {stuck} wait, nothing runs and no event is pending "
+                "(the scheduler never starts them)"
+            )
+        return True
+
+    @staticmethod
+    def _order_ties(heap: np.ndarray, size: int, log: np.ndarray, length: int) -> None:
+        """Give the events of each logged batch (:mod:`gpusched_envs.sim.loop_kernels`) the sequence numbers of the
+        order the engine pushes them in: the iteration order of the very Python set ``_neighbours`` builds."""
+        vals = log[:length].tolist()
+        pos = 0
+        while pos < len(vals):
+            op, job, segments = vals[pos : pos + 3]
+            pos += 3
+            out: set[int] = set()
+            for _ in range(segments):
+                m = vals[pos]
+                out.update(dict.fromkeys(vals[pos + 1 : pos + 1 + m]))
+                pos += 1 + m
+            k = vals[pos]
+            batch = vals[pos + 1 : pos + 1 + k]
+            pushed = vals[pos + 1 + k : pos + 1 + 2 * k]
+            seq0 = vals[pos + 1 + 2 * k]
+            pos += 2 + 2 * k
+            if op == _lk.OP_OR:
+                out = out | {job}
+            else:
+                out.discard(job)
+            if out != set(batch):
+                raise RuntimeError(f"compiled loop: the neighbours of job {job} differ from the engine's")
+            sent = {j for j, p in zip(batch, pushed, strict=True) if p}
+            rank = {j: r for r, j in enumerate(j for j in out if j in sent)}
+            new_seq = np.array(
+                [seq0 + 1 + rank[j] for j, p in zip(batch, pushed, strict=True) if p], dtype=np.int64
+            )
+            _lk.reseq(heap, size, seq0, new_seq)
+        _lk.heapify(heap, size)
+
+    def _adopt_compiled_state(
+        self, st_f: np.ndarray, st_i: np.ndarray, heap: np.ndarray, stamp: np.ndarray
+    ) -> None:
+        """The Python-side state after the compiled loop: scalars, event heap, queue, running jobs and the
+        per-GPU / server / link job dicts (in the order the Python engine inserts into them: start order)."""
+        self.now = float(st_f[_lk.F_NOW])
+        self._demand = st_f[_lk.F_DEMAND]
+        self._demand_integral = float(st_f[_lk.F_DINT])
+        self._fragmentation_integral = float(st_f[_lk.F_FINT])
+        self._utilisation_integral = float(st_f[_lk.F_UINT])
+        self._allocated_now = st_f[_lk.F_ALLOC]
+        self._last_integral_time = float(st_f[_lk.F_LAST])
+        self._fragmented_now = float(st_f[_lk.F_FRAG])
+        self._seq = int(st_i[_lk.I_SEQ])
+        self.next_arrival = int(st_i[_lk.I_NEXT])
+        self.events_processed = int(st_i[_lk.I_EVENTS])
+        self.decisions = int(st_i[_lk.I_DECISIONS])
+        self.finished = int(st_i[_lk.I_FINISHED])
+        self._free_total = int(st_i[_lk.I_FREE])
+        self._goff = int(st_i[_lk.I_GOFF])
+        self.changed = False
+        size = int(st_i[_lk.I_HLEN])
+        self._heap = [
+            (float(t), int(s), COMPLETION, int(j), int(v)) for t, s, j, v in heap[:, :size].T.tolist()
+        ]
+        heapq.heapify(self._heap)
+        self.queue = dict.fromkeys(np.flatnonzero(self.status == QUEUED).tolist())
+        running = np.flatnonzero(self.status == RUNNING)
+        running = running[np.argsort(stamp[running])].tolist()
+        self.running = dict.fromkeys(running)
+        c = self.cluster
+        gs, rk = c.gpu_server_list, c.server_rack_list
+        for job in running:
+            goff, glen = int(self._ji[_ek.GOFF, job]), int(self._ji[_ek.GLEN, job])
+            gpus = self._gbuf[goff : goff + glen].copy()
+            self.job_gpus[job] = gpus
+            servers = sorted({gs[g] for g in gpus.tolist()})
+            racks = sorted({rk[s] for s in servers})
+            self._job_servers[job] = servers
+            self._job_racks[job] = racks
+            if self._milli_list[job] < FULL_GPU:
+                self.gpu_sharers.setdefault(int(gpus[0]), {})[job] = None
+            for s in servers:
+                self.server_jobs[s][job] = None
+            if self.on_network[job]:
+                for s in servers:
+                    self.nic_users[s][job] = None
+                if len(racks) > 1:
+                    for r in racks:
+                        self.rack_crossers[r][job] = None
 
     # ------------------------------------------------------------------ internals
     def _push(self, time: float, kind: int, job: int, version: int) -> None:
