@@ -221,20 +221,26 @@ class InterferenceModel:
     def candidate_scores(self, env, agents: list[str] | None = None) -> np.ndarray:
         """(K, H·C) predicted log slowdown of the job of each agent's action (of ``agents``, default all) on its
         placement (0 where invalid)."""
-        agents = list(env.possible_agents) if agents is None else agents
-        out = np.zeros((len(agents), env.num_choices), dtype=np.float32)
-        rows, where = [], []
-        for i, agent in enumerate(agents):
-            heads = env.head_jobs(agent)
-            for ci, gpus in enumerate(env.candidate_placements(agent)):
-                if gpus is not None:
-                    rows.append(placement_features(env.sim, int(heads[ci // env.num_candidates]), gpus))
-                    where.append((i, ci))
+        return self.candidate_scores_many([env], [agents])[0]
+
+    def candidate_scores_many(self, envs: list, agents: list[list[str] | None]) -> list[np.ndarray]:
+        """:meth:`candidate_scores` of each env (with its agents), the candidates of all of them scored in one
+        forward of the regressor."""
+        outs, rows, where = [], [], []
+        for e, (env, names) in enumerate(zip(envs, agents, strict=True)):
+            names = list(env.possible_agents) if names is None else names
+            outs.append(np.zeros((len(names), env.num_choices), dtype=np.float32))
+            for i, agent in enumerate(names):
+                heads = env.head_jobs(agent)
+                for ci, gpus in enumerate(env.candidate_placements(agent)):
+                    if gpus is not None:
+                        rows.append(placement_features(env.sim, int(heads[ci // env.num_candidates]), gpus))
+                        where.append((e, i, ci))
         if rows:
             pred = self.predict(np.stack(rows))
-            for (i, ci), p in zip(where, pred, strict=True):
-                out[i, ci] = p
-        return out
+            for (e, i, ci), p in zip(where, pred, strict=True):
+                outs[e][i, ci] = p
+        return outs
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path, evaluation: dict | None = None) -> Path:

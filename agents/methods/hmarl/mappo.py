@@ -31,6 +31,7 @@ from gpusched_lab.agents.methods.hmarl.policy import (
     network_config,
     obs_dims,
     run_episode,
+    stack_agents,
     to_tensors,
 )
 from gpusched_lab.agents.nets.common import masked
@@ -82,6 +83,17 @@ class Trainer:
     def _batch(self, i: int) -> dict[str, np.ndarray]:
         return self.policy.batch(self.envs[i], self._obs[i])
 
+    def _batches(self) -> dict[str, np.ndarray]:
+        """The agents' observations of every env copy as one batch ``(N·K, ...)``, copy by copy; with an
+        interference model, the candidates of all copies are scored in one forward of it."""
+        if self.interference is None:
+            parts = [self._batch(i) for i in range(len(self.envs))]
+        else:
+            names = [list(o) for o in self._obs]
+            scores = self.interference.candidate_scores_many(self.envs, names)
+            parts = [stack_agents(o, a, s) for o, a, s in zip(self._obs, names, scores, strict=True)]
+        return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
     @torch.no_grad()
     def collect(self) -> dict[str, np.ndarray]:
         """One rollout: ``n_steps`` steps of every env copy; arrays with leading dims ``(T, N·K)``."""
@@ -101,8 +113,7 @@ class Trainer:
         }
         self.actor.train(False)
         for _ in range(a.n_steps):
-            parts = [self._batch(i) for i in range(n)]
-            batch = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+            batch = self._batches()  # one actor forward below serves every agent of every copy
             state = np.repeat(np.stack([env.state() for env in self.envs]), k, axis=0)
             t = to_tensors(batch, self.device)
             logits, emb = self.actor(t)
@@ -135,8 +146,7 @@ class Trainer:
             buf["reward"].append(rewards.reshape(-1) * a.reward_scale)
             buf["done"].append(dones.reshape(-1))
             buf["decisive"].append(batch["action_mask"].sum(-1) > 1)
-        parts = [self._batch(i) for i in range(n)]
-        last = to_tensors({key: np.concatenate([p[key] for p in parts]) for key in parts[0]}, self.device)
+        last = to_tensors(self._batches(), self.device)
         last_state = np.repeat(np.stack([env.state() for env in self.envs]), k, axis=0)
         last_value = (
             self.critic(torch.as_tensor(last_state, device=self.device), last, self.actor(last)[1])
