@@ -12,7 +12,7 @@ from __future__ import annotations
 from gpusched_envs.policies.base import Policy, policy_defaults
 from gpusched_envs.policies.gittins import LAS, Gittins
 from gpusched_envs.policies.netsens import AutoDelaySchedulingPolicy, DelaySchedulingPolicy
-from gpusched_envs.policies.placement import closest, consolidate, get_placement
+from gpusched_envs.policies.placement import closest, consolidate, get_placement, pack
 from gpusched_envs.policies.preemptive import SRTF, PreemptivePolicy, Tiresias
 
 
@@ -34,15 +34,15 @@ class QueuePolicy(Policy):
     def compiled_spec(self) -> dict | None:
         """How the engine's compiled loop (:mod:`gpusched_envs.sim.loop_kernels`) runs this policy in
         :meth:`Simulator.run <gpusched_envs.sim.engine.Simulator.run>`, or None where it cannot (a subclass, a
-        placement other than ``closest`` / ``consolidate``, an overridden method): ``backfill``, ``spread`` (closest)
-        and ``order`` ("submit": by job, "duration": SJF's key)."""
+        placement other than ``closest`` / ``consolidate`` / ``pack``, an overridden method): ``backfill``,
+        ``spread`` (closest, pack), ``affinity`` (pack) and ``order`` ("submit": by job, "duration": SJF's key)."""
         order = _COMPILED_ORDER.get(type(self))
         if order is None or "schedule" in vars(self) or "key" in vars(self):
             return None
-        spread = {closest: True, consolidate: False}.get(self.place)
-        if spread is None:
+        rule = {closest: (True, False), consolidate: (False, False), pack: (True, True)}.get(self.place)
+        if rule is None:
             return None
-        return {"backfill": bool(self.backfill), "spread": spread, "order": order}
+        return {"backfill": bool(self.backfill), "spread": rule[0], "affinity": rule[1], "order": order}
 
     def schedule(self, sim) -> None:
         if not sim.free_gpus() and not (sim.job_milli < 1000).any():
@@ -96,7 +96,13 @@ class Gandiva(QueuePolicy):
 
 
 # the queue policies the engine's compiled loop runs, and the order each takes the queue in
-_COMPILED_ORDER = {QueuePolicy: "submit", FIFO: "submit", FIFOBackfill: "submit", SJF: "duration"}
+_COMPILED_ORDER = {
+    QueuePolicy: "submit",
+    FIFO: "submit",
+    FIFOBackfill: "submit",
+    SJF: "duration",
+    Gandiva: "submit",
+}
 
 POLICIES = {
     "fifo": FIFO,

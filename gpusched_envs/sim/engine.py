@@ -748,7 +748,7 @@ class Simulator:
 
     def _run_compiled(self, policy) -> bool:
         """Run to the end in the compiled loop when the policy offers it (``compiled_spec()``: a dict with
-        ``backfill``, ``spread`` and ``order`` "submit" or "duration") and the simulator is fresh, of this very
+        ``backfill``, ``spread``, ``affinity`` and ``order`` "submit" or "duration") and the simulator is fresh, of this very
         class and has no progress hook; returns whether it did."""
         spec_of = getattr(policy, "compiled_spec", None)
         spec = spec_of() if callable(spec_of) else None
@@ -779,6 +779,7 @@ class Simulator:
         opts = np.zeros(_lk.O_SIZE, dtype=np.int64)
         opts[_lk.O_BACKFILL] = bool(spec["backfill"])
         opts[_lk.O_SPREAD] = bool(spec["spread"])
+        opts[_lk.O_AFFINITY] = bool(spec.get("affinity", False))
         opts[_lk.O_FRACTIONAL] = bool((self.job_milli < FULL_GPU).any())
         opts[_lk.O_MAXSERVER] = c.max_server_gpus
         opts[_lk.O_NPOOLS] = len(np.unique(self.job_pool))

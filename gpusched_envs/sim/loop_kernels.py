@@ -1,7 +1,7 @@
 """Compiled (numba) event loop of the engine for the built-in non-preemptive queue policies.
 
-:meth:`gpusched_envs.sim.engine.Simulator.run` hands a fresh simulator driven by FIFO, FIFO with backfill, SJF or the
-plain queue policy with the ``closest`` or ``consolidate`` placement to :func:`run_queue`: arrivals, completions,
+:meth:`gpusched_envs.sim.engine.Simulator.run` hands a fresh simulator driven by FIFO, FIFO with backfill, SJF, Gandiva or the
+plain queue policy with the ``closest``, ``consolidate`` or ``pack`` placement to :func:`run_queue`: arrivals, completions,
 the policy's pass over the queue, its placements and the starts and releases of jobs all run here, on the engine's
 packed state arrays (:mod:`gpusched_envs.sim.engine_kernels`), with the same floating-point operations in the same
 order as the Python engine. The engine rebuilds its Python-side state (queue, running jobs, per-server and per-link
@@ -37,8 +37,8 @@ F_SIZE = 9
 ) = range(16)  # fmt: skip
 I_SIZE = 16
 # entries of the option vector
-O_BACKFILL, O_SPREAD, O_RANK, O_FRACTIONAL, O_MAXSERVER, O_NPOOLS = range(6)
-O_SIZE = 6
+O_BACKFILL, O_SPREAD, O_RANK, O_FRACTIONAL, O_MAXSERVER, O_NPOOLS, O_AFFINITY = range(7)
+O_SIZE = 7
 # phases of the loop (where it resumes)
 PH_DECIDE, PH_INSTANT, PH_POP = 0, 1, 2
 # return codes
@@ -417,6 +417,24 @@ def _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, serv
     n = job_n[job]
     spread = opts[O_SPREAD] > 0
     try_server = spread or n <= (opts[O_MAXSERVER] if k < 0 else largest[k])
+    if opts[O_AFFINITY] > 0:  # pack: prefer the fitting servers already running a whole-GPU job of this size
+        _pk.free_counts(
+            free_milli, none if k < 0 else allowed[k], none, gpu_server, len(counts), free_buf, counts
+        )
+        prefer = none
+        if try_server:
+            prefer = np.zeros(len(counts), dtype=np.bool_)
+            for s in range(len(counts)):
+                if counts[s] >= n:
+                    lo = si[_ek.S_FIRST, s]
+                    for g in range(lo, lo + si[_ek.S_NUM, s]):
+                        h = gi[_ek.G_JOB, g]
+                        if free_milli[g] < FULL_GPU and h >= 0 and job_milli[h] >= FULL_GPU and job_n[h] == n:
+                            prefer[s] = True
+                            break
+        return _pk.whole_gpus(
+            free_buf, free_milli, counts, n, spread, try_server, prefer, rows[0], rows[1], rows[2], num_racks
+        )
     if k < 0:
         return _pk.by_servers(free_milli, si[_ek.S_FREE], none, rows, num_racks, n, spread, try_server, none)
     if server_ok_valid[k]:

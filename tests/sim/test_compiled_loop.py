@@ -125,6 +125,8 @@ POLICIES = {
     "fifo-backfill": lambda: make_policy("fifo-backfill", "closest"),
     "sjf": lambda: make_policy("sjf", "consolidate"),
     "queue": lambda: QueuePolicy(),
+    "gandiva": lambda: make_policy("gandiva"),
+    "fifo-pack": lambda: make_policy("fifo", "pack"),
 }
 
 
@@ -199,14 +201,17 @@ def test_the_compiled_loop_is_left_out_where_it_cannot_stand_in():
     overridden.key = lambda sim, job: -job
     assert Mine().compiled_spec() is None
     assert overridden.compiled_spec() is None
-    assert make_policy("gandiva").compiled_spec() is None
+    assert getattr(make_policy("tiresias"), "compiled_spec", lambda: None)() is None
     assert make_policy("fifo", "first-fit").compiled_spec() is None
-    assert make_policy("fifo").compiled_spec() == {"backfill": False, "spread": True, "order": "submit"}
+    assert make_policy("fifo").compiled_spec() == {
+        "backfill": False, "spread": True, "affinity": False, "order": "submit",
+    }  # fmt: skip
     assert make_policy("sjf", "consolidate").compiled_spec() == {
-        "backfill": True,
-        "spread": False,
-        "order": "duration",
-    }
+        "backfill": True, "spread": False, "affinity": False, "order": "duration",
+    }  # fmt: skip
+    assert make_policy("gandiva").compiled_spec() == {
+        "backfill": True, "spread": True, "affinity": True, "order": "submit",
+    }  # fmt: skip
     real = lk.run_queue
     calls = []
     lk.run_queue = lambda *a: calls.append(1) or real(*a)
