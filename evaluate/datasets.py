@@ -32,7 +32,8 @@ recorded. A dataset is written into a temporary folder beside the target and ren
 full disk or an interrupt leaves no half-written dataset.
 
 ``--recipe standard`` records the recipe set: every ``JobSelect-v1`` scenario of the ``standard`` suite with SRTF
-(clairvoyant), LAS and Tiresias (non-clairvoyant), all with preemption; every cluster scenario with the best shipped
+(clairvoyant), LAS and Tiresias (non-clairvoyant), all with preemption (:data:`PREEMPTIVE`: the shipped preemptive
+checkpoints' setting, 15-minute scheduling rounds and lease); every cluster scenario with the best shipped
 checkpoint of its env in the checkpoint's own setting; and every DAG scenario with CP-SAT (where it proves
 optimality) and WORL-RTGS.
 """
@@ -81,10 +82,13 @@ JOB_SELECT = "gpusched/JobSelect-v1"
 DAG_ENV = "gpusched/DAGSchedule-v1"
 DAG_CPSAT_MAX_TASKS = 30
 RECIPES = ("standard",)
+# the preemptive setting of the shipped preemptive checkpoints: scheduling rounds every 15 minutes and a 15-minute
+# lease before a started job may be preempted again (no preempt-restart loops at one instant)
+PREEMPTIVE = {"preemption": True, "decision_interval": 900.0, "min_run": 900.0}
 RECIPE_HEURISTICS = (  # (agent spec, env kwargs): the experts of both information classes, preemptive
-    ("srtf", {"information": "clairvoyant", "preemption": True}),
-    ("las", {"preemption": True}),
-    ("tiresias", {"preemption": True}),
+    ("srtf", {"information": "clairvoyant", **PREEMPTIVE}),
+    ("las", dict(PREEMPTIVE)),
+    ("tiresias", dict(PREEMPTIVE)),
 )
 # the best shipped checkpoint of each cluster env (by the quick suite's leaderboard), run in its own setting
 RECIPE_CHECKPOINTS = {

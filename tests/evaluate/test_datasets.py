@@ -185,5 +185,10 @@ def test_recipe_lists_the_expert_sets():
     assert ("srtf", "topdrl-synthetic-0.8") in specs and ("tiresias", "hetero64-philly") in specs
     assert ("dag-cpsat", "dag-tpch-q9") in specs and ("dag-worl-rtgs", "dag-random-50-ccr1") in specs
     srtf = next(j for j in jobs if j[1] == "srtf")
-    assert srtf[3] == {"information": "clairvoyant", "preemption": True}
+    assert srtf[3] == {
+        "information": "clairvoyant",
+        "preemption": True,
+        "decision_interval": 900.0,
+        "min_run": 900.0,
+    }
     assert not any(j[2].env_id == "gpusched_envs.multi_agent.multi_scheduler_v1" for j in jobs)
