@@ -7,7 +7,6 @@ loading it.
 
 from __future__ import annotations
 
-import functools
 import random
 import warnings
 from collections.abc import Callable
@@ -86,13 +85,15 @@ def make_vector_env(
     num_envs: int,
     *,
     copy_factory: Callable[[], object] | None = None,
+    reward_scale: float = 1.0,
     autoreset_mode: str = "disabled",
 ):
     """The native vector env (:class:`gpusched_envs.envs.vector.GpuschedVectorEnv`) of ``num_envs`` copies of
     ``env_id``; ``obs_mode`` overrides the kwargs' one. ``copy_factory()``, when given, builds each copy instead
-    (same spaces; a training run's ``CurriculumEnv``). Autoresets are disabled by default: the trainers reset the
-    ended copies themselves (``reset(options={"reset_mask": ...})``), without a seed, so each copy's own generator
-    seeds its next episode."""
+    (same spaces; a training run's ``CurriculumEnv``); ``reward_scale`` multiplies each copy's rewards
+    (:class:`ScaledReward`). Autoresets are disabled by default: DDQN resets the ended copies itself
+    (``reset(options={"reset_mask": ...})``), without a seed, so each copy's own generator seeds its next
+    episode."""
     import gymnasium as gym
 
     import gpusched_envs.envs  # registers the ids
@@ -119,6 +120,8 @@ def make_vector_env(
         for env in venv.envs:
             env.close()
         venv.envs = copies
+    if reward_scale != 1.0:
+        venv.envs = [ScaledReward(env, reward_scale) for env in venv.envs]
     return venv
 
 
@@ -132,128 +135,43 @@ def make_vec_env(
     reward_scale: float = 1.0,
     copy_factory: Callable[[], object] | None = None,
 ):
-    """An SB3 ``VecEnv`` (:func:`sb3_vector_env_class`) over the native vector env of
+    """An SB3 ``VecEnv`` (:class:`gpusched_envs.integrations.sb3.SB3VecEnv`) over the native vector env of
     ``num_envs`` copies of ``env_id``, with what a training env applies (``reward_scale``; a curriculum's copies
-    through ``copy_factory``, see :func:`make_vector_env`), for
-    ``sb3_contrib.MaskablePPO``: one call steps every copy, and its ``action_masks()`` are one ``(N, A)`` array.
-    ``seed``: copy ``i``'s first episode is seeded ``seed + i`` (SB3's ``VecEnv.seed``)."""
-    venv = sb3_vector_env_class()(
-        make_vector_env(env_id, env_kwargs, obs_mode, num_envs, copy_factory=copy_factory), reward_scale
+    through ``copy_factory``, see :func:`make_vector_env`), for ``sb3_contrib.MaskablePPO``: one call steps every
+    copy, and its ``action_masks()`` are one ``(N, A)`` array. It returns what SB3's ``DummyVecEnv`` over the same
+    single envs returns. ``seed``: copy ``i``'s first episode is seeded ``seed + i`` (SB3's ``VecEnv.seed``)."""
+    from gpusched_envs.integrations.sb3 import SB3VecEnv
+
+    vec = make_vector_env(
+        env_id,
+        env_kwargs,
+        obs_mode,
+        num_envs,
+        copy_factory=copy_factory,
+        reward_scale=reward_scale,
+        autoreset_mode="same_step",
     )
+    venv = SB3VecEnv(vec)
     if seed is not None:
         venv.seed(int(seed))
     return venv
 
 
-@functools.cache
-def sb3_vector_env_class():
-    """The class of :func:`make_vec_env`'s SB3 ``VecEnv`` (built on first use: SB3 and torch load only then)."""
-    from stable_baselines3.common.vec_env import VecEnv
+class ScaledReward:
+    """A copy of a vector env whose rewards are multiplied by ``scale`` (in float64, before SB3 stores them as
+    float32, as a ``gymnasium.RewardWrapper`` on the single env does); every other attribute is the env's."""
 
-    class SB3VectorEnv(VecEnv):
-        """SB3's ``VecEnv`` over a native vector env (:class:`gpusched_envs.envs.vector.GpuschedVectorEnv`): one call
-        steps every copy; what comes back is what SB3's ``DummyVecEnv`` over the same copies returns (an ended episode
-        resets in the same step, its last observation in ``info["terminal_observation"]``; ``info["TimeLimit.truncated"]``
-        on every info), rewards multiplied by ``reward_scale`` (then float32, as ``DummyVecEnv`` stores them).
-        :meth:`action_masks` gives the ``(N, A)`` masks in one array, and ``env_method("action_masks")`` (what
-        ``sb3_contrib.MaskablePPO`` calls) returns them without a call per copy.
+    def __init__(self, env, scale: float):
+        self.env, self.scale = env, float(scale)
 
-        The vector env is driven with autoresets disabled: after a step, the ended copies are reset (``reset_mask``,
-        no seed, so each copy's own generator seeds its next episode, as ``DummyVecEnv``'s ``env.reset()`` does).
-        """
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward * self.scale, terminated, truncated, info
 
-        def __init__(self, vector_env, reward_scale: float = 1.0):
-            from gymnasium.vector import AutoresetMode
-
-            if vector_env.autoreset_mode != AutoresetMode.DISABLED:
-                raise ValueError(
-                    f"SB3VectorEnv drives the resets itself: build the vector env with autoreset_mode=DISABLED, "
-                    f"got {vector_env.autoreset_mode}"
-                )
-            self.venv = vector_env
-            self.reward_scale = float(reward_scale)
-            super().__init__(
-                vector_env.num_envs, vector_env.single_observation_space, vector_env.single_action_space
-            )
-            self._actions = None
-            self.keys = list(vector_env.single_observation_space.spaces)
-
-        # ------------------------------------------------------------------ stepping
-        def reset(self):
-            seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
-            options = self._options[0] if self._options and self._options[0] else None
-            obs, _ = self.venv.reset(seed=seeds, options=options)
-            self.reset_infos = [dict(info) for info in self.venv.env_infos]
-            self._reset_seeds()
-            self._reset_options()
-            return obs
-
-        def step_async(self, actions: np.ndarray) -> None:
-            self._actions = actions
-
-        def step_wait(self):
-            obs, rewards, terminated, truncated, _ = self.venv.step(self._actions)
-            dones = terminated | truncated
-            infos = [
-                {**info, "TimeLimit.truncated": bool(tr and not te)}
-                for info, te, tr in zip(
-                    self.venv.env_infos, terminated.tolist(), truncated.tolist(), strict=True
-                )
-            ]
-            if dones.any():
-                ended = np.flatnonzero(dones)
-                for i in ended.tolist():
-                    infos[i]["terminal_observation"] = {k: obs[k][i] for k in self.keys}
-                obs, _ = self.venv.reset(options={"reset_mask": dones})
-                for i in ended.tolist():
-                    self.reset_infos[i] = dict(self.venv.env_infos[i])
-            if self.reward_scale != 1.0:
-                rewards = rewards * self.reward_scale
-            return obs, rewards.astype(np.float32), dones, infos
-
-        def action_masks(self) -> np.ndarray:
-            """(N, A) bool: each copy's valid actions now."""
-            return self.venv.action_masks()
-
-        # ------------------------------------------------------------------ the copies
-        def close(self) -> None:
-            self.venv.close()
-
-        def get_images(self):
-            return [None] * self.num_envs
-
-        def _indices(self, indices) -> list[int]:
-            if indices is None:
-                return list(range(self.num_envs))
-            if isinstance(indices, int):
-                return [indices]
-            return list(indices)
-
-        def get_attr(self, attr_name: str, indices=None) -> list:
-            if attr_name == "action_masks":
-                return [self.action_masks] * len(self._indices(indices))
-            return [getattr(self.venv.envs[i], attr_name) for i in self._indices(indices)]
-
-        def set_attr(self, attr_name: str, value, indices=None) -> None:
-            for i in self._indices(indices):
-                setattr(self.venv.envs[i], attr_name, value)
-
-        def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
-            idx = self._indices(indices)
-            if method_name == "action_masks" and not method_args and not method_kwargs:
-                masks = self.action_masks()
-                return list(masks if len(idx) == self.num_envs else masks[idx])
-            return [getattr(self.venv.envs[i], method_name)(*method_args, **method_kwargs) for i in idx]
-
-        def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
-            from stable_baselines3.common import env_util
-
-            return [env_util.is_wrapped(self.venv.envs[i], wrapper_class) for i in self._indices(indices)]
-
-        def has_attr(self, attr_name: str) -> bool:
-            return attr_name == "action_masks" or hasattr(self.venv.envs[0], attr_name)
-
-    return SB3VectorEnv
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
 
 
 def env_obs_mode(env) -> str:
