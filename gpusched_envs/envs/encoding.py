@@ -282,6 +282,7 @@ class ClusterEncoder:
         # and tables of log2 / log1p of counts (grown on demand)
         self._job_times = self.job_features[:, _JOB["age"] : _JOB["remaining"] + 1]
         self._image_arg = self.image if mode == "image" else np.zeros((0, 1, 1), dtype=np.float32)
+        self._job_mask_arg = self._job_mask_f if mode == "flat" else np.zeros(0, dtype=np.float32)
         self._log1p_counts: list[float] = []
         self._grow_log1p_counts(lo.window + lo.num_gpus)
         self._log1p_table = np.zeros(0)
@@ -544,28 +545,18 @@ class ClusterEncoder:
     ) -> None:
         """Write the job rows: ``jobs`` (k,) queued ids in window order with ``fits`` (k,) bool in the queue rows;
         with ``running_rows``, ``running`` (r,) running ids with ``preemptible`` (r,) bool in the rows after them."""
-        self.job_features[...] = 0.0
-        self.job_mask[...] = 0
-        self._write_rows(sim, 0, jobs, fits, log_sensitivity, False)
-        if self.running_rows and running is not None:
-            self._write_rows(sim, self.queue_rows, running, preemptible, log_sensitivity, True)
-        times = self._job_times
-        np.log1p(times, out=times)  # numpy's float32 log1p of the time columns (log1p(0) = 0 on empty rows)
-        if self.mode == "flat":
-            self._job_mask_f[:] = self.job_mask
-
-    def _write_rows(self, sim, first: int, jobs, fits, log_sensitivity, running: bool) -> None:
-        """Write the rows ``first ..`` for ``jobs`` (the time columns scaled, before their ``log1p``)."""
-        if not len(jobs):
-            return
+        if running is None or not self.running_rows:
+            running, preemptible = _NO_JOBS, _NO_FITS
         while True:
-            short = _kernels.job_rows(
+            short = _kernels.job_block(
                 self.job_features,
                 self.job_mask,
-                first,
+                self._job_mask_arg,
+                self.queue_rows,
                 np.asarray(jobs, dtype=np.int64),
                 np.asarray(fits, dtype=np.bool_),
-                running,
+                np.asarray(running, dtype=np.int64),
+                np.asarray(preemptible, dtype=np.bool_),
                 self.information == CLAIRVOYANT,
                 self.running_rows > 0,
                 float(sim.now),
@@ -588,9 +579,11 @@ class ClusterEncoder:
                 self._log1p_table,
             )
             if short < 0:
-                return
-            # a job count or preemption count beyond the tables: extend them (numpy's own log2 / log1p values)
+                break
+            # a job size or preemption count beyond the tables: extend them (numpy's own log2 / log1p values)
             self._grow_tables(int(short))
+        times = self._job_times
+        np.log1p(times, out=times)  # numpy's float32 log1p of the time columns (log1p(0) = 0 on empty rows)
 
     def _grow_tables(self, n: int) -> None:
         """Tables of numpy's ``log2`` and ``log1p`` of the counts 0..n at least (GPUs asked, preemptions)."""
@@ -623,6 +616,8 @@ class ClusterEncoder:
 
 
 _NO_PLACEMENT = np.zeros(0)
+_NO_JOBS = np.zeros(0, dtype=np.int64)
+_NO_FITS = np.zeros(0, dtype=bool)
 # column indices by name (the clairvoyant names; the non-clairvoyant columns sit at the same indices)
 _GPU = {n: i for i, n in enumerate(GPU_FEATURES)}
 _SERVER = {n: i for i, n in enumerate(SERVER_FEATURES)}

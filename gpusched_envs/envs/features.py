@@ -45,7 +45,9 @@ class RunningTotals:
         self.done_goodput = 0.0
         self.sync()
 
-    def sync(self) -> None:
+    def sync(self, now_live: np.ndarray | None = None) -> None:
+        """Bank the jobs that finished since the last sync; ``now_live`` (optional): the jobs in the system now, in
+        queue then running order, as another total of the same simulator computed them at this instant."""
         sim = self.sim
         live = self.live
         if len(live) and _kernels.count_in_state(live, sim.status, DONE):
@@ -55,6 +57,9 @@ class RunningTotals:
                     np.dot(self.weight[newly], sim.finish_time[newly] - self.submit[newly])
                 )
                 self.done_goodput += float(np.dot(sim.job_work[newly], self.gpu_seconds_per_unit[newly]))
+        if now_live is not None:
+            self.live = now_live
+            return
         self.live = np.fromiter(
             itertools.chain(sim.queue, sim.running), dtype=np.int64, count=len(sim.queue) + len(sim.running)
         )

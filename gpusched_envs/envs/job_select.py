@@ -291,7 +291,7 @@ class JobSelectEnv(ClusterEnv):
         ctx = enc.context
         if self.clairvoyant:  # v0 context: reveals how many jobs the workload still holds
             ctx[0] = sim.finished / max(sim.to_finish, 1)
-            ctx[1] = np.log1p(sim.num_jobs - sim.next_arrival)
+            ctx[1] = enc.log1p_count(sim.num_jobs - sim.next_arrival)
         else:
             ctx[0] = enc.log1p_count(sim.finished)
             arrived = sim.next_arrival

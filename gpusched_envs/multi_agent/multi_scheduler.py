@@ -109,6 +109,7 @@ from gpusched_envs.policies.multi_agent import (
 )
 from gpusched_envs.policies.placement import closest_in_rack, get_placement
 from gpusched_envs.sim import Simulator
+from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.datacenter import DATACENTER_KEYS, datacenter_cluster, resolve_multi_cluster
 from gpusched_envs.sim.engine import DONE, RESTARTING, RUNNING
@@ -305,9 +306,11 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         enc.encode_cluster(sim, self.sim.free_gpus(), None, None, 0)
         enc.encode_jobs(sim, heads, np.zeros(len(heads), dtype=bool), self.log_sensitivity)
         clairvoyant = self.information == "clairvoyant"
-        enc.context[0] = sim.finished / max(sim.to_finish, 1) if clairvoyant else np.log1p(sim.finished)
-        enc.context[1] = np.log1p(len(sim.queue))
-        enc.context[2] = np.log1p(len(sim.running))
+        enc.context[0] = (
+            sim.finished / max(sim.to_finish, 1) if clairvoyant else enc.log1p_count(sim.finished)
+        )
+        enc.context[1] = enc.log1p_count(len(sim.queue))
+        enc.context[2] = enc.log1p_count(len(sim.running))
         return enc.buffers["obs"].copy()
 
     def reset(self, seed: int | None = None, options: dict | None = None):
@@ -337,10 +340,16 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         infos = {a: self._agent_info(i, False) for i, a in enumerate(self.possible_agents)}
         return self._observations(), infos
 
-    def _agent_info(self, i: int, done: bool, metrics: dict | None = None) -> dict[str, Any]:
-        """Agent ``i``'s info: the same keys and dtypes at ``reset`` and every ``step`` (module docstring, Info)."""
+    def _agent_info(
+        self, i: int, done: bool, metrics: dict | None = None, queued: np.ndarray | None = None
+    ) -> dict[str, Any]:
+        """Agent ``i``'s info: the same keys and dtypes at ``reset`` and every ``step`` (module docstring, Info);
+        ``queued`` (optional): every agent's waiting jobs now (:meth:`_queued_per_agent`)."""
         sim = self.sim
-        queued = np.count_nonzero(self.owner[list(sim.queue)] == i) if sim.queue else 0
+        if queued is not None:
+            queued = queued[i]
+        else:
+            queued = np.count_nonzero(self.owner[list(sim.queue)] == i) if sim.queue else 0
         return {
             "time": np.float64(sim.now),
             "queued": np.int64(queued),
@@ -436,8 +445,9 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         observations = self._observations()
         done = terminated or truncated
         metrics = sim.metrics() if done else None
+        queued = self._queued_per_agent()
         infos = {
-            agent: {**self._agent_info(i, done, metrics), **flags[agent]}
+            agent: {**self._agent_info(i, done, metrics, queued), **flags[agent]}
             for i, agent in enumerate(self.possible_agents)
         }
         terminations = dict.fromkeys(self.agents, terminated)
@@ -649,7 +659,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         out[1] = len(shape.servers) / c.num_servers
         out[2] = len(shape.racks) / c.num_racks
         out[3] = np.log(max(it.total / ideal, 1e-9))
-        out[4] = np.log1p(colocated)
+        out[4] = self.encoder.log1p_count(colocated)
 
     def _advance(self, force: bool) -> None:
         """Stay at this instant if some agent can still place its head (and ``force`` is off); otherwise run the
@@ -664,7 +674,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             self._preempted_now.clear()
             self.totals.sync()
             for t in self.own_totals:
-                t.sync()
+                t.sync(self.totals.live)  # the same jobs in the system
             if not more:
                 self._compute_candidates()
                 return
@@ -689,7 +699,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             fits = np.zeros(len(window), dtype=bool)
             for h in range(min(self.heads, len(window))):  # the window starts with the agent's head jobs
                 fits[h] = self._masks[i, h * self.num_candidates : (h + 1) * self.num_candidates].any()
-            enc.cluster[3] = np.log1p(max(0, len(mine) - len(window)))
+            enc.cluster[3] = enc.log1p_count(max(0, len(mine) - len(window)))
             if self.preempt:
                 slots = self._running_slots[i]
                 slots = slots[slots >= 0]
@@ -699,7 +709,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             else:
                 enc.encode_jobs(sim, window, fits, self.log_sensitivity)
             enc.context[0] = self._own_finished(i, self.information == "clairvoyant")
-            enc.context[1] = np.log1p(len(mine))
+            enc.context[1] = enc.log1p_count(len(mine))
             enc.context[2] = i / k
             enc.action_mask[:] = self._masks[i]
             obs = enc.observation()
@@ -716,11 +726,17 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             return np.sort(jobs)
         return jobs[np.lexsort((jobs, self._order_keys(jobs)))]
 
+    def _queued_per_agent(self) -> np.ndarray:
+        """(K,) int64 waiting jobs of each agent now."""
+        sim = self.sim
+        queued = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
+        return np.bincount(self.owner[queued], minlength=len(self.possible_agents))
+
     def _own_finished(self, i: int, share: bool = True) -> float:
         total = self.own_count[i]
-        done = np.count_nonzero((self.owner == i) & (self.sim.status == DONE))
+        done = _kernels.count_owned(self.owner, self.sim.status, i, DONE)
         if not share:  # non-clairvoyant: the count (the share reveals how many jobs are still to arrive)
-            return float(np.log1p(done))
+            return float(self.encoder.log1p_count(done))
         if not total:
             return 1.0
         return done / total

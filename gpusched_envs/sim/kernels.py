@@ -389,3 +389,53 @@ def delay_context(ctx, logs, queued, job_class, now, submit, timers, top, time_s
         logs[k + c] += now - submit[j]
     for c in range(k):
         logs[k + c] = logs[k + c] / max(logs[c], 1.0) / time_scale
+
+
+@njit(cache=True)
+def count_owned(owner, status, agent, state):
+    """How many jobs ``agent`` owns whose ``status == state``."""
+    n = 0
+    for j in range(len(owner)):
+        if owner[j] == agent and status[j] == state:
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def job_block(
+    jf, job_mask, flat_mask, queue_rows, jobs, fits, running, preemptible, clairvoyant, running_cols, now, inv_g,
+    inv_time_scale, job_gpus_n, submit, duration, done_work, rate, last_update, job_work, job_ideal_iter,
+    needs_restart, attained, run_start, preemptions, log_sensitivity, log2_table, log1p_table,
+):  # fmt: skip
+    """The whole job block: cleared, the queued ``jobs`` (with ``fits``) from row 0 and, when ``running_cols``, the
+    ``running`` jobs (with ``preemptible``) from row ``queue_rows`` (:func:`job_rows`); ``flat_mask`` (empty: none)
+    gets a float copy of ``job_mask``. Returns -1, or a count the tables do not reach (nothing is written then)."""
+    for i in range(len(jobs)):
+        j = jobs[i]
+        if job_gpus_n[j] >= len(log2_table):
+            return job_gpus_n[j]
+        if not clairvoyant and preemptions[j] >= len(log1p_table):
+            return preemptions[j]
+    if running_cols:
+        for i in range(len(running)):
+            j = running[i]
+            if job_gpus_n[j] >= len(log2_table):
+                return job_gpus_n[j]
+            if not clairvoyant and preemptions[j] >= len(log1p_table):
+                return preemptions[j]
+    jf[:, :] = 0.0
+    job_mask[:] = 0
+    job_rows(
+        jf, job_mask, 0, jobs, fits, False, clairvoyant, running_cols, now, inv_g, inv_time_scale, job_gpus_n, submit,
+        duration, done_work, rate, last_update, job_work, job_ideal_iter, needs_restart, attained, run_start,
+        preemptions, log_sensitivity, log2_table, log1p_table,
+    )  # fmt: skip
+    if running_cols:
+        job_rows(
+            jf, job_mask, queue_rows, running, preemptible, True, clairvoyant, running_cols, now, inv_g,
+            inv_time_scale, job_gpus_n, submit, duration, done_work, rate, last_update, job_work, job_ideal_iter,
+            needs_restart, attained, run_start, preemptions, log_sensitivity, log2_table, log1p_table,
+        )  # fmt: skip
+    for r in range(len(flat_mask)):
+        flat_mask[r] = job_mask[r]
+    return -1
