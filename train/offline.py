@@ -231,7 +231,7 @@ def fit(data: Transitions, algorithm: str, args: OfflineArgs, log=None, progress
                 td = F.smooth_l1_loss(q_data, y)
                 conservative = (torch.logsumexp(scores, dim=1) - q_data).mean()
                 loss = td + args.alpha * conservative
-                extra = {"td": float(td), "conservative": float(conservative)}
+                extra = {"td": float(td.detach()), "conservative": float(conservative.detach())}
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(module.parameters(), 10.0)
