@@ -27,6 +27,36 @@ class PreemptivePolicy(Policy):
     def priority(self, sim, job: int):
         raise NotImplementedError
 
+    def compiled_spec(self) -> dict | None:
+        """How the engine's compiled loop (:mod:`gpusched_envs.sim.loop_kernels`) runs this policy in
+        :meth:`Simulator.run <gpusched_envs.sim.engine.Simulator.run>` (after :meth:`reset`), or None where it
+        cannot (a subclass, an overridden method, a placement other than ``closest`` / ``consolidate`` / ``pack``):
+        the placement (``spread``, ``affinity``), the ``priority`` rule ("srtf", "level": Tiresias / LAS, "gittins"
+        with its ``index`` and ``bounds``), the ``thresholds`` and the pools' ``capacity``."""
+        from gpusched_envs.policies.gittins import LAS, Gittins
+        from gpusched_envs.policies.placement import closest, consolidate, pack
+
+        kind = {SRTF: "srtf", Tiresias: "level", LAS: "level", Gittins: "gittins"}.get(type(self))
+        own = {"schedule", "priority", "after_schedule", "queue_level", "reset"}
+        if kind is None or own & set(vars(self)) or not hasattr(self, "_capacity"):
+            return None
+        rule = {closest: (True, False), consolidate: (False, False), pack: (True, True)}.get(self.place)
+        if rule is None:
+            return None
+        spec = {
+            "backfill": True,
+            "spread": rule[0],
+            "affinity": rule[1],
+            "order": "priority",
+            "priority": kind,
+        }
+        spec["capacity"] = {int(p): int(c) for p, c in self._capacity.items()}
+        if kind != "srtf":
+            spec["thresholds"] = np.asarray(self.thresholds, dtype=float)
+        if kind == "gittins":
+            spec["index"], spec["bounds"] = self.index, self.bounds
+        return spec
+
     def reset(self, sim) -> None:
         c = sim.cluster
         pools = c.server_pool[c.gpu_server]

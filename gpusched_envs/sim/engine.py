@@ -771,15 +771,35 @@ class Simulator:
         st_f[_lk.F_LAST] = self._last_integral_time
         st_f[_lk.F_FRAG] = self._fragmented_now
         st_f[_lk.F_MAXT] = self.config.max_time
+        st_f[_lk.F_RESTART] = self.restart_delay
+        st_f[_lk.F_TIMER] = self.timer_at
         st_i = np.zeros(_lk.I_SIZE, dtype=np.int64)
         st_i[_lk.I_SEQ] = self._seq
         st_i[_lk.I_TOFINISH] = self.to_finish
         st_i[_lk.I_FREE] = self._free_total
         st_i[_lk.I_PHASE] = _lk.PH_DECIDE
+        st_i[_lk.I_TVER] = self._timer_version
         opts = np.zeros(_lk.O_SIZE, dtype=np.int64)
         opts[_lk.O_BACKFILL] = bool(spec["backfill"])
         opts[_lk.O_SPREAD] = bool(spec["spread"])
         opts[_lk.O_AFFINITY] = bool(spec.get("affinity", False))
+        pools = int(self.job_pool.max()) + 2 if n else 2  # pool -1: the last entry
+        capacity = np.zeros(pools)
+        thresholds = np.zeros(0)
+        gittins = np.zeros((1, 1))
+        gittins_bounds = np.zeros(1, dtype=np.int64)
+        if "priority" in spec:  # a preemptive policy
+            opts[_lk.O_PREEMPT] = 1
+            opts[_lk.O_PRIO] = {"srtf": _lk.PRIO_SRTF, "level": _lk.PRIO_LEVEL, "gittins": _lk.PRIO_GITTINS}[
+                spec["priority"]
+            ]
+            for pool, cap in spec["capacity"].items():
+                if -1 <= pool < pools - 1:
+                    capacity[pool] = cap
+            thresholds = np.asarray(spec.get("thresholds", thresholds), dtype=np.float64)
+            if "index" in spec:
+                gittins = np.ascontiguousarray(spec["index"], dtype=np.float64)
+                gittins_bounds = np.asarray(spec["bounds"], dtype=np.int64)
         opts[_lk.O_FRACTIONAL] = bool((self.job_milli < FULL_GPU).any())
         opts[_lk.O_MAXSERVER] = c.max_server_gpus
         opts[_lk.O_NPOOLS] = len(np.unique(self.job_pool))
@@ -803,10 +823,12 @@ class Simulator:
         rack_servers = np.argsort(c.server_rack, kind="stable").astype(np.int64)
         rack_first = np.zeros(c.num_racks + 1, dtype=np.int64)
         rack_first[1:] = np.cumsum(np.bincount(c.server_rack, minlength=c.num_racks))
-        heap = np.empty((4, 64))
+        heap = np.empty((5, 64))
         log = np.empty(1024, dtype=np.int64)
-        queue = np.empty(max(1, n), dtype=np.int64)
-        stamp = np.zeros(n, dtype=np.int64)
+        queue = np.empty((2, max(1, n)), dtype=np.int64)  # jobs and the stamps of their entries
+        stamp = np.zeros(n, dtype=np.int64)  # start order
+        jstamp = np.zeros(n, dtype=np.int64)  # order of joining the network
+        qstamp = np.zeros(n, dtype=np.int64)  # order of entering the queue
         jnr = np.zeros(n, dtype=np.int64)
         mark = np.zeros(n, dtype=np.int64)
         mark_state = np.zeros(1, dtype=np.int64)
@@ -814,14 +836,15 @@ class Simulator:
         share = np.array(self._share, dtype=np.float64)
         cat = c.catalog
         while True:
-            code, heap, log = _lk.run_queue(
+            code, heap, log, self._gbuf = _lk.run_queue(
                 st_f, st_i, opts, heap, log, queue, self.status, self._jf, self._ji, self._gi, self._si, self._sf,
                 self._rf, self._mf, cat.iteration_time, self._overhead, cat.colocation_slowdown,
                 cat.space_sharing_by_type, self._params, self._gbuf, self._places, submit, share,
-                self.demand_at_arrival, self.finish_time, self._demand_at_finish, stamp, jnr, self.on_network,
-                self.rack_crossing, self.job_gpus_n, self.job_milli, self.job_allowed, self.job_pool, rank, allowed,
-                server_ok, server_ok_valid, largest, c.server_rows_i64, c.num_racks, c.gpu_server_i64, rack_first,
-                rack_servers, pool_first, pool_list, mark, mark_state,
+                self.demand_at_arrival, self.finish_time, self._demand_at_finish, stamp, jstamp, qstamp, jnr,
+                self.on_network, self.rack_crossing, self.needs_restart, self.preemptions, self.job_gpus_n,
+                self.job_milli, self.job_allowed, self.job_pool, rank, self.job_ideal_iter, allowed, server_ok,
+                server_ok_valid, largest, c.server_rows_i64, c.num_racks, c.gpu_server_i64, rack_first, rack_servers,
+                pool_first, pool_list, capacity, thresholds, gittins, gittins_bounds, mark, mark_state,
             )  # fmt: skip
             if st_i[_lk.I_BATCHES]:
                 self._order_ties(heap, int(st_i[_lk.I_HLEN]), log, int(st_i[_lk.I_LOG]))
@@ -829,7 +852,7 @@ class Simulator:
                 st_i[_lk.I_LOG] = 0
             if code != _lk.RUN_TIES:
                 break
-        self._adopt_compiled_state(st_f, st_i, heap, stamp)
+        self._adopt_compiled_state(st_f, st_i, heap, stamp, jstamp, qstamp)
         if code == _lk.RUN_DEADLOCK:
             stuck = [int(j) for j in list(self.queue)[:5]]
             raise SimulationError(
@@ -859,7 +882,7 @@ class Simulator:
             pos += 2 + 2 * k
             if op == _lk.OP_OR:
                 out = out | {job}
-            else:
+            elif op == _lk.OP_DISCARD:
                 out.discard(job)
             if out != set(batch):
                 raise RuntimeError(f"compiled loop: the neighbours of job {job} differ from the engine's")
@@ -872,7 +895,13 @@ class Simulator:
         _lk.heapify(heap, size)
 
     def _adopt_compiled_state(
-        self, st_f: np.ndarray, st_i: np.ndarray, heap: np.ndarray, stamp: np.ndarray
+        self,
+        st_f: np.ndarray,
+        st_i: np.ndarray,
+        heap: np.ndarray,
+        stamp: np.ndarray,
+        jstamp: np.ndarray,
+        qstamp: np.ndarray,
     ) -> None:
         """The Python-side state after the compiled loop: scalars, event heap, queue, running jobs and the
         per-GPU / server / link job dicts (in the order the Python engine inserts into them: start order)."""
@@ -893,12 +922,15 @@ class Simulator:
         self._goff = int(st_i[_lk.I_GOFF])
         self.changed = False
         size = int(st_i[_lk.I_HLEN])
+        self.timer_at = float(st_f[_lk.F_TIMER])
+        self._timer_version = int(st_i[_lk.I_TVER])
         self._heap = [
-            (float(t), int(s), COMPLETION, int(j), int(v)) for t, s, j, v in heap[:, :size].T.tolist()
+            (float(t), int(s), int(k), int(j), int(v)) for t, s, j, v, k in heap[:, :size].T.tolist()
         ]
         heapq.heapify(self._heap)
-        self.queue = dict.fromkeys(np.flatnonzero(self.status == QUEUED).tolist())
-        running = np.flatnonzero(self.status == RUNNING)
+        queued = np.flatnonzero(self.status == QUEUED)
+        self.queue = dict.fromkeys(queued[np.argsort(qstamp[queued])].tolist())
+        running = np.flatnonzero((self.status == RUNNING) | (self.status == RESTARTING))
         running = running[np.argsort(stamp[running])].tolist()
         self.running = dict.fromkeys(running)
         c = self.cluster
@@ -915,12 +947,13 @@ class Simulator:
                 self.gpu_sharers.setdefault(int(gpus[0]), {})[job] = None
             for s in servers:
                 self.server_jobs[s][job] = None
-            if self.on_network[job]:
-                for s in servers:
-                    self.nic_users[s][job] = None
-                if len(racks) > 1:
-                    for r in racks:
-                        self.rack_crossers[r][job] = None
+        on_network = np.flatnonzero(self.on_network)
+        for job in on_network[np.argsort(jstamp[on_network])].tolist():
+            for s in self._job_servers[job]:
+                self.nic_users[s][job] = None
+            if len(self._job_racks[job]) > 1:
+                for r in self._job_racks[job]:
+                    self.rack_crossers[r][job] = None
 
     # ------------------------------------------------------------------ internals
     def _push(self, time: float, kind: int, job: int, version: int) -> None:

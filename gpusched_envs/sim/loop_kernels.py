@@ -25,29 +25,32 @@ from gpusched_envs.sim import engine_kernels as _ek
 from gpusched_envs.sim import place_kernels as _pk
 
 FULL_GPU = 1000
-QUEUED, RUNNING, DONE, DROPPED = 1, 2, 4, 5  # gpusched_envs.sim.status
+QUEUED, RUNNING, RESTARTING, DONE, DROPPED = 1, 2, 3, 4, 5  # gpusched_envs.sim.status
+COMPLETION, RESTART_DONE, TIMER = 0, 1, 2
 
 # entries of the float state vector
-F_NOW, F_DEMAND, F_DINT, F_FINT, F_UINT, F_ALLOC, F_LAST, F_FRAG, F_MAXT = range(9)
-F_SIZE = 9
+F_NOW, F_DEMAND, F_DINT, F_FINT, F_UINT, F_ALLOC, F_LAST, F_FRAG, F_MAXT, F_RESTART, F_TIMER = range(11)
+F_SIZE = 11
 # entries of the int state vector
 (
     I_SEQ, I_NEXT, I_EVENTS, I_DECISIONS, I_FINISHED, I_TOFINISH, I_FREE, I_GOFF, I_HLEN, I_QLEN, I_QN, I_PHASE,
-    I_STAMP, I_LOG, I_BATCHES, I_CHANGED,
-) = range(16)  # fmt: skip
-I_SIZE = 16
+    I_STAMP, I_LOG, I_BATCHES, I_CHANGED, I_JSTAMP, I_QSTAMP, I_TVER, I_TFIRED,
+) = range(20)  # fmt: skip
+I_SIZE = 20
 # entries of the option vector
-O_BACKFILL, O_SPREAD, O_RANK, O_FRACTIONAL, O_MAXSERVER, O_NPOOLS, O_AFFINITY = range(7)
-O_SIZE = 7
+O_BACKFILL, O_SPREAD, O_RANK, O_FRACTIONAL, O_MAXSERVER, O_NPOOLS, O_AFFINITY, O_PREEMPT, O_PRIO = range(9)
+O_SIZE = 9
+# priorities of the preemptive policies
+PRIO_SRTF, PRIO_LEVEL, PRIO_GITTINS = range(3)
 # phases of the loop (where it resumes)
 PH_DECIDE, PH_INSTANT, PH_POP = 0, 1, 2
 # return codes
 RUN_DONE, RUN_TIES, RUN_DEADLOCK = 0, 1, 2
 # tie-log operations: the set ``neighbours | {job}`` (a start) or ``neighbours`` less the job (a release)
-OP_OR, OP_DISCARD = 0, 1
+OP_OR, OP_DISCARD, OP_PLAIN = 0, 1, 2
 
 
-# ------------------------------------------------------------------ the event heap: (4, capacity) time, seq, job, version
+# ------------------------------------------------------------------ the event heap: (5, capacity) time, seq, job, version, kind
 @njit(cache=True)
 def _before(h, a, b):
     return h[0, a] < h[0, b] or (h[0, a] == h[0, b] and h[1, a] < h[1, b])
@@ -55,7 +58,7 @@ def _before(h, a, b):
 
 @njit(cache=True)
 def _swap(h, a, b):
-    for r in range(4):
+    for r in range(5):
         x = h[r, a]
         h[r, a] = h[r, b]
         h[r, b] = x
@@ -78,16 +81,17 @@ def _sift_down(h, i, n):
 
 
 @njit(cache=True)
-def heap_push(h, n, t, seq, job, version):
+def heap_push(h, n, t, seq, job, version, kind):
     """Push an event; returns the heap (a larger copy when it was full)."""
     if n == h.shape[1]:
-        bigger = np.empty((4, 2 * n + 64))
+        bigger = np.empty((5, 2 * n + 64))
         bigger[:, :n] = h[:, :n]
         h = bigger
     h[0, n] = t
     h[1, n] = seq
     h[2, n] = job
     h[3, n] = version
+    h[4, n] = kind
     i = n
     while i > 0:
         p = (i - 1) >> 1
@@ -104,7 +108,7 @@ def _heap_pop(h, n):
     """Remove the first event (read it before); returns the new size."""
     n -= 1
     if n > 0:
-        for r in range(4):
+        for r in range(5):
             h[r, 0] = h[r, n]
         _sift_down(h, 0, n)
     return n
@@ -242,7 +246,7 @@ def _next_bid(mark_state):
 def _network(job, join, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing, rack_first,
              rack_servers, stamp, mark, mark_state, buf):  # fmt: skip
     """``Simulator._join_network`` / ``_leave_network``: the loads of the job's NICs and uplinks summed afresh over
-    their users (on the network, in start order)."""
+    their users (on the network, in the order they joined it: ``stamp`` is the join stamp)."""
     on_network[job] = join
     for i in range(ns):
         s = srv[i]
@@ -301,9 +305,10 @@ def _log_segment(log, pos, members):
 
 @njit(cache=True)
 def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu, batch, k, times, seq0, gi, si,
-               ji, on_network, jnr, rack_first, rack_servers, stamp, mark, mark_state, buf):  # fmt: skip
+               ji, on_network, jnr, rack_first, rack_servers, stamp, jstamp, mark, mark_state, buf):  # fmt: skip
     """Append a batch with tied completion times to the log: the dicts the engine's neighbour set is built from
-    (``Simulator._neighbours``, each in insertion order, as they were when the set was built), the batch's jobs, which
+    (``Simulator._neighbours``, each in insertion order, as they were when the set was built: jobs on a server or a
+    GPU in start order, on a NIC or uplink in the order they joined the network), the batch's jobs, which
     of them were pushed, and the sequence number before its pushes. For a release (``OP_DISCARD``) the job has
     already left its GPUs and the network: it is put back where the dicts still held it."""
     pos = st_i[I_LOG]
@@ -339,7 +344,7 @@ def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu,
             m = _server_jobs(srv[i], gi, si, ji, on_network, True, mark, bid, buf, 0)
             if back:
                 m = _add(job, mark, bid, buf, m)
-            log, pos = _log_segment(log, pos, _by_stamp(buf, m, stamp))
+            log, pos = _log_segment(log, pos, _by_stamp(buf, m, jstamp))
         if nr > 1:
             for i in range(nr):
                 bid = _next_bid(mark_state)
@@ -348,7 +353,7 @@ def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu,
                 )
                 if back:
                     m = _add(job, mark, bid, buf, m)
-                log, pos = _log_segment(log, pos, _by_stamp(buf, m, stamp))
+                log, pos = _log_segment(log, pos, _by_stamp(buf, m, jstamp))
     log, pos = _log_put(log, pos, k)
     for i in range(k):
         log, pos = _log_put(log, pos, batch[i])
@@ -387,7 +392,7 @@ def _push_batch(h, st_i, ji, batch, k, times):
         if t == t:
             seq += 1
             job = batch[i]
-            h = heap_push(h, n, t, seq, job, ji[_ek.VER, job])
+            h = heap_push(h, n, t, seq, job, ji[_ek.VER, job], COMPLETION)
             n += 1
     st_i[I_SEQ] = seq
     st_i[I_HLEN] = n
@@ -470,22 +475,146 @@ def _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, serv
 
 
 @njit(cache=True)
-def run_queue(
-    st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh, params,
-    gbuf, places, submit, share, at_arrival, finish, at_finish, stamp, jnr, on_network, rack_crossing, job_n,
-    job_milli, job_allowed, job_pool, rank, allowed, server_ok, server_ok_valid, largest, rows, num_racks,
-    gpu_server, rack_first, rack_servers, pool_first, pool_servers, mark, mark_state,
-):  # fmt: skip
-    """Run the simulation under a non-preemptive queue policy until it drains, reaches ``max_time``, deadlocks or
-    has a batch of tied completions for the engine to order (the return code); resumes where it stopped (the phase
-    in ``st_i``). Returns (code, heap, log)."""
-    num_jobs = len(status)
-    num_gpus = gi.shape[1]
+def _release_job(job, complete, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf,
+                 share, stamp, jstamp, jnr, on_network, rack_crossing, job_milli, rack_first, rack_servers, mark,
+                 mark_state, buf, batch, times, srv, rck):  # fmt: skip
+    """``Simulator._release``: the job leaves its GPUs (its work done when it ``complete``s), its neighbours are
+    refreshed and their completions pushed. Returns (heap, log)."""
+    now = st_f[F_NOW]
     duration = params[_ek.P_DURATION] > 0.0
     interference = params[_ek.P_INTERFERENCE] > 0.0
+    ns, nr = _servers_of(job, ji, gi, si, gbuf, srv, rck)
+    own_gpu = gbuf[ji[_ek.GOFF, job]] if job_milli[job] < FULL_GPU else -1
+    if own_gpu >= 0:  # the GPU's holder: its first remaining sharer
+        first = -1
+        q = gi[_ek.G_SHHEAD, own_gpu]
+        while q >= 0:
+            if q != job and (first < 0 or stamp[q] < stamp[first]):
+                first = q
+            q = ji[_ek.SHNEXT, q]
+        gi[_ek.G_JOB, own_gpu] = first
+    st_f[F_ALLOC] -= share[job]
+    net = on_network[job]
+    k = 0
+    if not duration:
+        bid = _next_bid(mark_state)
+        mark[job] = bid  # left out (discarded)
+        k = _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, on_network, jnr,
+                        rack_first, rack_servers, mark, bid, batch, 0)  # fmt: skip
+    if net:
+        _network(job, False, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing,
+                 rack_first, rack_servers, jstamp, mark, mark_state, buf)  # fmt: skip
+    st_i[I_FREE] += _ek.release_job(
+        job, complete, now, batch[:k], status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, times
+    )
+    if k > 1 and _has_tie(times, k):
+        log = _log_batch(log, st_i, OP_DISCARD, job, srv, ns, rck, nr, net, interference, own_gpu, batch, k,
+                         times, st_i[I_SEQ], gi, si, ji, on_network, jnr, rack_first, rack_servers, stamp, jstamp,
+                         mark, mark_state, buf)  # fmt: skip
+    h = _push_batch(h, st_i, ji, batch, k, times)
+    return h, log
+
+
+@njit(cache=True)
+def _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, stamp,
+                  jstamp, jnr, on_network, rack_crossing, job_milli, rack_first, rack_servers, mark, mark_state, buf,
+                  batch, times, srv, rck, ns, nr, op):  # fmt: skip
+    """A job that now runs (``op`` OP_OR) joins the network when it spans servers and it and its neighbours are
+    refreshed; a job waiting out its restart delay (``OP_PLAIN``) refreshes its neighbours only. Returns (heap,
+    log)."""
+    now = st_f[F_NOW]
+    duration = params[_ek.P_DURATION] > 0.0
+    interference = params[_ek.P_INTERFERENCE] > 0.0
+    net = op == OP_OR and ns > 1 and not duration
+    if net:
+        st_i[I_JSTAMP] += 1
+        jstamp[job] = st_i[I_JSTAMP]
+        _network(job, True, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing, rack_first,
+                 rack_servers, jstamp, mark, mark_state, buf)  # fmt: skip
+    own_gpu = gbuf[ji[_ek.GOFF, job]] if job_milli[job] < FULL_GPU else -1
+    bid = _next_bid(mark_state)
+    k = 0
+    if not duration:
+        k = _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, on_network, jnr, rack_first,
+                        rack_servers, mark, bid, batch, 0)  # fmt: skip
+    if op == OP_OR:
+        k = _add(job, mark, bid, batch, k)
+    _ek.refresh(batch[:k], now, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, times)
+    if k > 1 and _has_tie(times, k):
+        # (two jobs or more: not the duration model)
+        log = _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu, batch, k, times,
+                         st_i[I_SEQ], gi, si, ji, on_network, jnr, rack_first, rack_servers, stamp, jstamp, mark,
+                         mark_state, buf)  # fmt: skip
+    h = _push_batch(h, st_i, ji, batch, k, times)
+    return h, log
+
+
+@njit(cache=True)
+def _live(qj, qs, i, status, qstamp):
+    """Whether queue entry ``i`` is a waiting job (not one that left since, nor an earlier entry of a job that came
+    back)."""
+    j = qj[i]
+    return status[j] == QUEUED and qs[i] == qstamp[j]
+
+
+@njit(cache=True)
+def _queue_put(job, q, st_i, status, qstamp):
+    """The job (re)enters the queue at its end (``q``: the jobs and the stamps of their entries)."""
+    qj = q[0]
+    qs = q[1]
+    if st_i[I_QLEN] == len(qj):  # full of jobs that left: keep the waiting ones
+        live = 0
+        for i in range(st_i[I_QLEN]):
+            if _live(qj, qs, i, status, qstamp):
+                qj[live] = qj[i]
+                qs[live] = qs[i]
+                live += 1
+        st_i[I_QLEN] = live
+    status[job] = QUEUED
+    st_i[I_QSTAMP] += 1
+    qstamp[job] = st_i[I_QSTAMP]
+    qj[st_i[I_QLEN]] = job
+    qs[st_i[I_QLEN]] = st_i[I_QSTAMP]
+    st_i[I_QLEN] += 1
+    st_i[I_QN] += 1
+
+
+@njit(cache=True)
+def _attained(job, now, status, jf, job_n):
+    """``Simulator.attained_service``."""
+    a = jf[_ek.ATT, job]
+    if status[job] == RUNNING or status[job] == RESTARTING:
+        a += job_n[job] * (now - jf[_ek.RSTART, job])
+    return a
+
+
+@njit(cache=True)
+def _level(a, thresholds):
+    """``Tiresias.queue_level``: searchsorted(thresholds, a, side="right")."""
+    return np.searchsorted(thresholds, a, side="right")
+
+
+@njit(cache=True)
+def run_queue(
+    st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh, params,
+    gbuf, places, submit, share, at_arrival, finish, at_finish, stamp, jstamp, qstamp, jnr, on_network,
+    rack_crossing, needs_restart, preemptions, job_n, job_milli, job_allowed, job_pool, rank, ideal_iter, allowed,
+    server_ok, server_ok_valid, largest, rows, num_racks, gpu_server, rack_first, rack_servers, pool_first,
+    pool_servers, capacity, thresholds, gittins, gittins_bounds, mark, mark_state,
+):  # fmt: skip
+    """Run the simulation under a built-in policy until it drains, reaches ``max_time``, deadlocks or has a batch
+    of tied completions for the engine to order (the return code); resumes where it stopped (the phase in
+    ``st_i``). Returns (code, heap, log, GPU-list buffer)."""
+    num_jobs = len(status)
+    qj = q[0]  # the queue: its jobs and the stamps of their entries
+    qs = q[1]
+    num_gpus = gi.shape[1]
     backfill = opts[O_BACKFILL] > 0
     fractional = opts[O_FRACTIONAL] > 0
+    preemptive = opts[O_PREEMPT] > 0
+    prio = opts[O_PRIO]
     max_time = st_f[F_MAXT]
+    restart_delay = st_f[F_RESTART]
     buf = np.empty(num_jobs + 1, dtype=np.int64)
     batch = np.empty(num_jobs + 1, dtype=np.int64)
     times = np.empty(num_jobs + 1)
@@ -498,12 +627,12 @@ def run_queue(
     blocked = np.zeros((job_pool.max() if num_jobs else 0) + 2, dtype=np.bool_)
     pool_waiting = np.zeros(len(blocked), dtype=np.int64)
     for i in range(st_i[I_QLEN]):
-        if status[q[i]] == QUEUED:
-            pool_waiting[job_pool[q[i]]] += 1
+        if _live(qj, qs, i, status, qstamp):
+            pool_waiting[job_pool[qj[i]]] += 1
     left = np.zeros(len(blocked), dtype=np.int64)
-    qhead = 0  # every queue entry before it has left the queue
+    qhead = 0  # every queue entry before it has left the queue (a queue without preemption)
     # strict FIFO: the queue of each pool, in queue order (the pass merges their first waiting jobs)
-    merge = not backfill and opts[O_RANK] == 0
+    merge = not backfill and opts[O_RANK] == 0 and not preemptive
     pq_end = np.zeros(len(blocked), dtype=np.int64)
     for j in range(num_jobs):
         pq_end[job_pool[j]] += 1
@@ -512,11 +641,12 @@ def run_queue(
         pq_head[p] = pq_head[p - 1] + pq_end[p - 1]
     pq_end[:] = pq_head
     pq_store = np.empty(max(1, num_jobs), dtype=np.int64)
-    for i in range(st_i[I_QLEN]):
-        if status[q[i]] == QUEUED:
-            p = job_pool[q[i]]
-            pq_store[pq_end[p]] = q[i]
-            pq_end[p] += 1
+    if merge:
+        for i in range(st_i[I_QLEN]):
+            if _live(qj, qs, i, status, qstamp):
+                p = job_pool[qj[i]]
+                pq_store[pq_end[p]] = qj[i]
+                pq_end[p] += 1
     while True:
         phase = st_i[I_PHASE]
         if phase == PH_DECIDE:
@@ -524,9 +654,15 @@ def run_queue(
             _integrate(st_f)
             st_f[F_FRAG] = 0.0
             if st_i[I_QN] > 0:
-                while status[q[qhead]] != QUEUED:
-                    qhead += 1
-                head = q[qhead]
+                if preemptive:  # the oldest waiting job: the smallest row
+                    head = num_jobs
+                    for i in range(st_i[I_QLEN]):
+                        if _live(qj, qs, i, status, qstamp) and qj[i] < head:
+                            head = qj[i]
+                else:
+                    while not _live(qj, qs, qhead, status, qstamp):
+                        qhead += 1
+                    head = qj[qhead]
                 milli = job_milli[head]
                 k = job_allowed[head]
                 if milli >= FULL_GPU and k < 0:
@@ -553,29 +689,28 @@ def run_queue(
         if phase == PH_INSTANT:
             if st_i[I_FINISHED] >= st_i[I_TOFINISH]:
                 _integrate(st_f)
-                return RUN_DONE, h, log
+                return RUN_DONE, h, log, gbuf
             t_event = h[0, 0] if st_i[I_HLEN] > 0 else np.inf
             nxt = st_i[I_NEXT]
             t_arrival = submit[nxt] if nxt < num_jobs else np.inf
             t = min(t_event, t_arrival)
             if t == np.inf:
-                return RUN_DEADLOCK, h, log
+                return RUN_DEADLOCK, h, log, gbuf
             if t > max_time:
                 st_f[F_NOW] = max(st_f[F_NOW], max_time)
                 _integrate(st_f)
-                return RUN_DONE, h, log
+                return RUN_DONE, h, log, gbuf
             st_f[F_NOW] = t
             _integrate(st_f)
+            st_i[I_TFIRED] = 0
             j = nxt
             while j < num_jobs and submit[j] <= t:
                 if status[j] != DROPPED:
-                    status[j] = QUEUED
-                    q[st_i[I_QLEN]] = j
-                    st_i[I_QLEN] += 1
-                    st_i[I_QN] += 1
+                    _queue_put(j, q, st_i, status, qstamp)
                     pool_waiting[job_pool[j]] += 1
-                    pq_store[pq_end[job_pool[j]]] = j
-                    pq_end[job_pool[j]] += 1
+                    if merge:
+                        pq_store[pq_end[job_pool[j]]] = j
+                        pq_end[job_pool[j]] += 1
                     st_f[F_DEMAND] += share[j]
                     at_arrival[j] = st_f[F_DINT]
                     st_i[I_EVENTS] += 1
@@ -587,172 +722,284 @@ def run_queue(
         now = st_f[F_NOW]
         while st_i[I_HLEN] > 0 and h[0, 0] <= now:
             if st_i[I_BATCHES] > 0:
-                return RUN_TIES, h, log
+                return RUN_TIES, h, log, gbuf
             job = np.int64(h[2, 0])
             version = np.int64(h[3, 0])
+            kind = np.int64(h[4, 0])
             st_i[I_HLEN] = _heap_pop(h, st_i[I_HLEN])
             st_i[I_EVENTS] += 1
+            if kind == TIMER:
+                if version == st_i[I_TVER]:
+                    st_i[I_TFIRED] = 1
+                    st_f[F_TIMER] = np.inf
+                continue
             if version != ji[_ek.VER, job]:
                 continue
-            # Simulator._complete -> _release(complete=True)
-            ns, nr = _servers_of(job, ji, gi, si, gbuf, srv, rck)
-            milli = job_milli[job]
-            own_gpu = gbuf[ji[_ek.GOFF, job]] if milli < FULL_GPU else -1
-            if own_gpu >= 0:  # the GPU's holder: its first remaining sharer
-                first = -1
-                s_q = gi[_ek.G_SHHEAD, own_gpu]
-                while s_q >= 0:
-                    if s_q != job and (first < 0 or stamp[s_q] < stamp[first]):
-                        first = s_q
-                    s_q = ji[_ek.SHNEXT, s_q]
-                gi[_ek.G_JOB, own_gpu] = first
-            st_f[F_ALLOC] -= share[job]
-            net = on_network[job]
-            k = 0
-            if not duration:
-                bid = _next_bid(mark_state)
-                mark[job] = bid  # left out (discarded)
-                k = _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, on_network, jnr,
-                                rack_first, rack_servers, mark, bid, batch, 0)  # fmt: skip
-            if net:
-                _network(job, False, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing,
-                         rack_first, rack_servers, stamp, mark, mark_state, buf)  # fmt: skip
-            st_i[I_FREE] += _ek.release_job(
-                job, True, now, batch[:k], status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, times
-            )
-            if k > 1 and _has_tie(times, k):
-                log = _log_batch(log, st_i, OP_DISCARD, job, srv, ns, rck, nr, net, interference, own_gpu, batch,
-                                 k, times, st_i[I_SEQ], gi, si, ji, on_network, jnr, rack_first, rack_servers,
-                                 stamp, mark, mark_state, buf)  # fmt: skip
-            h = _push_batch(h, st_i, ji, batch, k, times)
-            status[job] = DONE
-            finish[job] = now
-            at_finish[job] = st_f[F_DINT]
-            st_i[I_FINISHED] += 1
-            st_f[F_DEMAND] -= share[job]
+            if kind == COMPLETION:  # Simulator._complete
+                h, log = _release_job(job, True, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo,
+                                      spsh, params, gbuf, share, stamp, jstamp, jnr, on_network, rack_crossing,
+                                      job_milli, rack_first, rack_servers, mark, mark_state, buf, batch, times, srv,
+                                      rck)  # fmt: skip
+                status[job] = DONE
+                finish[job] = now
+                at_finish[job] = st_f[F_DINT]
+                st_i[I_FINISHED] += 1
+                st_f[F_DEMAND] -= share[job]
+            else:  # RESTART_DONE
+                status[job] = RUNNING
+                needs_restart[job] = False
+                jf[_ek.LAST, job] = now
+                ns, nr = _servers_of(job, ji, gi, si, gbuf, srv, rck)
+                h, log = _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh,
+                                       params, gbuf, stamp, jstamp, jnr, on_network, rack_crossing, job_milli,
+                                       rack_first, rack_servers, mark, mark_state, buf, batch, times, srv, rck, ns,
+                                       nr, OP_OR)  # fmt: skip
             st_i[I_CHANGED] = 1
-        if st_i[I_QN] > 0 and st_i[I_CHANGED] != 0:
+        if not (st_i[I_QN] > 0 and (st_i[I_CHANGED] != 0 or st_i[I_TFIRED] != 0)):
             st_i[I_CHANGED] = 0
-            st_i[I_DECISIONS] += 1
-            st_i[I_PHASE] = PH_DECIDE
-            # the policy's pass (QueuePolicy.schedule)
-            if st_i[I_FREE] == 0 and not fractional:
-                continue
-            m = st_i[I_QLEN]
-            if 2 * st_i[I_QN] <= m:  # drop the jobs started since (the queue keeps its order)
-                live = 0
-                for i in range(m):
-                    if status[q[i]] == QUEUED:
-                        q[live] = q[i]
-                        live += 1
-                m = live
-                st_i[I_QLEN] = m
-                qhead = 0
-            order = q
-            if opts[O_RANK] > 0:
-                order = q[:m].copy()
-                keys = np.empty(m, dtype=np.int64)
-                for i in range(m):
-                    keys[i] = rank[order[i]]
-                order = order[np.argsort(keys)]
-            # pools with waiting jobs not yet visited and not blocked: the pass ends when none is left
-            blocked[:] = False
-            left[:] = pool_waiting
-            open_pools = 0
-            for p in range(len(left)):
-                if left[p] > 0:
-                    open_pools += 1
-            if merge:  # each pool's first waiting job (strict FIFO visits no other)
-                for p in range(len(left)):
-                    while pq_head[p] < pq_end[p] and status[pq_store[pq_head[p]]] != QUEUED:
-                        pq_head[p] += 1
-            i = 0 if opts[O_RANK] > 0 else qhead
-            while True:
-                if st_i[I_FREE] == 0 and not fractional:
-                    break  # no whole GPU is free: no later job can be placed
-                if merge:  # the next job in queue order among the pools not blocked
-                    job = -1
-                    pool = 0
-                    for p in range(len(left)):
-                        if not blocked[p] and pq_head[p] < pq_end[p]:
-                            j = pq_store[pq_head[p]]
-                            if job < 0 or j < job:
-                                job = j
-                                pool = p
-                    if job < 0:
-                        break
+            st_i[I_PHASE] = PH_INSTANT
+            continue
+        st_i[I_CHANGED] = 0
+        st_i[I_DECISIONS] += 1
+        st_i[I_PHASE] = PH_DECIDE
+        # the policy's pass: the jobs to start, in order (and, when preemptive, the running jobs to make room)
+        m = st_i[I_QLEN]
+        if 2 * st_i[I_QN] <= m:  # drop the jobs that left (the queue keeps its order)
+            live = 0
+            for i in range(m):
+                if _live(qj, qs, i, status, qstamp):
+                    qj[live] = qj[i]
+                    qs[live] = qs[i]
+                    live += 1
+            m = live
+            st_i[I_QLEN] = m
+            qhead = 0
+        chosen = qj
+        num_chosen = m
+        victims = qj  # running jobs outside the chosen set, lowest priority first
+        num_victims = 0
+        if preemptive:  # PreemptivePolicy.schedule: priority order over the waiting and running jobs
+            cand = np.empty(m + num_gpus + 1, dtype=np.int64)
+            nc = 0
+            for i in range(m):
+                if _live(qj, qs, i, status, qstamp):
+                    cand[nc] = qj[i]
+                    nc += 1
+            for j in range(num_jobs):
+                if status[j] == RUNNING or status[j] == RESTARTING:
+                    if nc == len(cand):
+                        bigger = np.empty(2 * nc, dtype=np.int64)
+                        bigger[:nc] = cand
+                        cand = bigger
+                    cand[nc] = j
+                    nc += 1
+            cand = cand[:nc]
+            k1 = np.empty(nc)
+            k2 = np.empty(nc)
+            for i in range(nc):
+                j = cand[i]
+                if prio == PRIO_SRTF:  # (remaining ideal time, job)
+                    done = jf[_ek.DONE, j]
+                    if status[j] == RUNNING:
+                        done += jf[_ek.RATE, j] * (now - jf[_ek.LAST, j])
+                    rem = jf[_ek.WORK, j] - done
+                    k1[i] = (rem if rem > 0.0 else 0.0) * ideal_iter[j]
+                    k2[i] = 0.0
                 else:
-                    if i >= m:
-                        break
-                    job = order[i]
-                    i += 1
-                    if status[job] != QUEUED:
-                        continue
-                    pool = job_pool[job]
+                    level = _level(_attained(j, now, status, jf, job_n), thresholds)
+                    if prio == PRIO_GITTINS:  # (-index, submit, job)
+                        cls = min(
+                            np.searchsorted(gittins_bounds, job_n[j], side="left"), len(gittins_bounds) - 1
+                        )
+                        k1[i] = -gittins[cls, level]
+                    else:  # (queue level, submit, job)
+                        k1[i] = float(level)
+                    k2[i] = submit[j]
+            order = np.argsort(cand, kind="mergesort")
+            order = order[np.argsort(k2[order], kind="mergesort")]
+            order = order[np.argsort(k1[order], kind="mergesort")]
+            ranked = cand[order]
+            budget = capacity.copy()
+            chosen = np.empty(nc, dtype=np.int64)
+            num_chosen = 0
+            bid = _next_bid(mark_state)
+            for i in range(nc):
+                j = ranked[i]
+                pool = job_pool[j]
+                need = (job_n[j] * min(job_milli[j], FULL_GPU)) / 1000.0
+                if budget[pool] >= need:
+                    budget[pool] -= need
+                    chosen[num_chosen] = j
+                    num_chosen += 1
+                    mark[j] = bid
+            victims = np.empty(nc, dtype=np.int64)
+            for i in range(nc - 1, -1, -1):
+                j = ranked[i]
+                if status[j] != QUEUED and mark[j] != bid:
+                    victims[num_victims] = j
+                    num_victims += 1
+        elif opts[O_RANK] > 0:
+            chosen = qj[:m].copy()
+            keys = np.empty(m, dtype=np.int64)
+            for i in range(m):
+                keys[i] = rank[chosen[i]]
+            chosen = chosen[np.argsort(keys)]
+        if not preemptive and st_i[I_FREE] == 0 and not fractional:
+            continue  # QueuePolicy.schedule: nothing can start
+        # pools with waiting jobs not yet visited and not blocked: the pass ends when none is left
+        blocked[:] = False
+        left[:] = pool_waiting
+        open_pools = 0
+        for p in range(len(left)):
+            if left[p] > 0:
+                open_pools += 1
+        if merge:  # each pool's first waiting job (strict FIFO visits no other)
+            for p in range(len(left)):
+                while pq_head[p] < pq_end[p] and status[pq_store[pq_head[p]]] != QUEUED:
+                    pq_head[p] += 1
+        i = qhead if (not preemptive and opts[O_RANK] == 0) else 0
+        while True:
+            if not preemptive and st_i[I_FREE] == 0 and not fractional:
+                break  # no whole GPU is free: no later job can be placed
+            if merge:  # the next job in queue order among the pools not blocked
+                job = -1
+                pool = 0
+                for p in range(len(left)):
+                    if not blocked[p] and pq_head[p] < pq_end[p]:
+                        j = pq_store[pq_head[p]]
+                        if job < 0 or j < job:
+                            job = j
+                            pool = p
+                if job < 0:
+                    break
+            else:
+                if i >= num_chosen:
+                    break
+                job = chosen[i]
+                i += 1
+                if status[job] != QUEUED:
+                    continue
+                pool = job_pool[job]
+                if not preemptive:
                     if blocked[pool]:
                         continue
                     left[pool] -= 1
-                gpus = _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, server_ok,
-                              server_ok_valid, largest, rows, num_racks, gpu_server, pool_first, pool_servers,
-                              free_buf, counts)  # fmt: skip
-                if len(gpus) == 0:
-                    if not backfill:
-                        blocked[pool] = True
-                        open_pools -= 1
-                        if open_pools == 0:
-                            break  # every pool with waiting jobs is blocked
-                    elif left[pool] == 0:
-                        open_pools -= 1
-                        if open_pools == 0:
+            gpus = _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, server_ok,
+                          server_ok_valid, largest, rows, num_racks, gpu_server, pool_first, pool_servers,
+                          free_buf, counts)  # fmt: skip
+            if preemptive:
+                k = job_allowed[job]
+                while len(gpus) == 0:
+                    useful = -1
+                    for v in range(num_victims):
+                        cand_v = victims[v]
+                        if cand_v < 0 or job_pool[cand_v] != pool:
+                            continue
+                        ok = k < 0
+                        if not ok:
+                            goff = ji[_ek.GOFF, cand_v]
+                            for g in range(goff, goff + ji[_ek.GLEN, cand_v]):
+                                if allowed[k, gbuf[g]]:
+                                    ok = True
+                                    break
+                        if ok:
+                            useful = v
                             break
+                    if useful < 0:
+                        break
+                    victim = victims[useful]
+                    victims[useful] = -1
+                    # Simulator.preempt
+                    _integrate(st_f)
+                    _ek._bank(victim, now, status, jf)
+                    h, log = _release_job(victim, False, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf,
+                                          colo, spsh, params, gbuf, share, stamp, jstamp, jnr, on_network,
+                                          rack_crossing, job_milli, rack_first, rack_servers, mark, mark_state, buf,
+                                          batch, times, srv, rck)  # fmt: skip
+                    _queue_put(victim, q, st_i, status, qstamp)
+                    pool_waiting[job_pool[victim]] += 1
+                    preemptions[victim] += 1
+                    needs_restart[victim] = True
+                    gpus = _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, server_ok,
+                                  server_ok_valid, largest, rows, num_racks, gpu_server, pool_first, pool_servers,
+                                  free_buf, counts)  # fmt: skip
+                if len(gpus) == 0:
                     continue
-                if merge:
-                    pq_head[pool] += 1  # the job starts: the pool's next waiting job follows it
-                    while pq_head[pool] < pq_end[pool] and status[pq_store[pq_head[pool]]] != QUEUED:
-                        pq_head[pool] += 1
+            elif len(gpus) == 0:
+                if not backfill:
+                    blocked[pool] = True
+                    open_pools -= 1
+                    if open_pools == 0:
+                        break  # every pool with waiting jobs is blocked
                 elif left[pool] == 0:
                     open_pools -= 1
-                # Simulator.start
-                _integrate(st_f)
-                st_i[I_STAMP] += 1
-                stamp[job] = st_i[I_STAMP]
-                st_i[I_QN] -= 1
-                pool_waiting[pool] -= 1
-                st_f[F_ALLOC] += share[job]
-                goff = st_i[I_GOFF]
-                st_i[I_GOFF] = goff + len(gpus)
+                    if open_pools == 0:
+                        break
+                continue
+            if merge:
+                pq_head[pool] += 1  # the job starts: the pool's next waiting job follows it
+                while pq_head[pool] < pq_end[pool] and status[pq_store[pq_head[pool]]] != QUEUED:
+                    pq_head[pool] += 1
+            elif not preemptive and left[pool] == 0:
+                open_pools -= 1
+            # Simulator.start
+            _integrate(st_f)
+            st_i[I_STAMP] += 1
+            stamp[job] = st_i[I_STAMP]
+            st_i[I_QN] -= 1
+            pool_waiting[pool] -= 1
+            st_f[F_ALLOC] += share[job]
+            goff = st_i[I_GOFF]
+            st_i[I_GOFF] = goff + len(gpus)
+            if goff + len(gpus) > len(gbuf):  # every start's GPU list is appended: a larger buffer
+                bigger = np.empty(2 * len(gbuf) + len(gpus), dtype=np.int64)
+                bigger[: len(gbuf)] = gbuf
+                gbuf = bigger
+            restart = needs_restart[job] and restart_delay > 0
+            if restart:
+                status[job] = RESTARTING
+                jf[_ek.RATE, job] = 0.0
+                ji[_ek.VER, job] += 1
+                st_i[I_SEQ] += 1
+                h = heap_push(h, st_i[I_HLEN], now + restart_delay, st_i[I_SEQ], job, ji[_ek.VER, job],
+                              RESTART_DONE)  # fmt: skip
+                st_i[I_HLEN] += 1
+            else:
                 status[job] = RUNNING
-                ns, nr, lost = _ek.allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead,
-                                            params, gbuf, goff, places)  # fmt: skip
-                srv[:ns] = places[0, :ns]
-                rck[:nr] = places[1, :nr]
-                jf[_ek.RSTART, job] = now
-                if jf[_ek.FSTART, job] != jf[_ek.FSTART, job]:
-                    jf[_ek.FSTART, job] = now
-                jf[_ek.LAST, job] = now
-                st_i[I_FREE] -= lost
-                jnr[job] = nr
-                net = ns > 1 and not duration
-                if net:
-                    _network(job, True, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr,
-                             rack_crossing, rack_first, rack_servers, stamp, mark, mark_state, buf)  # fmt: skip
-                own_gpu = gpus[0] if job_milli[job] < FULL_GPU else -1
-                bid = _next_bid(mark_state)
-                k = 0
-                if not duration:
-                    k = _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, on_network, jnr,
-                                    rack_first, rack_servers, mark, bid, batch, 0)  # fmt: skip
-                k = _add(job, mark, bid, batch, k)
-                _ek.refresh(
-                    batch[:k], now, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, times
-                )
-                if k > 1 and _has_tie(times, k):
-                    log = _log_batch(log, st_i, OP_OR, job, srv, ns, rck, nr, net, interference, own_gpu, batch,
-                                     k, times, st_i[I_SEQ], gi, si, ji, on_network, jnr, rack_first,
-                                     rack_servers, stamp, mark, mark_state, buf)  # fmt: skip
-                h = _push_batch(h, st_i, ji, batch, k, times)
-                if not merge and open_pools == 0:
-                    break
-        else:
-            st_i[I_CHANGED] = 0
-            st_i[I_PHASE] = PH_INSTANT
+                needs_restart[job] = False
+            ns, nr, lost = _ek.allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params,
+                                        gbuf, goff, places)  # fmt: skip
+            srv[:ns] = places[0, :ns]
+            rck[:nr] = places[1, :nr]
+            jf[_ek.RSTART, job] = now
+            if jf[_ek.FSTART, job] != jf[_ek.FSTART, job]:
+                jf[_ek.FSTART, job] = now
+            jf[_ek.LAST, job] = now
+            st_i[I_FREE] -= lost
+            jnr[job] = nr
+            op = OP_OR
+            if restart:
+                op = OP_PLAIN
+            h, log = _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params,
+                                   gbuf, stamp, jstamp, jnr, on_network, rack_crossing, job_milli, rack_first,
+                                   rack_servers, mark, mark_state, buf, batch, times, srv, rck, ns, nr, op)  # fmt: skip
+            if not merge and not preemptive and open_pools == 0:
+                break
+        if preemptive and prio != PRIO_SRTF and st_i[I_QN] > 0:
+            # Tiresias.after_schedule: a timer when the first running job reaches its next threshold
+            soonest = np.inf
+            for j in range(num_jobs):
+                if status[j] == RUNNING or status[j] == RESTARTING:
+                    a = _attained(j, now, status, jf, job_n)
+                    level = _level(a, thresholds)
+                    if level < len(thresholds):
+                        gap = thresholds[level] - a
+                        at = now + (0.0 if 0.0 > gap else gap) / job_n[j] + 1e-6
+                        if at < soonest:
+                            soonest = at
+            if np.isfinite(soonest):  # Simulator.set_timer
+                st_i[I_TVER] += 1
+                st_f[F_TIMER] = soonest
+                st_i[I_SEQ] += 1
+                h = heap_push(h, st_i[I_HLEN], soonest, st_i[I_SEQ], -1, st_i[I_TVER], TIMER)
+                st_i[I_HLEN] += 1

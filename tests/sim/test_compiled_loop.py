@@ -127,6 +127,11 @@ POLICIES = {
     "queue": lambda: QueuePolicy(),
     "gandiva": lambda: make_policy("gandiva"),
     "fifo-pack": lambda: make_policy("fifo", "pack"),
+    "srtf": lambda: make_policy("srtf", "closest"),
+    "tiresias": lambda: make_policy("tiresias", "consolidate"),
+    "las": lambda: make_policy("las", "pack"),
+    "gittins": lambda: make_policy("gittins", "closest"),
+    "las-no-restart-delay": lambda: make_policy("las", "closest"),
 }
 
 
@@ -147,6 +152,8 @@ def test_compiled_run_equals_the_python_engine(policy, cluster, config, fraction
     for seed in range(2):
         rng = np.random.default_rng(seed)
         w = _jobs(c, rng, 120, fractional, ties=seed == 1)
+        if policy.endswith("no-restart-delay"):
+            config = {**config, "restart_delay": 0.0}
         ((m1, s1), (m2, s2)), calls = _both(c, w, SimConfig(seed=seed, **config), POLICIES[policy])
         assert calls >= 1  # the compiled loop ran (the Python run never calls it)
         assert m1.keys() == m2.keys()
@@ -163,9 +170,10 @@ def test_ties_are_ordered_by_the_engine_and_pools_take_their_own_servers():
     c = load_cluster("philly-vc")
     rng = np.random.default_rng(3)
     w = load_workload("philly:jobs=1500", seed=0)
-    ((m1, s1), (m2, s2)), calls = _both(c, w, SimConfig(seed=0, oversize="drop"), lambda: FIFO("consolidate"))
-    assert m1 == m2 or all(m1[k] == m2[k] or m1[k] != m1[k] for k in m1)
-    _assert_same(s1, s2)
+    for make in (lambda: FIFO("consolidate"), lambda: make_policy("tiresias")):
+        ((m1, s1), (m2, s2)), calls = _both(c, w, SimConfig(seed=0, oversize="drop"), make)
+        assert all(m1[k] == m2[k] or m1[k] != m1[k] for k in m1)
+        _assert_same(s1, s2)
     w = _jobs(load_cluster("hetero64"), rng, 300, fractional=False, ties=True, spacing=5.0)
     ((m1, s1), (m2, s2)), calls = _both(load_cluster("hetero64"), w, SimConfig(seed=0), lambda: SJF())
     assert calls > 1
