@@ -112,7 +112,7 @@ from gpusched_envs.sim import Simulator
 from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.datacenter import DATACENTER_KEYS, datacenter_cluster, resolve_multi_cluster
-from gpusched_envs.sim.engine import DONE, RESTARTING, RUNNING
+from gpusched_envs.sim.engine import DONE, FULL_GPU, RESTARTING, RUNNING
 from gpusched_envs.sim.metrics import METRIC_KEYS
 from gpusched_envs.sim.sensitivity import job_sensitivities
 from gpusched_envs.sim.workload import Workload
@@ -527,6 +527,8 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                     break
                 if job in self._preempted_now and not stuck:
                     continue  # preempted at this instant: it restarts at a later one (unless waiting would deadlock)
+                if not self._may_fit(job):
+                    continue  # fewer free GPUs than it asks for: no candidate can place it
                 seen: dict[bytes, int] = {}
                 for c in range(nc):
                     if c < len(BASE_CANDIDATES):
@@ -562,6 +564,15 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self._masks = masks
         if self.coordination:
             self._coordination_features()
+
+    def _may_fit(self, job: int) -> bool:
+        """Whether enough GPUs are free for ``job`` (in its pool / type, with its share): otherwise every candidate
+        placement (each one deterministic) finds none."""
+        sim = self.sim
+        if sim.job_allowed[job] < 0 and sim.job_milli[job] >= FULL_GPU:
+            return bool(sim.job_gpus_n[job] <= sim.free_gpus())
+        need = 1 if sim.job_milli[job] < FULL_GPU else int(sim.job_gpus_n[job])
+        return np.count_nonzero(sim.free_mask(job)) >= need
 
     def _order_keys(self, jobs: np.ndarray) -> np.ndarray:
         """The ``queue_order`` key of waiting or running jobs (smaller first): submit time, remaining time at ideal
