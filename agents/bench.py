@@ -287,9 +287,9 @@ def training_benchmarks(
     measured with each implementation of ``impls`` (``pyg`` first, the default ``dense`` last)
     alternately for ``rounds`` rounds, so a change of machine load hits all; the records give the medians, and a
     ``speedup`` record the ratio of the last to the first (wall clock; the CPU-time ratio in its detail). PPO-GNN is
-    also measured with ``vector_envs`` envs stepped as one batch (``DummyVecEnv``; same rollout length per env,
-    minibatch and epochs; the native vector env), before and after, in the same alternation. Defaults: 3 rounds and 8 envs; ``quick``
-    (a smoke test) 1 round and no vectorised runs; ``steps`` (timed env steps per run, × up to 4 with vectorised
+    also measured with ``vector_envs`` envs stepped as one batch (the native vector env through
+    :func:`agents.common.make_vec_env`; same rollout length per env, minibatch and epochs), before and after, in the
+    same alternation. Defaults: 3 rounds and 8 envs; ``quick`` (a smoke test) 1 round and no vectorised runs; ``steps`` (timed env steps per run, × up to 4 with vectorised
     envs) 2,000, quick 300."""
     steps = (300 if quick else 2000) if steps is None else steps
     rounds = (1 if quick else 3) if rounds is None else rounds
