@@ -243,3 +243,22 @@ def test_maskable_ppo_collects_and_learns_on_make_vec_env():
     _, callback = model._setup_learn(10**9, None)
     callback.on_training_start(locals(), globals())
     assert model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=8)
+
+
+def test_bench_figures_run_on_the_vector_env_and_split_ppo_time():
+    from gpusched_lab.agents.bench import rollout_samples_per_second, training_samples_per_second
+
+    kw = {"cluster": "tiny", "num_jobs": 8, "load": 0.9}
+    r = rollout_samples_per_second("mlp", num_envs=4, steps=64, env_id=ENV, env_kwargs=kw)
+    assert r["name"] == "rollout_ppo_mlp_4envs" and r["detail"]["samples"] == 64 and r["value"] > 0
+    p = training_samples_per_second("ppo", "mlp", steps=64, env_id=ENV, env_kwargs=kw, num_envs=2)
+    d = p["detail"]
+    assert d["num_envs"] == 2 and d["steps"] >= 64
+    assert 0 < d["rollout_cpu_seconds"] and 0 < d["update_cpu_seconds"]
+    assert d["rollout_cpu_seconds"] + d["update_cpu_seconds"] <= d["cpu_seconds"] + 1e-6
+    q = training_samples_per_second("ddqn", "mlp", steps=40, env_id=ENV, env_kwargs=kw, num_envs=4)
+    assert (
+        q["name"] == "train_ddqn_mlp_4envs"
+        and q["detail"]["steps"] == 40
+        and "update_cpu_seconds" not in q["detail"]
+    )
