@@ -1,37 +1,14 @@
-"""Compiled (numba) loops of the simulator's observation encoders: the per-GPU, per-server and per-rack columns of
-:meth:`ClusterEncoder.encode_cluster` in one pass. The arithmetic is the numpy expressions' own, element by element
-and summed in the same order, so the values are bit-identical; transcendental functions stay in numpy."""
+"""Compiled (numba) writers of the envs' observations, action masks and fit counts: the dynamic cluster columns
+(:func:`cluster_dynamic`), the job block (:func:`job_block`), JobSelect's and WorkerPlacement's masks, DAGSchedule's
+and DelayTuning's columns and contexts. The arithmetic is the numpy expressions' own, element by element and summed in
+the same order, so the values are bit-identical; transcendental functions stay in numpy (numpy's ``log1p`` and
+``math.log1p`` differ in the last bit on some inputs): the writers leave their arguments in a buffer for the caller's
+one numpy call, or read tables numpy filled."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-
-@njit(cache=True)
-def cluster_columns(
-    gpu, server, rack, free_milli, server_free, inv_server_gpus, gpu_server, server_rack, inv_rack_gpus,
-    in_placement, busy_col, free_col, placement_col, server_placement_col, rack_free_col,
-):  # fmt: skip
-    """Write busy, in_placement (GPUs), free and in_placement (servers) and free (racks); ``in_placement`` of length
-    0 means none (zeros)."""
-    G, S, R = len(free_milli), len(server_free), len(inv_rack_gpus)
-    placed = np.zeros(S)
-    has_placement = len(in_placement) > 0
-    for g in range(G):
-        gpu[g, busy_col] = 1.0 - free_milli[g] * 1e-3
-        if has_placement:
-            gpu[g, placement_col] = in_placement[g]
-            placed[gpu_server[g]] += in_placement[g]
-        else:
-            gpu[g, placement_col] = 0.0
-    rack_free = np.zeros(R)
-    for s in range(S):
-        server[s, free_col] = server_free[s] * inv_server_gpus[s]
-        server[s, server_placement_col] = placed[s] * inv_server_gpus[s] if has_placement else 0.0
-        rack_free[server_rack[s]] += float(server_free[s])
-    for r in range(R):
-        rack[r, rack_free_col] = rack_free[r] * inv_rack_gpus[r]
 
 
 @njit(cache=True)
@@ -116,10 +93,10 @@ def job_rows(
     submit, duration, done_work, rate, last_update, job_work, job_ideal_iter, needs_restart, attained, run_start,
     preemptions, log_sensitivity, log2_table, log1p_table,
 ):  # fmt: skip
-    """Write the rows ``first ..`` of the job block for ``jobs`` (as ``ClusterEncoder._write_rows`` did with numpy):
-    every column, the time columns (2..4) scaled by ``inv_time_scale`` in float32 and left for the caller's
-    ``log1p``. Returns -1, or a job count / preemption count the tables do not reach (the caller grows them and
-    calls again)."""
+    """Write the rows ``first ..`` of the job block for ``jobs``: the columns of ``JOB_FEATURES`` (and the running
+    columns when ``running_cols``), the time columns (2..4) scaled by ``inv_time_scale`` in float32 and left for the
+    caller's ``log1p``. Returns -1, or a job size / preemption count the tables do not reach (the caller grows them
+    and calls again)."""
     k = len(jobs)
     for i in range(k):
         j = jobs[i]
