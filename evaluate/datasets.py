@@ -102,6 +102,10 @@ RECIPE_SEEDS = (0, 1, 2)
 """Seeds of each recipe dataset (the held-out seeds of ``docs/datasets.md`` start at 100)."""
 
 
+class NoEpisodesError(DatasetError):
+    """The agent left every seed out (CP-SAT proved no optimum): nothing to record."""
+
+
 # ---------------------------------------------------------------------------------------------- names and places
 def package_version() -> str:
     try:
@@ -501,7 +505,7 @@ def _write(folder: Path, did: str, recorder: Recorder, seeds: list[int], command
                 progress(i + 1, len(seeds), steps)
         if not recorded:
             reasons = "; ".join(f"seed {s['seed']}: {s['reason']}" for s in skipped)
-            raise DatasetError(f"dataset {did}: no episode recorded ({reasons})")
+            raise NoEpisodesError(f"dataset {did}: no episode recorded ({reasons})")
         agent = recorder.agent
         info_class = recorder.env_kwargs.get("information")
         if info_class is None and recorder.scenario.env_id != DAG_ENV:
@@ -645,12 +649,26 @@ def recipe_jobs(recipe: str, checkpoints: str | Path | None = None) -> list[tupl
                 jobs.append((f"{stem}-{spec}-v0", spec, sc, dict(kwargs)))
         if sc.env_id in RECIPE_CHECKPOINTS:
             ckpt = RECIPE_CHECKPOINTS[sc.env_id]
-            if (folder / ckpt / "meta.json").is_file():
-                jobs.append((f"{stem}-{ckpt}-v0", str(folder / ckpt), sc, {}))
+            path = folder / ckpt
+            # a checkpoint whose observation layout does not fit the scenario (an MLP sized for another cluster)
+            # is left out of the recipe
+            if (path / "meta.json").is_file() and resolve_agent(str(path)).applies_to(sc) is None:
+                jobs.append((f"{stem}-{ckpt}-v0", str(path), sc, {}))
         if sc.env_id == DAG_ENV:
             for spec in RECIPE_DAG_AGENTS:
+                if spec == "dag-cpsat" and _dag_tasks(sc) > DAG_CPSAT_MAX_TASKS:
+                    continue  # beyond CP-SAT's reach: no proven optimum to record
                 jobs.append((f"{stem}-{spec}-v0", spec, sc, {}))
     return jobs
+
+
+def _dag_tasks(scenario: Scenario, seed: int = 0) -> int:
+    env = scenario.make_env()
+    try:
+        env.reset(seed=seed)
+        return int(env.unwrapped.dag.num_tasks)
+    finally:
+        env.close()
 
 
 # ---------------------------------------------------------------------------------------------- the command
@@ -810,7 +828,7 @@ def dataset_cmd(
             label = f"{dataset_id(job_name)}"
             start = time.perf_counter()
             ctx, update = _progress_bar(progress, label)
-            with ctx:
+            with ctx, _skip_empty(recipe is not None, label) as skipped:
                 path = record(
                     job_name,
                     spec,
@@ -823,6 +841,8 @@ def dataset_cmd(
                     command=command,
                     progress=update,
                 )
+            if skipped:
+                continue
             size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
             typer.echo(f"wrote {path} ({size / 2**20:,.1f} MiB, {time.perf_counter() - start:,.1f} s)")
     except (DatasetError, AgentSpecError, SuiteError, ValidationError) as exc:
@@ -833,6 +853,24 @@ def dataset_cmd(
         if isinstance(exc, USER_ERRORS):
             _fail(str(exc))
         raise
+
+
+class _skip_empty:
+    """In a recipe, a dataset the agent left every seed out of is skipped with a line (the recipe goes on); the
+    context's value is true once skipped."""
+
+    def __init__(self, enabled: bool, label: str):
+        self.enabled, self.label, self.skipped = enabled, label, []
+
+    def __enter__(self):
+        return self.skipped
+
+    def __exit__(self, kind, exc, tb):
+        if self.enabled and isinstance(exc, NoEpisodesError):
+            typer.echo(f"skipped {self.label}: {exc}")
+            self.skipped.append(True)
+            return True
+        return False
 
 
 def _parse_env_kwargs(text: str | None) -> dict:
