@@ -192,3 +192,21 @@ def test_recipe_lists_the_expert_sets():
         "min_run": 900.0,
     }
     assert not any(j[2].env_id == "gpusched_envs.multi_agent.multi_scheduler_v1" for j in jobs)
+
+
+@pytest.mark.slow
+def test_dag_agents_record_their_plans(tmp_path):
+    from gpusched_lab.evaluate.scenarios import find_scenario
+    from minari.dataset.minari_dataset import MinariDataset
+
+    scenario = find_scenario("standard/dag-tpch-q9")
+    path = datasets.record("q9-cpsat", "dag-cpsat", scenario, [0], root=tmp_path)
+    ds = MinariDataset(path / "data")
+    (meta,) = ds.storage.get_episode_metadata([0])
+    # CP-SAT's proven optimum, placed task by task in the env's order, gives the env the same makespan
+    assert meta["metrics"]["makespan"] == pytest.approx(meta["plan_makespan"], rel=1e-9)
+    assert ds.storage.metadata["gpusched"]["skipped"] == []
+    big = find_scenario("standard/dag-random-50-ccr1")
+    with pytest.raises(datasets.DatasetError, match="no episode recorded"):
+        datasets.record("r50-cpsat", "dag-cpsat", big, [0], root=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q9-cpsat-v0"]
