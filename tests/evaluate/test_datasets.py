@@ -175,8 +175,10 @@ def test_existing_name_on_the_command_line(tmp_path, capsys):
     assert code == 2 and len(lines) == 1 and "already exists" in lines[0] and "--force" in lines[0]
 
 
-def test_recipe_lists_the_expert_sets():
-    jobs = datasets.recipe_jobs("standard")
+def test_recipe_lists_the_expert_sets(tmp_path):
+    jobs = datasets.recipe_jobs(
+        "standard", checkpoints=tmp_path
+    )  # no checkpoints: the heuristics and DAG agents
     names = [j[0] for j in jobs]
     assert len(names) == len(set(names))
     for name in names:
@@ -192,6 +194,16 @@ def test_recipe_lists_the_expert_sets():
         "min_run": 900.0,
     }
     assert not any(j[2].env_id == "gpusched_envs.multi_agent.multi_scheduler_v1" for j in jobs)
+    assert ("dag-cpsat", "dag-random-50-ccr1") not in specs  # 50 tasks: beyond CP-SAT's reach
+
+
+@pytest.mark.slow
+def test_recipe_adds_the_best_shipped_checkpoint_of_each_env():
+    jobs = datasets.recipe_jobs("standard")
+    ckpts = {(j[1].rsplit("/", 1)[-1], j[2].name) for j in jobs if "/" in j[1]}
+    assert ("ppo_jobselect_gnn_clairvoyant", "topdrl-philly-oct") in ckpts
+    assert ("ddqn_workerplacement_gnn", "topdrl-worker-placement") in ckpts
+    assert ("ppo_delaytuning_mlp", "congested-16x-delay-tuning") in ckpts
 
 
 @pytest.mark.slow
