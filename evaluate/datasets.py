@@ -18,7 +18,8 @@ How each agent acts step by step in the env:
 - a heuristic (``srtf``, ``las``, ``tiresias+closest``, ...) on ``JobSelect-v1``: the scheduler picks the job to
   start or preempt (:class:`gpusched_envs.envs.adapters.HeuristicAgent`), the env's placer (set to the heuristic's
   placement) places it; a clairvoyant heuristic (SRTF, SJF) records a clairvoyant env (``information``), so its
-  observations show what it saw;
+  observations show what it saw, and a preemptive one (SRTF, LAS, Tiresias, ...) an env that lets it preempt
+  (:data:`PREEMPTIVE` unless ``env_kwargs`` say otherwise);
 - ``random``, a checkpoint (its own observation layout: ``obs_mode``, ``preemption``, ...), a user's
   ``module:callable`` (``act(obs)``, or ``schedule(sim)`` on ``JobSelect-v1`` like a heuristic);
 - a DAG agent (``dag-heft``, ``dag-cpsat``, ``dag-worl-rtgs``, ...) on ``DAGSchedule-v1``: it plans the seed's DAG
@@ -305,10 +306,14 @@ def recorder_for(
                 f"scenario {scenario.name} is {scenario.env_id}"
             )
         if isinstance(agent, HeuristicEvalAgent):
-            from gpusched_envs.policies import make_policy
+            from gpusched_envs.policies import PREEMPTIVE_POLICIES, make_policy
             from gpusched_envs.policies.schedulers import is_clairvoyant
 
             overrides.setdefault("placement", agent.placement)
+            if agent.policy in PREEMPTIVE_POLICIES and overrides.get("preemption", True) is not False:
+                # it preempts: the env must let it (the recipe's setting, unless the env kwargs say otherwise)
+                for key, value in PREEMPTIVE.items():
+                    overrides.setdefault(key, value)
             if is_clairvoyant(make_policy(agent.policy, agent.placement)):
                 if overrides.setdefault("information", "clairvoyant") != "clairvoyant":
                     raise DatasetError(
