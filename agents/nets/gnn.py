@@ -106,6 +106,7 @@ class _Tree:
             # (n-1, Fe): every child's link (the cluster, the last node, has no parent)
             self.link = link[: n - 1].to(nf.dtype)
             self.mean, self.pidx, self.mask_p, self.mask_c = [], [], [], []
+            self.uniform, self.rep, self.src, self.inv = [], [], [], []
             for lv in range(3):
                 c0, c1, p0, p1 = bounds[lv], bounds[lv + 1], bounds[lv + 1], bounds[lv + 2]
                 # as the scatter implementation: a child's parent clamped into the parent block
@@ -118,6 +119,30 @@ class _Tree:
                 # the masks of children with a parent and of parents with children; None: no padding, all ones
                 for masks, m in ((self.mask_p, has_parent[c0:c1]), (self.mask_c, (count > 0))):
                     masks.append(None if bool(m.all()) else m.to(nf.dtype).unsqueeze(-1))
+                self._groups(pidx, link[c0:c1], has_parent[c0:c1] > 0, p1 - p0)
+
+    def _groups(self, pidx: torch.Tensor, link: torch.Tensor, real: torch.Tensor, p: int) -> None:
+        """One level's children grouped by what a downward message reads, ``(parent, link)``: children of one
+        group get the same message, so it is computed once per group. Children without a parent (padding: their
+        update is masked out, their up message weighs 0) join group 0 and do not decide ``uniform``, whether every
+        real child has the same link (then a link term is a bias). Kept per level: ``src`` (the group's parent,
+        None when the groups are the parents in order), ``rep`` (a child of the group, for its link), ``inv`` (each
+        child's group, None when every child is its own group) and ``uniform``."""
+        c = pidx.shape[0]
+        ids = torch.nonzero(real).flatten()
+        if ids.numel() == 0:  # no real child: one group, messages all masked out
+            ids = torch.zeros(1, dtype=torch.long, device=pidx.device)
+        key = torch.cat([pidx[ids].unsqueeze(-1).to(link.dtype), link[ids]], dim=-1)
+        uniq, inv_real = torch.unique(key, dim=0, return_inverse=True)
+        u = uniq.shape[0]
+        rep = torch.zeros(u, dtype=torch.long, device=pidx.device).scatter_(0, inv_real, ids)
+        inv = torch.zeros(c, dtype=torch.long, device=pidx.device).index_copy_(0, ids, inv_real)
+        src = pidx[rep]
+        arange = torch.arange(max(c, p), device=pidx.device)
+        self.uniform.append(bool((link[ids] == link[ids[:1]]).all()))
+        self.rep.append(rep)
+        self.src.append(None if u == p and bool((src == arange[:p]).all()) else src)
+        self.inv.append(None if u == c and bool((inv == arange[:c]).all()) else inv)
 
     def link_terms(self, params: list[tuple], hd: int) -> torch.Tensor:
         """The link part (+ bias) of every conv's first message layer for every child node, in one matmul:
@@ -258,21 +283,41 @@ class GraphEncoder(nn.Module):
         # GPU, server, rack, cluster blocks, each (rows · B, h)
         hs = list(run_mlp(self.node_in, x).split_with_sizes(sizes))
 
-        def plus_link(x: torch.Tensor, k: int, lv: int) -> torch.Tensor:
-            """``x`` (children of level lv, (C · B, h)) + conv k's link terms of each child."""
-            link = link_all[bounds[lv] : bounds[lv + 1], k * hd : (k + 1) * hd]
-            if b == 1:
-                return x + link
-            return (x.view(-1, b, hd) + link.unsqueeze(1)).view(-1, hd)
+        def link_of(k: int, lv: int, rows: torch.Tensor | None = None) -> torch.Tensor:
+            """Conv k's link terms of level lv's children (``rows``: of these children only; uniform: one row)."""
+            cols = slice(k * hd, (k + 1) * hd)
+            if tree.uniform[lv]:
+                return link_all[bounds[lv] + tree.rep[lv][0], cols]
+            link = link_all[bounds[lv] : bounds[lv + 1], cols]
+            return link if rows is None else link.index_select(0, rows)
 
-        def update(p: tuple, lv: int, other: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
-            """``norm(h + mask · update_mlp([h_lv, other]))``: block lv updated, every node normed."""
+        def first_layer(x: torch.Tensor, k: int, lv: int, rows: torch.Tensor | None = None) -> torch.Tensor:
+            """``relu(W_node · x + link terms)`` of conv k's first message layer, ``x`` a level-lv child per row
+            group of B (uniform links: the link terms are the bias of the one matmul)."""
+            w = params[k][0][:, :hd]
+            if tree.uniform[lv]:
+                return torch.relu(F.linear(x, w, link_of(k, lv)))
+            link = link_of(k, lv, rows)
+            y = F.linear(x, w)
+            y = y + link if b == 1 else (y.view(-1, b, hd) + link.unsqueeze(1)).view(-1, hd)
+            return torch.relu(y)
+
+        def gather(x: torch.Tensor, idx: torch.Tensor | None) -> torch.Tensor:
+            """Rows groups (of B) ``idx`` of ``x``, ``(rows · B, h)``."""
+            return x if idx is None else x.view(-1, b * hd).index_select(0, idx).view(-1, hd)
+
+        def update(p: tuple, lv: int, half: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
+            """``norm(h + mask · update_mlp([h_lv, other]))``, ``half`` the ``other`` part of the first layer (+ its
+            bias): block lv updated, every node normed (per block, or as one call at small batches)."""
             dst = hs[lv]
-            u = torch.relu(F.linear(torch.cat([dst, other], dim=-1), p[4], p[5]))
+            u = torch.relu(torch.addmm(half, dst, p[4][:, :hd].t()))
             delta = F.linear(u, p[6], p[7])
             if mask is not None:
                 delta = (delta.view(-1, b, hd) * mask.unsqueeze(1)).view(-1, hd)
-            x = torch.cat([dst + delta if k == lv else hs[k] for k in range(4)])
+            new = dst + delta
+            if b >= 16:  # each block its own call: no concatenation, forward or backward
+                return [F.layer_norm(new if k == lv else hs[k], (hd,), p[8], p[9], p[10]) for k in range(4)]
+            x = torch.cat([new if k == lv else hs[k] for k in range(4)])
             return list(F.layer_norm(x, (hd,), p[8], p[9], p[10]).split_with_sizes(sizes))
 
         nup = len(self.up)
@@ -280,17 +325,16 @@ class GraphEncoder(nn.Module):
             for lv in range(3):  # up: children lv → parents lv + 1, mean over children
                 k = 3 * sweep + lv
                 p = params[k]
-                msg = torch.relu(plus_link(F.linear(hs[lv], p[0][:, :hd]), k, lv))
-                msg = torch.relu(F.linear(msg, p[2], p[3]))  # (C · B, h)
+                msg = torch.relu(F.linear(first_layer(hs[lv], k, lv), p[2], p[3]))  # (C · B, h)
                 agg = tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)  # children without a parent weigh 0
-                hs = update(p, lv + 1, agg, tree.mask_c[lv])
-            for lv in (2, 1, 0):  # down: every child lv reads its one parent (first layer on the parents)
+                hs = update(p, lv + 1, F.linear(agg, p[4][:, hd:], p[5]), tree.mask_c[lv])
+            for lv in (2, 1, 0):  # down: every child lv reads its one parent, one message per (parent, link)
                 k = 3 * sweep + lv
                 p = params[nup + k]
-                par = F.linear(hs[lv + 1], p[0][:, :hd]).view(-1, b * hd)  # (P, B · h)
-                msg = torch.relu(plus_link(par.index_select(0, tree.pidx[lv]).view(-1, hd), nup + k, lv))
-                msg = torch.relu(F.linear(msg, p[2], p[3]))
-                hs = update(p, lv, msg, tree.mask_p[lv])
+                par = gather(hs[lv + 1], tree.src[lv])  # (groups · B, h)
+                msg = torch.relu(F.linear(first_layer(par, nup + k, lv, tree.rep[lv]), p[2], p[3]))
+                half = gather(F.linear(msg, p[4][:, hd:], p[5]), tree.inv[lv])  # (C · B, h)
+                hs = update(p, lv, half, tree.mask_p[lv])
         gpus, servers, cluster_node = hs[0].view(-1, b, hd), hs[1].view(-1, b, hd), hs[3]
         gpu_mask = obs["node_mask"][:, : bounds[1]].float()  # (B, G)
         gpu_mean = (gpus * gpu_mask.t().unsqueeze(-1)).sum(0) / gpu_mask.sum(1, keepdim=True).clamp(min=1.0)
