@@ -73,6 +73,9 @@ class LAS(Tiresias):
     ``first × factor**k`` GPU-seconds (k < levels), FIFO by submit time inside a queue, preemptive."""
 
     name = "las"
+    _compiled_priority = (
+        "level"  # the engine's compiled loop: Tiresias' rule (PreemptivePolicy.compiled_spec)
+    )
 
     def __init__(
         self, placement: str = "closest", first: float = 900.0, factor: float = 4.0, levels: int = 7
@@ -89,6 +92,7 @@ class Gittins(Tiresias):
     GPU-count class), FIFO by submit time among equal indices, preemptive. Non-clairvoyant."""
 
     name = "gittins"
+    _compiled_priority = "gittins"  # the engine's compiled loop: the index table's rule
 
     def __init__(self, placement: str = "closest", table: dict | None = None, per_class: bool = True):
         table = load_gittins_table() if table is None else table

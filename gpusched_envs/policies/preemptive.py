@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpusched_envs.policies.base import Policy, policy_defaults
-from gpusched_envs.policies.placement import get_placement
+from gpusched_envs.policies.placement import closest, consolidate, get_placement, pack
 
 
 class PreemptivePolicy(Policy):
@@ -33,10 +33,7 @@ class PreemptivePolicy(Policy):
         cannot (a subclass, an overridden method, a placement other than ``closest`` / ``consolidate`` / ``pack``):
         the placement (``spread``, ``affinity``), the ``priority`` rule ("srtf", "level": Tiresias / LAS, "gittins"
         with its ``index`` and ``bounds``), the ``thresholds`` and the pools' ``capacity``."""
-        from gpusched_envs.policies.gittins import LAS, Gittins
-        from gpusched_envs.policies.placement import closest, consolidate, pack
-
-        kind = {SRTF: "srtf", Tiresias: "level", LAS: "level", Gittins: "gittins"}.get(type(self))
+        kind = type(self).__dict__.get("_compiled_priority")  # the built-in classes' own, not a subclass's
         own = {"schedule", "priority", "after_schedule", "queue_level", "reset"}
         if kind is None or own & set(vars(self)) or not hasattr(self, "_capacity"):
             return None
@@ -107,6 +104,7 @@ class SRTF(PreemptivePolicy):
 
     name = "srtf"
     clairvoyant = True
+    _compiled_priority = "srtf"
 
     def priority(self, sim, job: int):
         return (sim.remaining_ideal_time(job), job)
@@ -118,6 +116,7 @@ class Tiresias(PreemptivePolicy):
     threshold while others wait, so demotion takes effect at that instant."""
 
     name = "tiresias"
+    _compiled_priority = "level"
 
     def __init__(self, placement: str = "closest", thresholds: list[float] | None = None):
         super().__init__(placement)

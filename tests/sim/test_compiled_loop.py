@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gpusched_envs.policies import make_policy
+from gpusched_envs.policies.preemptive import Tiresias
 from gpusched_envs.policies.schedulers import FIFO, SJF, QueuePolicy
 from gpusched_envs.sim import SimConfig, Simulator, load_cluster
 from gpusched_envs.sim import loop_kernels as lk
@@ -208,6 +209,17 @@ def test_the_compiled_loop_is_left_out_where_it_cannot_stand_in():
     overridden = FIFO()
     overridden.key = lambda sim, job: -job
     assert Mine().compiled_spec() is None
+
+    class MyTiresias(Tiresias):
+        pass
+
+    sim = Simulator(c, w, SimConfig(seed=0))
+    mine = MyTiresias()
+    mine.reset(sim)
+    assert mine.compiled_spec() is None
+    builtin = Tiresias("pack")
+    builtin.reset(sim)
+    assert builtin.compiled_spec()["priority"] == "level" and builtin.compiled_spec()["affinity"]
     assert overridden.compiled_spec() is None
     assert getattr(make_policy("tiresias"), "compiled_spec", lambda: None)() is None
     assert make_policy("fifo", "first-fit").compiled_spec() is None
