@@ -11,6 +11,10 @@ A scheduler acts only at decision points, through three calls: :meth:`Simulator.
 Progress of a running job is integrated lazily: on every change of its rate (its placement, its server neighbours,
 or the jobs sharing its NICs or rack uplinks) the work done so far is banked, the completion time recomputed and the job's
 version bumped, so that completion events pushed earlier are recognised as stale and dropped.
+
+:meth:`Simulator.run` with a built-in heuristic (FIFO, FIFO with backfill, SJF, Gandiva, SRTF, Tiresias, LAS,
+Gittins; ``closest``, ``consolidate`` or ``pack`` placement) on a fresh simulator runs the whole replay in the
+compiled loop of :mod:`gpusched_envs.sim.loop_kernels`, with the same results and end state as the calls above.
 """
 
 from __future__ import annotations
