@@ -264,6 +264,8 @@ AB_FIGURES = {
     ),
     "Philly replay, 5,000 jobs": ("replay", {"spec": "philly:jobs=5000"}),
     "Philly replay, full": ("replay", {"spec": "philly"}),
+    # a preemptive heuristic (priority queues, preemptions, restart delays): no plain reference replayer for it
+    "Philly replay, 5,000 jobs, Tiresias": ("replay", {"spec": "philly:jobs=5000", "policy": "tiresias"}),
     # training, samples per CPU-second, the shipped hyperparameters of agents.bench on both sides: the pinned code
     # with 8 envs in SB3's DummyVecEnv (PPO) or a list of 8 envs (DDQN), the new code with its vector env
     "PPO-GNN rollout collection": ("train", {"algorithm": "ppo", "part": "rollout", "num_envs": 8}),
@@ -403,7 +405,7 @@ else:
     if warm_up is not None:
         warm_up()
     t1 = time.perf_counter()
-    m = Simulator(c, w, SimConfig(seed=0)).run(make_policy("fifo", "closest"))
+    m = Simulator(c, w, SimConfig(seed=0)).run(make_policy(args.get("policy", "fifo"), "closest"))
     out = {"value": time.perf_counter() - t1, "unit": "s", "avg_jct": m["avg_jct"], "load_compiled_s": t1 - t0}
 print(json.dumps(out))
 """
@@ -498,7 +500,13 @@ def compare_with_commit(
             )  # medians
             load = [load, [round(x, 2) for x in os.getloadavg()]]
             row = {"name": name, "old": a, "new": b, "load_average": load, "repeats": repeats}
-            if kind == "replay":
+            if kind == "replay" and "policy" in args:
+                row["ratio"] = a["value"] / b["value"]  # speed-up
+                say(
+                    f"{name}: old {a['value']:.2f} s, new {b['value']:.2f} s, speed-up {row['ratio']:.2f}x "
+                    f"(load {load})"
+                )
+            elif kind == "replay":
                 ref = _run_json(_REFERENCE_RUNNER, old, args["spec"])
                 row["reference"] = ref
                 row["ratio"] = a["value"] / b["value"]  # speed-up
