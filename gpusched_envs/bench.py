@@ -271,13 +271,22 @@ AB_FIGURES = {
     "PPO-GNN rollout collection": ("train", {"algorithm": "ppo", "part": "rollout", "num_envs": 8}),
     "PPO-GNN end to end": ("train", {"algorithm": "ppo", "part": "all", "num_envs": 8}),
     "DDQN-GNN end to end": ("train", {"algorithm": "ddqn", "part": "all", "num_envs": 8}),
+    # `make run`'s grid: the quick suite, every agent (heuristics and shipped checkpoints), 2 workers, no cache
+    "Quick leaderboard (make run)": ("leaderboard", {"suite": "quick", "workers": 2}),
 }
 
 # figures that need the agents extra (torch, stable-baselines3) on both sides
-_AB_NEEDS_AGENTS = {"train"}
+_AB_NEEDS_AGENTS = {"train", "leaderboard"}
 
 # what of the pinned commit the figures run: the library, the upper packages, the reference replayer
-_AB_PATHS = ("gpusched_envs", "agents", "train", "evaluate", "tests/sim/test_crossvalidation.py")
+_AB_PATHS = (
+    "gpusched_envs",
+    "agents",
+    "train",
+    "evaluate",
+    "checkpoints",
+    "tests/sim/test_crossvalidation.py",
+)
 
 _AB_RUNNER = r"""
 import json, os, sys, time
@@ -392,6 +401,18 @@ elif kind == "train":
                                              num_envs=args["num_envs"])
         out = {"value": rec["detail"]["samples_per_cpu_second"], "unit": "samples/CPU-s",
                "num_envs": args["num_envs"], "samples_per_s": rec["value"]}
+elif kind == "leaderboard":
+    import tempfile
+    from gpusched_envs.cli import main
+    with tempfile.TemporaryDirectory() as out_dir:
+        argv = ["leaderboard", "--suite", args["suite"], "--workers", str(args["workers"]), "--out", out_dir]
+        t0 = time.perf_counter()
+        try:
+            main(argv)
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise
+        out = {"value": time.perf_counter() - t0, "unit": "s"}
 else:
     from gpusched_envs.policies import make_policy
     from gpusched_envs.sim import SimConfig, Simulator, load_cluster
@@ -458,7 +479,7 @@ def compare_with_commit(
             say("training figures skipped: they need the agents extra (pip install 'gpusched-envs[agents]')")
             names = [n for n in names if AB_FIGURES[n][0] not in _AB_NEEDS_AGENTS]
     if quick:
-        names = [n for n in names if n != "Philly replay, full"]
+        names = [n for n in names if n not in ("Philly replay, full", "Quick leaderboard (make run)")]
     steps = 1000 if quick else 5000
     rows = []
     known = subprocess.run(
@@ -478,8 +499,8 @@ def compare_with_commit(
         lab = Path(old) / "gpusched_lab"  # the upper packages under their import root, as the build maps them
         lab.mkdir()
         for part in ("agents", "train", "evaluate"):
-            if (Path(old) / part).is_dir():
-                (Path(old) / part).rename(lab / part)
+            if (Path(old) / part).is_dir():  # a link: the packages still find the checkpoints beside them
+                (lab / part).symlink_to(Path("..") / part, target_is_directory=True)
         (Path(old) / "tests" / "__init__.py").touch()
         (Path(old) / "tests" / "sim" / "__init__.py").touch()
         for name in names:
@@ -500,7 +521,12 @@ def compare_with_commit(
             )  # medians
             load = [load, [round(x, 2) for x in os.getloadavg()]]
             row = {"name": name, "old": a, "new": b, "load_average": load, "repeats": repeats}
-            if kind == "replay" and "policy" in args:
+            if kind == "leaderboard":
+                row["ratio"] = a["value"] / b["value"]  # shorter by
+                say(
+                    f"{name}: old {a['value']:.0f} s, new {b['value']:.0f} s, {row['ratio']:.2f}x shorter (load {load})"
+                )
+            elif kind == "replay" and "policy" in args:
                 row["ratio"] = a["value"] / b["value"]  # speed-up
                 say(
                     f"{name}: old {a['value']:.2f} s, new {b['value']:.2f} s, speed-up {row['ratio']:.2f}x "
