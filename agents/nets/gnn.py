@@ -259,12 +259,24 @@ class GraphEncoder(nn.Module):
         return tree
 
     def _conv_params(self) -> list[tuple]:
-        """Per conv (up convs, then down convs): the parameters of its two MLPs and its norm (:class:`ParamView`)."""
+        """Per conv (up convs, then down convs): the parameters of its two MLPs and its norm (:class:`ParamView`),
+        then the column blocks of the first layers that the dense forward multiplies separately: the message
+        layer's node part, the update layer's node part (transposed) and its message part. Outside autograd the
+        list is kept while every conv's :class:`ParamView` stays the same (the slices are views of the same
+        storage, so optimizer steps and ``load_state_dict`` show through)."""
+        grad = torch.is_grad_enabled()
+        views = [param_view(conv) for conv in (*self.up, *self.down)]
+        cache = self.__dict__.get("_frozen_params")
+        if not grad and cache is not None and all(a is b for a, b in zip(cache[0], views, strict=True)):
+            return cache[1]
+        hd = self.out_dim
         out = []
-        for conv in (*self.up, *self.down):
-            view = param_view(conv)
-            p = view.live if torch.is_grad_enabled() else view.frozen
-            out.append(tuple(p[name] for name in CONV_PARAMS) + (conv.norm.eps,))
+        for conv, view in zip((*self.up, *self.down), views, strict=True):
+            p = view.live if grad else view.frozen
+            t = tuple(p[name] for name in CONV_PARAMS) + (conv.norm.eps,)
+            out.append(t + (t[0][:, :hd], t[4][:, :hd].t(), t[4][:, hd:]))
+        if not grad:
+            self.__dict__["_frozen_params"] = (views, out)
         return out
 
     def _forward_dense(self, obs: dict[str, torch.Tensor], tree: _Tree):
@@ -294,7 +306,7 @@ class GraphEncoder(nn.Module):
         def first_layer(x: torch.Tensor, k: int, lv: int, rows: torch.Tensor | None = None) -> torch.Tensor:
             """``relu(W_node · x + link terms)`` of conv k's first message layer, ``x`` a level-lv child per row
             group of B (uniform links: the link terms are the bias of the one matmul)."""
-            w = params[k][0][:, :hd]
+            w = params[k][11]
             if tree.uniform[lv]:
                 return torch.relu(F.linear(x, w, link_of(k, lv)))
             link = link_of(k, lv, rows)
@@ -310,7 +322,7 @@ class GraphEncoder(nn.Module):
             """``norm(h + mask · update_mlp([h_lv, other]))``, ``half`` the ``other`` part of the first layer (+ its
             bias): block lv updated, every node normed (per block, or as one call at small batches)."""
             dst = hs[lv]
-            u = torch.relu(torch.addmm(half, dst, p[4][:, :hd].t()))
+            u = torch.relu(torch.addmm(half, dst, p[12]))
             delta = F.linear(u, p[6], p[7])
             if mask is not None:
                 delta = (delta.view(-1, b, hd) * mask.unsqueeze(1)).view(-1, hd)
@@ -327,13 +339,13 @@ class GraphEncoder(nn.Module):
                 p = params[k]
                 msg = torch.relu(F.linear(first_layer(hs[lv], k, lv), p[2], p[3]))  # (C · B, h)
                 agg = tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)  # children without a parent weigh 0
-                hs = update(p, lv + 1, F.linear(agg, p[4][:, hd:], p[5]), tree.mask_c[lv])
+                hs = update(p, lv + 1, F.linear(agg, p[13], p[5]), tree.mask_c[lv])
             for lv in (2, 1, 0):  # down: every child lv reads its one parent, one message per (parent, link)
                 k = 3 * sweep + lv
                 p = params[nup + k]
                 par = gather(hs[lv + 1], tree.src[lv])  # (groups · B, h)
                 msg = torch.relu(F.linear(first_layer(par, nup + k, lv, tree.rep[lv]), p[2], p[3]))
-                half = gather(F.linear(msg, p[4][:, hd:], p[5]), tree.inv[lv])  # (C · B, h)
+                half = gather(F.linear(msg, p[13], p[5]), tree.inv[lv])  # (C · B, h)
                 hs = update(p, lv, half, tree.mask_p[lv])
         gpus, servers, cluster_node = hs[0].view(-1, b, hd), hs[1].view(-1, b, hd), hs[3]
         gpu_mask = obs["node_mask"][:, : bounds[1]].float()  # (B, G)
