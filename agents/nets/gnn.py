@@ -120,6 +120,12 @@ class _Tree:
                 for masks, m in ((self.mask_p, has_parent[c0:c1]), (self.mask_c, (count > 0))):
                     masks.append(None if bool(m.all()) else m.to(nf.dtype).unsqueeze(-1))
                 self._groups(pidx, link[c0:c1], has_parent[c0:c1] > 0, p1 - p0)
+            # k when every server has k GPUs, the GPUs of server s are rows k·s … k·s+k-1 and all links from a GPU
+            # are the same (then a server's GPUs with equal inputs stay equal: see _GpuRows), else 0
+            k = g // s if s > 0 and g % s == 0 else 0
+            regular = k > 0 and self.uniform[0] and self.mask_p[0] is None and self.mask_c[0] is None
+            regular = regular and bool((self.pidx[0] == torch.arange(g, device=nf.device) // k).all())
+            self.gpus_per_server = k if regular else 0
 
     def _groups(self, pidx: torch.Tensor, link: torch.Tensor, real: torch.Tensor, p: int) -> None:
         """One level's children grouped by what a downward message reads, ``(parent, link)``: children of one
@@ -177,6 +183,36 @@ class _Tree:
             if t.shape[0] > 1 and not torch.equal(t, mine.expand_as(t)):
                 return False
         return True
+
+
+class _GpuRows:
+    """The distinct GPU rows of a batch on a regular tree (:attr:`_Tree.gpus_per_server`): two GPUs of one server
+    with equal features and node mask get equal inputs at every layer (same parent, same link, the same per-row
+    ops), so the GPU block is computed once per distinct ``(sample, server, features)`` and weighed by its count
+    where GPUs are summed (a server's mean over its GPUs, the pooled GPU mean). Rows are in sample-major order:
+    ``sample`` and ``parent_row`` (the server's row in the node-major server block) of each, ``count`` the GPUs it
+    stands for, ``node`` its flat index into ``(B · N)`` nodes."""
+
+    def __init__(self, obs: dict[str, torch.Tensor], tree: _Tree):
+        nf = obs["node_features"]
+        b, n, f = nf.shape
+        g, k = tree.bounds[1], tree.gpus_per_server
+        s = g // k
+        with torch.no_grad():
+            feats = torch.cat([nf[:, :g], obs["node_mask"][:, :g, None].to(nf.dtype)], dim=-1).view(
+                b, s, k, f + 1
+            )
+            same = (feats.unsqueeze(3) == feats.unsqueeze(2)).all(-1)  # (B, S, k, k): GPU i equals GPU j
+            first = same.to(torch.uint8).argmax(-1)  # the first GPU of its server equal to each GPU
+            kept = (first == torch.arange(k, device=nf.device)).view(-1)  # (B · G): a first of its kind
+            rank = kept.cumsum(0) - 1
+            row = rank.view(b, s, k).gather(-1, first).view(-1)  # each GPU's distinct row
+            gpu = torch.nonzero(kept).flatten()  # sample-major flat GPU index of each distinct row
+            self.size = gpu.numel()
+            self.sample = gpu // g
+            self.parent_row = (gpu % g) // k * b + self.sample
+            self.node = self.sample * n + gpu % g
+            self.count = torch.bincount(row, minlength=self.size).to(nf.dtype).unsqueeze(-1)
 
 
 class GraphEncoder(nn.Module):
@@ -291,9 +327,16 @@ class GraphEncoder(nn.Module):
         sizes = [(bounds[k + 1] - bounds[k]) * b for k in range(4)]
         params = self._conv_params()
         link_all = tree.link_terms(params, hd)  # (n-1, convs · h): links' part of the first message layers
-        x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
-        # GPU, server, rack, cluster blocks, each (rows · B, h)
-        hs = list(run_mlp(self.node_in, x).split_with_sizes(sizes))
+        rows = _GpuRows(obs, tree) if b >= 16 and tree.gpus_per_server > 1 else None
+        if rows is None:
+            x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
+            # GPU, server, rack, cluster blocks, each (rows · B, h)
+            hs = list(run_mlp(self.node_in, x).split_with_sizes(sizes))
+        else:  # the GPU block as its distinct rows, the others node-major
+            g = bounds[1]
+            hs = [run_mlp(self.node_in, nf.view(b * n, f).index_select(0, rows.node))]
+            x = nf[:, g:].transpose(0, 1).reshape((n - g) * b, f)
+            hs += list(run_mlp(self.node_in, x).split_with_sizes(sizes[1:]))
 
         def link_of(k: int, lv: int, rows: torch.Tensor | None = None) -> torch.Tensor:
             """Conv k's link terms of level lv's children (``rows``: of these children only; uniform: one row)."""
@@ -338,18 +381,33 @@ class GraphEncoder(nn.Module):
                 k = 3 * sweep + lv
                 p = params[k]
                 msg = torch.relu(F.linear(first_layer(hs[lv], k, lv), p[2], p[3]))  # (C · B, h)
-                agg = tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)  # children without a parent weigh 0
+                if lv == 0 and rows is not None:  # each distinct GPU row weighs its count / GPUs per server
+                    w = rows.count / tree.gpus_per_server
+                    agg = msg.new_zeros(sizes[1], hd).index_add(0, rows.parent_row, msg * w)
+                else:
+                    agg = (
+                        tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)
+                    )  # children without a parent weigh 0
                 hs = update(p, lv + 1, F.linear(agg, p[13], p[5]), tree.mask_c[lv])
             for lv in (2, 1, 0):  # down: every child lv reads its one parent, one message per (parent, link)
                 k = 3 * sweep + lv
                 p = params[nup + k]
                 par = gather(hs[lv + 1], tree.src[lv])  # (groups · B, h)
                 msg = torch.relu(F.linear(first_layer(par, nup + k, lv, tree.rep[lv]), p[2], p[3]))
-                half = gather(F.linear(msg, p[13], p[5]), tree.inv[lv])  # (C · B, h)
+                half = F.linear(msg, p[13], p[5])
+                if lv == 0 and rows is not None:  # the groups are the servers in order
+                    half = half.index_select(0, rows.parent_row)
+                else:
+                    half = gather(half, tree.inv[lv])  # (C · B, h)
                 hs = update(p, lv, half, tree.mask_p[lv])
-        gpus, servers, cluster_node = hs[0].view(-1, b, hd), hs[1].view(-1, b, hd), hs[3]
+        servers, cluster_node = hs[1].view(-1, b, hd), hs[3]
         gpu_mask = obs["node_mask"][:, : bounds[1]].float()  # (B, G)
-        gpu_mean = (gpus * gpu_mask.t().unsqueeze(-1)).sum(0) / gpu_mask.sum(1, keepdim=True).clamp(min=1.0)
+        if rows is None:
+            gpu_sum = (hs[0].view(-1, b, hd) * gpu_mask.t().unsqueeze(-1)).sum(0)
+        else:
+            w = rows.count * obs["node_mask"].reshape(-1).index_select(0, rows.node).unsqueeze(-1).float()
+            gpu_sum = hs[0].new_zeros(b, hd).index_add(0, rows.sample, hs[0] * w)
+        gpu_mean = gpu_sum / gpu_mask.sum(1, keepdim=True).clamp(min=1.0)
         jobs = run_mlp(self.job_in, obs["job_features"])  # (B, W, h)
         cluster = run_mlp(self.cluster_out, torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
         return cluster, jobs, servers.transpose(0, 1)
