@@ -444,6 +444,9 @@ class Simulator:
         self._gbuf = np.empty(max(64, 2 * c.num_gpus), dtype=np.int64)  # every start's GPU list, appended
         self._goff = 0
         self._places = np.empty((2, max(c.num_servers, c.num_racks)), dtype=np.int64)
+        # the jobs a kernel refreshes and their new completion times (at most every job)
+        self._kjobs = np.empty(max(1, n), dtype=np.int64)
+        self._kout = np.empty(max(1, n))
         self._free_total = int(c.num_gpus)  # wholly free GPUs in all (the sum of server_free)
         self._submit = self.workload.submit_time.tolist()  # arrival times as Python floats (the event loop's)
         self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
@@ -616,14 +619,17 @@ class Simulator:
         """Allocate the job's GPUs, compute its placement's shape, note its start and refresh ``jobs`` (compiled);
         returns the GPUs that stopped being wholly free."""
         order = list(jobs)
-        out = np.empty(len(order))
+        k = len(order)
+        arr, out = self._kjobs[:k], self._kout[:k]
+        arr[:] = order
+        cat = self.cluster.catalog
         lost = _ek.start_job(
-            job, gpus, goff, np.array(order, dtype=np.int64), self.now, self.status, self._jf, self._ji, self._gi,
-            self._si, self._sf, self._rf, self._mf, self.cluster.catalog.iteration_time, self._overhead,
-            self.cluster.catalog.colocation_slowdown, self.cluster.catalog.space_sharing_by_type, self._params,
-            self._gbuf, self._places, out,
+            job, gpus, goff, arr, self.now, self.status, self._jf, self._ji, self._gi, self._si, self._sf,
+            self._rf, self._mf, cat.iteration_time, self._overhead, cat.colocation_slowdown,
+            cat.space_sharing_by_type, self._params, self._gbuf, self._places, out,
         )  # fmt: skip
-        self._push_completions(order, out)
+        if k:
+            self._push_completions(order, out)
         return lost
 
     def preempt(self, job: int) -> None:
@@ -659,14 +665,16 @@ class Simulator:
         self.changed = False
         heap, submit, num_jobs, status = self._heap, self._submit, self._num_jobs, self.status
         max_time = self.config.max_time
+        version, pop, inf = self.version, heapq.heappop, math.inf
         while True:
             if self.finished >= self.to_finish:
                 self._integrate_to_now()
                 return False
-            t_event = heap[0][0] if heap else math.inf
-            t_arrival = submit[self.next_arrival] if self.next_arrival < num_jobs else math.inf
-            t = min(t_event, t_arrival)
-            if t == math.inf:
+            t_event = heap[0][0] if heap else inf
+            j = self.next_arrival
+            t_arrival = submit[j] if j < num_jobs else inf
+            t = t_arrival if t_arrival < t_event else t_event
+            if t == inf:
                 stuck = [int(j) for j in list(self.queue)[:5]]
                 raise SimulationError(
                     f"deadlock at t={self.now:.1f}: jobs {stuck} wait, nothing runs and no event is pending "
@@ -677,10 +685,14 @@ class Simulator:
                 self._integrate_to_now()
                 return False
             self.now = t
-            self._integrate_to_now()
+            dt = t - self._last_integral_time  # _integrate_to_now, inlined
+            if dt > 0:
+                self._demand_integral += self._demand * dt
+                self._fragmentation_integral += self._fragmented_now * dt
+                self._utilisation_integral += self._allocated_now * dt
+                self._last_integral_time = t
             timer_fired = False
             # every arrival and event at this instant, in (time, seq) order; arrivals first
-            j = self.next_arrival
             if j < num_jobs and submit[j] <= t:
                 queue, share, at_arrival = self.queue, self._share, self.demand_at_arrival
                 while j < num_jobs and submit[j] <= t:
@@ -694,14 +706,14 @@ class Simulator:
                     j += 1
                 self.next_arrival = j
             while heap and heap[0][0] <= t:
-                _, _, kind, job, version = heapq.heappop(heap)
+                _, _, kind, job, ver = pop(heap)
                 self.events_processed += 1
                 if kind == TIMER:
-                    if version == self._timer_version:
+                    if ver == self._timer_version:
                         timer_fired = True
-                        self.timer_at = math.inf
+                        self.timer_at = inf
                     continue
-                if version != self.version[job]:
+                if ver != version[job]:
                     continue  # stale: the job's rate or placement changed after this was pushed
                 if kind == COMPLETION:
                     self._complete(job)
@@ -974,7 +986,12 @@ class Simulator:
 
     def _note_fragmentation(self) -> None:
         """Free GPUs unusable by the head job: counted while the oldest waiting job waits though enough GPUs are free."""
-        self._integrate_to_now()
+        dt = self.now - self._last_integral_time  # _integrate_to_now, inlined
+        if dt > 0:
+            self._demand_integral += self._demand * dt
+            self._fragmentation_integral += self._fragmented_now * dt
+            self._utilisation_integral += self._allocated_now * dt
+            self._last_integral_time = self.now
         self._fragmented_now = 0.0
         if self.queue:
             head = min(self.queue)  # oldest arrival (rows are sorted by submit time)
@@ -1004,9 +1021,8 @@ class Simulator:
     def _release(self, job: int, complete: bool = False) -> None:
         """Take the job's GPUs back (after banking its progress and marking its work done if it ``complete``s)
         and refresh the jobs whose speed depended on it."""
-        gpus = self.job_gpus[job]
         if self._milli_list[job] < FULL_GPU:
-            g = int(gpus[0])
+            g = int(self.job_gpus[job][0])
             sharers = self.gpu_sharers[g]
             del sharers[job]
             if not sharers:
@@ -1017,17 +1033,24 @@ class Simulator:
         server_jobs = self.server_jobs
         for s in self._job_servers[job]:
             del server_jobs[s][job]
-        self._leave_network(job)
+        if self.on_network[job]:
+            self._leave_network(job)
         del self.running[job]
         self.job_gpus[job] = None
         neighbours.discard(job)
+        if not neighbours:  # nothing to refresh: the release alone
+            self._free_total += _ek.release(
+                job, complete, self.now, self.status, self._jf, self._ji, self._gi, self._si, self._gbuf
+            )
+            return
         order = list(neighbours)
-        out = np.empty(len(order))
+        k = len(order)
+        jobs, out = self._kjobs[:k], self._kout[:k]
+        jobs[:] = order
         c = self.cluster.catalog
         self._free_total += _ek.release_job(
-            job, complete, self.now, np.array(order, dtype=np.int64), self.status, self._jf, self._ji, self._gi,
-            self._si, self._sf, self._rf, self._mf, c.colocation_slowdown, c.space_sharing_by_type, self._params,
-            self._gbuf, out,
+            job, complete, self.now, jobs, self.status, self._jf, self._ji, self._gi, self._si, self._sf,
+            self._rf, self._mf, c.colocation_slowdown, c.space_sharing_by_type, self._params, self._gbuf, out,
         )  # fmt: skip
         self._push_completions(order, out)
 
@@ -1104,19 +1127,20 @@ class Simulator:
         if not jobs:
             return
         order = list(jobs)
-        out = np.empty(len(order))
+        k = len(order)
+        arr, out = self._kjobs[:k], self._kout[:k]
+        arr[:] = order
         _ek.refresh(
-            np.array(order, dtype=np.int64), self.now, self.status, self._jf, self._ji, self._gi, self._si,
-            self._sf, self._rf, self._mf, self.cluster.catalog.colocation_slowdown,
-            self.cluster.catalog.space_sharing_by_type, self._params, self._gbuf, out,
+            arr, self.now, self.status, self._jf, self._ji, self._gi, self._si, self._sf, self._rf, self._mf,
+            self.cluster.catalog.colocation_slowdown, self.cluster.catalog.space_sharing_by_type, self._params,
+            self._gbuf, out,
         )  # fmt: skip
         self._push_completions(order, out)
 
     def _push_completions(self, jobs: list[int], times: np.ndarray) -> None:
         """Push the completion events of the refreshed jobs in order (``times[i]`` nan: not running)."""
         version, heap, push, seq = self.version, self._heap, heapq.heappush, self._seq
-        for i, job in enumerate(jobs):
-            t = times[i]
+        for job, t in zip(jobs, times.tolist(), strict=True):
             if t == t:
                 seq += 1
                 push(heap, (t, seq, COMPLETION, job, int(version[job])))
