@@ -327,7 +327,11 @@ class GraphEncoder(nn.Module):
         sizes = [(bounds[k + 1] - bounds[k]) * b for k in range(4)]
         params = self._conv_params()
         link_all = tree.link_terms(params, hd)  # (n-1, convs · h): links' part of the first message layers
-        rows = _GpuRows(obs, tree) if b >= 16 and tree.gpus_per_server > 1 else None
+        # on the CPU a wide batch is bound by the work per row: each block normed on its own and the GPU block as
+        # its distinct rows (:class:`_GpuRows`); an accelerator is bound by the number of kernels (and the distinct
+        # rows' count needs a host sync), so it takes the fewer, wider calls of a small batch
+        wide = b >= 16 and nf.device.type == "cpu"
+        rows = _GpuRows(obs, tree) if wide and tree.gpus_per_server > 1 else None
         if rows is None:
             x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
             # GPU, server, rack, cluster blocks, each (rows · B, h)
@@ -370,7 +374,7 @@ class GraphEncoder(nn.Module):
             if mask is not None:
                 delta = (delta.view(-1, b, hd) * mask.unsqueeze(1)).view(-1, hd)
             new = dst + delta
-            if b >= 16:  # each block its own call: no concatenation, forward or backward
+            if wide:  # each block its own call: no concatenation, forward or backward
                 return [F.layer_norm(new if k == lv else hs[k], (hd,), p[8], p[9], p[10]) for k in range(4)]
             x = torch.cat([new if k == lv else hs[k] for k in range(4)])
             return list(F.layer_norm(x, (hd,), p[8], p[9], p[10]).split_with_sizes(sizes))
