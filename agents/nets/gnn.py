@@ -121,11 +121,17 @@ class _Tree:
                     masks.append(None if bool(m.all()) else m.to(nf.dtype).unsqueeze(-1))
                 self._groups(pidx, link[c0:c1], has_parent[c0:c1] > 0, p1 - p0)
             # k when every server has k GPUs, the GPUs of server s are rows k·s … k·s+k-1 and all links from a GPU
-            # are the same (then a server's GPUs with equal inputs stay equal: see _GpuRows), else 0
-            k = g // s if s > 0 and g % s == 0 else 0
-            regular = k > 0 and self.uniform[0] and self.mask_p[0] is None and self.mask_c[0] is None
-            regular = regular and bool((self.pidx[0] == torch.arange(g, device=nf.device) // k).all())
-            self.gpus_per_server = k if regular else 0
+            # are the same (then a server's GPUs with equal inputs stay equal: see _GpuRows), else 0; the same of
+            # servers in racks
+            self.gpus_per_server = self._regular(0, g, s)
+            self.servers_per_rack = self._regular(1, s, bounds[3] - bounds[2]) if self.gpus_per_server else 0
+
+    def _regular(self, lv: int, c: int, p: int) -> int:
+        """k when each of the p parents of level lv has the k children k·i … k·i+k-1, all real with one link."""
+        k = c // p if p > 0 and c % p == 0 else 0
+        regular = k > 0 and self.uniform[lv] and self.mask_p[lv] is None and self.mask_c[lv] is None
+        regular = regular and bool((self.pidx[lv] == torch.arange(c, device=self.pidx[lv].device) // k).all())
+        return k if regular else 0
 
     def _groups(self, pidx: torch.Tensor, link: torch.Tensor, real: torch.Tensor, p: int) -> None:
         """One level's children grouped by what a downward message reads, ``(parent, link)``: children of one
@@ -186,33 +192,75 @@ class _Tree:
 
 
 class _GpuRows:
-    """The distinct GPU rows of a batch on a regular tree (:attr:`_Tree.gpus_per_server`): two GPUs of one server
-    with equal features and node mask get equal inputs at every layer (same parent, same link, the same per-row
-    ops), so the GPU block is computed once per distinct ``(sample, server, features)`` and weighed by its count
-    where GPUs are summed (a server's mean over its GPUs, the pooled GPU mean). Rows are in sample-major order:
-    ``sample`` and ``parent_row`` (the server's row in the node-major server block) of each, ``count`` the GPUs it
-    stands for, ``node`` its flat index into ``(B · N)`` nodes."""
+    """The distinct rows of a batch on a regular tree (:attr:`_Tree.gpus_per_server`): two GPUs of one server with
+    equal features and node mask get equal inputs at every layer (same parent, same link, the same per-row ops),
+    so the GPU block is computed once per distinct ``(sample, server, features)`` and weighed by its count where
+    GPUs are summed (a server's mean over its GPUs, the pooled GPU mean). With ``servers`` (racks regular too,
+    :attr:`_Tree.servers_per_rack`) servers are merged first the same way: two servers of one rack with equal
+    features and node mask and GPU by GPU equal GPUs compute the same at every layer, so the server block is one
+    row per distinct server (``server_*``, sample-major; ``server_of``: each server's row, sample-major) and the
+    GPU rows are those of the distinct servers only.
 
-    def __init__(self, obs: dict[str, torch.Tensor], tree: _Tree):
+    GPU rows, sample-major: ``sample``; ``parent_row``, its server's row in the server block (node-major
+    ``s · B + sample`` without ``servers``); ``count``, the GPUs of its server it stands for; ``weight``, the GPUs
+    of its sample it stands for; ``node``, its flat index into the ``(B · N)`` nodes."""
+
+    def __init__(self, obs: dict[str, torch.Tensor], tree: _Tree, servers: bool = False):
         nf = obs["node_features"]
         b, n, f = nf.shape
         g, k = tree.bounds[1], tree.gpus_per_server
         s = g // k
         with torch.no_grad():
-            feats = torch.cat([nf[:, :g], obs["node_mask"][:, :g, None].to(nf.dtype)], dim=-1).view(
-                b, s, k, f + 1
-            )
-            same = (feats.unsqueeze(3) == feats.unsqueeze(2)).all(-1)  # (B, S, k, k): GPU i equals GPU j
-            first = same.to(torch.uint8).argmax(-1)  # the first GPU of its server equal to each GPU
-            kept = (first == torch.arange(k, device=nf.device)).view(-1)  # (B · G): a first of its kind
-            rank = kept.cumsum(0) - 1
-            row = rank.view(b, s, k).gather(-1, first).view(-1)  # each GPU's distinct row
-            gpu = torch.nonzero(kept).flatten()  # sample-major flat GPU index of each distinct row
+            mask = obs["node_mask"].to(nf.dtype).unsqueeze(-1)
+            feats = torch.cat([nf[:, :g], mask[:, :g]], dim=-1).view(b, s, k, f + 1)
+            first, keep, _ = self._firsts(feats)  # (B, S, k)
+            self.servers = servers
+            in_kept = torch.ones_like(keep)  # the GPUs of the servers kept
+            if servers:
+                m = tree.servers_per_rack
+                sig = torch.cat([nf[:, g : g + s], mask[:, g : g + s], feats.view(b, s, k * (f + 1))], dim=-1)
+                _, srv_keep, srv_row = self._firsts(sig.view(b, s // m, m, -1))
+                srv = torch.nonzero(srv_keep.view(-1)).flatten()  # sample-major flat server index
+                self.server_size = srv.numel()
+                self.server_sample = srv // s
+                self.server_parent_row = (srv % s) // m * b + self.server_sample
+                self.server_node = self.server_sample * n + g + srv % s
+                self.server_count = (
+                    torch.bincount(srv_row, minlength=self.server_size).to(nf.dtype).unsqueeze(-1)
+                )
+                self.server_of = srv_row
+                in_kept = srv_keep.view(b, s, 1).expand(-1, -1, k)
+                keep = keep & in_kept
+            rank = keep.view(-1).cumsum(0) - 1
+            row = rank.view(b, s, k).gather(-1, first)  # each GPU's row (those of kept servers)
+            gpu = torch.nonzero(keep.view(-1)).flatten()  # sample-major flat GPU index of each distinct row
             self.size = gpu.numel()
             self.sample = gpu // g
-            self.parent_row = (gpu % g) // k * b + self.sample
+            server = self.sample * s + (gpu % g) // k  # sample-major flat server index
             self.node = self.sample * n + gpu % g
-            self.count = torch.bincount(row, minlength=self.size).to(nf.dtype).unsqueeze(-1)
+            self.count = torch.bincount(row[in_kept], minlength=self.size).to(nf.dtype).unsqueeze(-1)
+            if servers:
+                self.parent_row = self.server_of.index_select(0, server)
+                self.weight = self.count * self.server_count.index_select(0, self.parent_row)
+            else:
+                self.parent_row = (server % s) * b + self.sample
+                self.weight = self.count
+
+    @staticmethod
+    def _first_of(x: torch.Tensor) -> torch.Tensor:
+        """``(..., k, D)`` → ``(..., k)``: the index of the first item equal to each item of its group."""
+        same = (x.unsqueeze(-2) == x.unsqueeze(-3)).all(-1)  # (..., k, k): item i equals item j
+        return same.to(torch.uint8).argmax(-1)
+
+    @classmethod
+    def _firsts(cls, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Groups ``(..., k, D)`` of items: ``(first, kept, row)``, the first equal item of each, whether an item
+        is the first of its kind, and each item's row among the kept ones (flat, in order)."""
+        first = cls._first_of(x)
+        kept = first == torch.arange(x.shape[-2], device=x.device)
+        rank = kept.view(-1).cumsum(0) - 1
+        row = rank.view(kept.shape).gather(-1, first).view(-1)
+        return first, kept, row
 
 
 class GraphEncoder(nn.Module):
@@ -337,16 +385,20 @@ class GraphEncoder(nn.Module):
         # its distinct rows (:class:`_GpuRows`); an accelerator is bound by the number of kernels (and the distinct
         # rows' count needs a host sync), so it takes the fewer, wider calls of a small batch
         wide = b >= 16 and nf.device.type == "cpu"
-        rows = _GpuRows(obs, tree) if wide and tree.gpus_per_server > 1 else None
+        rows = None
+        if wide and tree.gpus_per_server > 1:
+            rows = _GpuRows(obs, tree, servers=tree.servers_per_rack > 1)
         if rows is None:
             x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
             # GPU, server, rack, cluster blocks, each (rows · B, h)
             hs = list(run_mlp(self.node_in, x).split_with_sizes(sizes))
-        else:  # the GPU block as its distinct rows, the others node-major
-            g = bounds[1]
-            hs = [run_mlp(self.node_in, nf.view(b * n, f).index_select(0, rows.node))]
-            x = nf[:, g:].transpose(0, 1).reshape((n - g) * b, f)
-            hs += list(run_mlp(self.node_in, x).split_with_sizes(sizes[1:]))
+        else:  # the GPU block (and the server block) as distinct rows, the others node-major
+            first = 2 if rows.servers else 1
+            nodes = torch.cat([rows.node, rows.server_node]) if rows.servers else rows.node
+            split = [rows.size, rows.server_size] if rows.servers else [rows.size]
+            hs = list(run_mlp(self.node_in, nf.view(b * n, f).index_select(0, nodes)).split_with_sizes(split))
+            x = nf[:, bounds[first] :].transpose(0, 1).reshape((n - bounds[first]) * b, f)
+            hs += list(run_mlp(self.node_in, x).split_with_sizes(sizes[first:]))
 
         def link_of(k: int, lv: int, rows: torch.Tensor | None = None) -> torch.Tensor:
             """Conv k's link terms of level lv's children (``rows``: of these children only; uniform: one row)."""
@@ -393,11 +445,12 @@ class GraphEncoder(nn.Module):
                 msg = torch.relu(F.linear(first_layer(hs[lv], k, lv), p[2], p[3]))  # (C · B, h)
                 if lv == 0 and rows is not None:  # each distinct GPU row weighs its count / GPUs per server
                     w = rows.count / tree.gpus_per_server
-                    agg = msg.new_zeros(sizes[1], hd).index_add(0, rows.parent_row, msg * w)
-                else:
-                    agg = (
-                        tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)
-                    )  # children without a parent weigh 0
+                    agg = msg.new_zeros(hs[1].shape[0], hd).index_add(0, rows.parent_row, msg * w)
+                elif lv == 1 and rows is not None and rows.servers:  # and each distinct server row
+                    w = rows.server_count / tree.servers_per_rack
+                    agg = msg.new_zeros(sizes[2], hd).index_add(0, rows.server_parent_row, msg * w)
+                else:  # children without a parent weigh 0
+                    agg = tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)
                 hs = update(p, lv + 1, F.linear(agg, p[13], p[5]), tree.mask_c[lv])
             for lv in (2, 1, 0):  # down: every child lv reads its one parent, one message per (parent, link)
                 k = 3 * sweep + lv
@@ -407,20 +460,26 @@ class GraphEncoder(nn.Module):
                 half = F.linear(msg, p[13], p[5])
                 if lv == 0 and rows is not None:  # the groups are the servers in order
                     half = half.index_select(0, rows.parent_row)
+                elif lv == 1 and rows is not None and rows.servers:  # and the racks
+                    half = half.index_select(0, rows.server_parent_row)
                 else:
                     half = gather(half, tree.inv[lv])  # (C · B, h)
                 hs = update(p, lv, half, tree.mask_p[lv])
-        servers, cluster_node = hs[1].view(-1, b, hd), hs[3]
+        cluster_node = hs[3]
+        if rows is not None and rows.servers:  # (B, S, h) from the distinct rows
+            servers = hs[1].index_select(0, rows.server_of).view(b, -1, hd)
+        else:
+            servers = hs[1].view(-1, b, hd).transpose(0, 1)
         gpu_mask = obs["node_mask"][:, : bounds[1]].float()  # (B, G)
         if rows is None:
             gpu_sum = (hs[0].view(-1, b, hd) * gpu_mask.t().unsqueeze(-1)).sum(0)
         else:
-            w = rows.count * obs["node_mask"].reshape(-1).index_select(0, rows.node).unsqueeze(-1).float()
+            w = rows.weight * obs["node_mask"].reshape(-1).index_select(0, rows.node).unsqueeze(-1).float()
             gpu_sum = hs[0].new_zeros(b, hd).index_add(0, rows.sample, hs[0] * w)
         gpu_mean = gpu_sum / gpu_mask.sum(1, keepdim=True).clamp(min=1.0)
         jobs = run_mlp(self.job_in, obs["job_features"])  # (B, W, h)
         cluster = run_mlp(self.cluster_out, torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
-        return cluster, jobs, servers.transpose(0, 1)
+        return cluster, jobs, servers
 
     def _propagate_scatter(self, obs: dict[str, torch.Tensor], g: int, s: int) -> torch.Tensor:
         nf = obs["node_features"]
