@@ -452,7 +452,7 @@ def offline_command(algorithm: str):
             alpha=alpha if algorithm == "cql" else None,
             eval_seeds=",".join(map(str, eval_seeds)) if eval_seeds else None,
             out=out,
-        )
+        ).replace("python -m train ", "gpusched train ", 1)
         try:
             from gpusched_lab.train.offline import DatasetError, OfflineArgs, train_offline
 

@@ -364,10 +364,16 @@ def train_offline(
         agent = checkpoint.load(out)
         runs = run_policy(agent, data.meta["env_id"], env_kwargs, obs_mode, eval_seeds)
         keys = [k for k in runs[0] if k != "seed"]
-        evaluation = {
+        mean = {k: float(np.mean([r[k] for r in runs])) for k in keys}
+        objective = "makespan" if "makespan" in mean and "avg_jct" not in mean else "avg_jct"
+        evaluation = {  # the fields the other trainers' checkpoints hold, plus every metric's mean
+            objective: mean.get(objective),
+            f"{objective}_per_seed": [r.get(objective) for r in runs],
+            "objective": mean.get(objective),
+            "objective_name": objective,
+            "return": mean["episode_return"],
             "seeds": [r["seed"] for r in runs],
-            "mean": {k: float(np.mean([r[k] for r in runs])) for k in keys},
-            "per_seed": runs,
+            "mean": mean,
         }
         meta_path = Path(out) / checkpoint.META_FILE
         meta = json.loads(meta_path.read_text())

@@ -69,7 +69,8 @@ def test_smoke_training_writes_a_checkpoint_that_runs(root, tmp_path, algorithm)
     scenario = Scenario(name="tiny", env_id="gpusched/JobSelect-v1", env_kwargs=KWARGS, seeds=(50,))
     assert ev.applies_to(scenario) is None
     metrics = ev.run_episode(scenario, 50)
-    assert metrics["avg_jct"] == pytest.approx(meta["evaluation"]["mean"]["avg_jct"], rel=1e-9)
+    assert metrics["avg_jct"] == pytest.approx(meta["evaluation"]["avg_jct"], rel=1e-9)
+    assert meta["evaluation"]["avg_jct_per_seed"] == [meta["evaluation"]["avg_jct"]]
 
 
 def test_same_seed_same_weights(root, tmp_path):
@@ -130,4 +131,4 @@ def test_command_line_run(root, tmp_path, capsys):
     out, _ = capsys.readouterr()
     assert code in (0, None) and "bc: " in out and "agreement with the data" in out
     meta = json.loads((tmp_path / "o" / "meta.json").read_text())
-    assert meta["command"].startswith("python -m train bc --dataset tiny-sjf")
+    assert meta["command"].startswith("gpusched train bc --dataset tiny-sjf")
