@@ -1,5 +1,5 @@
 """The dense GNN at training batch sizes (16 and more): per-block LayerNorm, one downward message per (parent,
-link) group and, on a regular tree, the GPU block computed once per distinct row; the same function as the
+link) group and, on a regular tree, the server and GPU blocks computed once per distinct row; the same function as the
 ``torch_geometric`` reference on real observations (forward and gradients), and shipped checkpoints pick the
 same greedy actions on a few hundred observations."""
 
@@ -54,8 +54,8 @@ def encoder(net) -> GraphEncoder:
 @pytest.mark.parametrize("env_id", GRAPH_ENVS)
 @pytest.mark.parametrize("cluster", ["topdrl", "hetero64"])
 def test_dense_batch_equals_the_reference_forward_and_gradients(env_id, cluster):
-    """Batches of 40 real observations: topdrl is a regular tree (4 GPUs per server: the distinct-row path runs,
-    with fewer rows than GPUs), hetero64 is not (mixed server sizes, padding); scores and every parameter's
+    """Batches of 40 real observations: topdrl is a regular tree (4 GPUs per server, 4 servers per rack: the
+    distinct-row path runs, with fewer rows than GPUs), hetero64 is not (mixed server sizes, padding); scores and every parameter's
     gradient equal the reference's."""
     env = make_env(env_id, {"cluster": cluster, "num_jobs": 40, "load": 1.2}, "graph")
     dense, ref = dense_and_reference(env)
@@ -64,7 +64,7 @@ def test_dense_batch_equals_the_reference_forward_and_gradients(env_id, cluster)
     tree = encoder(dense).tree_of(batch, g, s)
     assert tree is not None
     if cluster == "topdrl":
-        assert tree.gpus_per_server == 4
+        assert (tree.gpus_per_server, tree.servers_per_rack) == (4, 4)
         assert _GpuRows(batch, tree).size < 40 * g  # equal GPUs of a server share a row
     else:
         assert tree.gpus_per_server == 0
@@ -110,6 +110,43 @@ def test_distinct_gpu_rows_stand_for_every_gpu_once():
     assert torch.unique(key, dim=0).shape[0] == rows.size
 
 
+def test_distinct_server_rows_stand_for_every_server_and_gpu_once():
+    """With servers merged: every server equals (features, node mask, GPU by GPU) the row that stands for it, a
+    server of its own sample and rack; the server counts add up to every server, the GPU weights to every GPU, and
+    every GPU of a kept server equals the GPU row of its server that stands for it."""
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 40, "load": 1.2}, "graph")
+    batch = stack(observations(env, 24, seed=5))
+    b, n, f = batch["node_features"].shape
+    g, s, _ = tree_blocks(batch)
+    tree = encoder(build_network(config_for_env(env, "gnn", hidden=8), env.observation_space)).tree_of(
+        batch, g, s
+    )
+    k, m = tree.gpus_per_server, tree.servers_per_rack
+    assert (k, m) == (4, 4)
+    rows = _GpuRows(batch, tree, servers=True)
+    assert rows.server_size < b * s
+    assert int(rows.server_count.sum()) == b * s and int(rows.weight.sum()) == b * g
+    feats = torch.cat([batch["node_features"], batch["node_mask"].unsqueeze(-1)], dim=-1)  # (B, N, F + 1)
+    sig = torch.cat([feats[:, g : g + s], feats[:, :g].reshape(b, s, k * (f + 1))], dim=-1)  # (B, S, ·)
+    for i in range(b):
+        for srv in range(s):
+            r = int(rows.server_of[i * s + srv])
+            other = int(rows.server_node[r]) - g  # its row's server: same sample, same rack, equal
+            assert int(rows.server_sample[r]) == i and (other - i * n) // m == srv // m
+            assert torch.equal(sig[i, srv], sig[i, other - i * n])
+    flat = feats.view(b * n, f + 1)
+    for r in range(rows.size):  # each GPU row: a GPU of its server row's server
+        node = int(rows.node[r])
+        assert int(rows.server_node[rows.parent_row[r]]) == (node // n) * n + g + (node % n) // k
+    for srv in range(rows.server_size):
+        base = int(rows.server_node[srv]) - g
+        gpus = [base // n * n + ((base % n) * k + j) for j in range(k)]
+        mine = torch.nonzero(rows.parent_row == srv).flatten()
+        assert sum(int(rows.count[r]) for r in mine) == k
+        for node in gpus:
+            assert sum(bool(torch.equal(flat[node], flat[int(rows.node[r])])) for r in mine) == 1
+
+
 def test_distinct_gpu_rows_of_a_hand_built_batch():
     """Two samples of a 2-server, 2-GPUs-per-server tree: sample 0 has both GPUs of server 0 equal, sample 1 none
     equal; rows, counts and parents are exact."""
@@ -148,6 +185,48 @@ def test_distinct_gpu_rows_of_a_hand_built_batch():
     assert rows.count.flatten().tolist() == [2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     assert rows.sample.tolist() == [0, 0, 0, 1, 1, 1, 1]
     assert rows.parent_row.tolist() == [0, 2, 2, 1, 1, 3, 3]  # server s of sample i is row 2 s + i
+    assert rows.weight.flatten().tolist() == rows.count.flatten().tolist()
+
+
+def test_distinct_server_rows_of_a_hand_built_batch():
+    """The same tree, two samples: in sample 0 both servers (and all four GPUs) are equal, so one server row and
+    one GPU row stand for them; in sample 1 the servers differ in their second GPU only."""
+    n, f = 8, 5
+    nf = torch.zeros(2, n, f)
+    nf[:, :4, 0] = 1.0
+    nf[:, 4:6, 1] = 1.0
+    nf[:, 6, 2] = 1.0
+    nf[:, 7, 3] = 1.0
+    nf[1, 3, 4] = 0.5  # sample 1: GPU 3 (server 1's second) differs from the others
+    edges = [(0, 4), (1, 4), (2, 5), (3, 5), (4, 6), (5, 6), (6, 7)]
+    ei = torch.tensor(
+        [[c for c, _ in edges] + [p for _, p in edges], [p for _, p in edges] + [c for c, _ in edges]]
+    )
+    level = [0, 0, 0, 0, 1, 1, 2] * 2
+    ef = torch.zeros(len(level), 4)
+    ef[torch.arange(len(level)), 1 + torch.tensor(level)] = 1.0
+    obs = {
+        "node_features": nf,
+        "node_mask": torch.ones(2, n),
+        "edge_index": ei.unsqueeze(0).expand(2, -1, -1).clone(),
+        "edge_features": ef.unsqueeze(0).expand(2, -1, -1).clone(),
+        "edge_mask": torch.ones(2, len(level)),
+    }
+    from gpusched_lab.agents.nets.gnn import _Tree
+
+    tree = _Tree(obs, 4, 2)
+    assert (tree.gpus_per_server, tree.servers_per_rack) == (2, 2)
+    rows = _GpuRows(obs, tree, servers=True)
+    # servers: sample 0 one row (node 4, for both), sample 1 two rows (nodes 12, 13)
+    assert rows.server_node.tolist() == [4, 12, 13]
+    assert rows.server_count.flatten().tolist() == [2.0, 1.0, 1.0]
+    assert rows.server_of.tolist() == [0, 0, 1, 2]
+    assert rows.server_parent_row.tolist() == [0, 1, 1]  # rack 0 of sample i is row i
+    # GPUs: sample 0 GPU 0 (for its server's two, of two servers); sample 1 GPU 0 (server 0), GPUs 2, 3 (server 1)
+    assert rows.node.tolist() == [0, 8, 10, 11]
+    assert rows.parent_row.tolist() == [0, 1, 2, 2]
+    assert rows.count.flatten().tolist() == [2.0, 2.0, 1.0, 1.0]
+    assert rows.weight.flatten().tolist() == [4.0, 2.0, 1.0, 1.0]
 
 
 # the shipped single-agent GNN checkpoints (all on topdrl, a regular tree: the distinct-row path)
