@@ -279,9 +279,10 @@ class GraphEncoder(nn.Module):
       computed once per (parent, link), not per child, and so is the update layer's message part; the update
       layer's two inputs are two matmuls summed (no concatenation); the MLPs are called as functions (no module
       overhead). Small batches (a rollout step) norm a level's nodes in one LayerNorm call; CPU batches of 16 and
-      more norm each block on its own and, on a regular tree (every server with the same GPUs), compute the GPU
-      block once per distinct (sample, server, GPU features) row (:class:`_GpuRows`). A batch whose samples do not
-      all share one tree (several clusters in one batch) takes the scatter path.
+      more norm each block on its own and, on a regular tree (every server with the same number of GPUs), compute
+      the GPU block once per distinct (sample, server, GPU features) row and, where racks are regular too, the
+      server block once per distinct server of a rack (:class:`_GpuRows`). A batch whose samples do not all share
+      one tree (several clusters in one batch) takes the scatter path.
     - ``impl="scatter"``: each level is a gather (down: every child reads its one parent) or a segment mean (up:
       ``scatter_add`` of the children's messages into their parent's row) on dense ``(B, nodes, h)`` tensors, with
       the tree read from each sample's ``edge_index`` / ``edge_features`` per forward.
@@ -372,8 +373,9 @@ class GraphEncoder(nn.Module):
         (rows of one node are its B samples), so every layer is one 2-D matmul, the children's mean is
         ``(P, C) @ (C, B·h)``, a child reading its parent one ``index_select`` of rows, and a level's LayerNorm one
         call over the blocks concatenated (split again into views, whose backward is one concatenation) or, for a
-        wide CPU batch, one call per block. With :class:`_GpuRows` the GPU block is its distinct rows (sample-major),
-        summed into the servers by ``index_add`` and read back from them by ``index_select``."""
+        wide CPU batch, one call per block. With :class:`_GpuRows` the GPU block (and the server block) is its
+        distinct rows (sample-major), summed into the parents by ``index_add`` (weighed by the rows' counts) and
+        reading them back by ``index_select``."""
         nf = obs["node_features"]
         b, n, f = nf.shape
         hd = self.out_dim
