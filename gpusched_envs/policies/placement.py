@@ -132,11 +132,31 @@ def _server_mask(sim, job: int, within: np.ndarray | None) -> np.ndarray | None:
         if ok is None:
             return None
     if within is not None:
-        inside = _whole_servers(sim.cluster, within)
+        known = _RACK_INSIDE.get(id(within))
+        inside = known[1] if known is not None and known[0] is within else _whole_servers(sim.cluster, within)
         if inside is None:
             return None
         ok = inside if ok is None else ok & inside
     return _ALL if ok is None else ok
+
+
+_RACK_MASKS: dict[int, tuple] = {}  # id(cluster) -> (the cluster, its racks' GPU masks)
+_RACK_INSIDE: dict[int, tuple] = {}  # id(a rack's GPU mask) -> (the mask, its servers: _whole_servers)
+
+
+def _rack_mask(cluster, rack: int) -> np.ndarray:
+    """(G,) the GPUs of ``rack`` (``cluster.gpu_rack == rack``), made once per cluster with the servers wholly in
+    it, which :func:`_server_mask` then looks up instead of counting again. At most 16 clusters are kept."""
+    entry = _RACK_MASKS.get(id(cluster))
+    if entry is None or entry[0] is not cluster:
+        if len(_RACK_MASKS) >= 16:
+            for mask in _RACK_MASKS.pop(next(iter(_RACK_MASKS)))[1]:
+                _RACK_INSIDE.pop(id(mask), None)
+        masks = [cluster.gpu_rack == r for r in range(cluster.num_racks)]
+        for mask in masks:
+            _RACK_INSIDE[id(mask)] = (mask, _whole_servers(cluster, mask))
+        entry = _RACK_MASKS[id(cluster)] = (cluster, masks)
+    return entry[1][rack]
 
 
 def _whole_servers(cluster, mask: np.ndarray) -> np.ndarray | None:
@@ -243,11 +263,23 @@ def closest_in_rack(sim, job: int, rack: int) -> np.ndarray | None:
     c = sim.cluster
     if not 0 <= rack < c.num_racks:
         return None
-    return _topology_aware(sim, job, spread=True, affinity=False, within=c.gpu_rack == rack)
+    return _topology_aware(sim, job, spread=True, affinity=False, within=_rack_mask(c, rack))
 
 
 def spread(sim, job: int) -> np.ndarray | None:
-    """The most spread placement: free GPUs dealt round-robin over racks, then over the servers within a rack."""
+    """The most spread placement: free GPUs dealt round-robin over racks, then over the servers within a rack
+    (compiled: :func:`_spread_reference` is its definition)."""
+    free = sim.free_mask(job)
+    n = 1 if sim.job_milli[job] < FULL_GPU else int(sim.job_gpus_n[job])
+    if n < 1:
+        return _spread_reference(sim, job)
+    c = sim.cluster
+    gpus = _pk.spread_gpus(free, c.gpu_server, c.gpu_rack, c.num_servers, c.num_racks, n)
+    return gpus if len(gpus) else None
+
+
+def _spread_reference(sim, job: int) -> np.ndarray | None:
+    """:func:`spread` in numpy: the definition the compiled loop follows (kept for the tests that compare the two)."""
     free = sim.free_mask(job)
     n = 1 if sim.job_milli[job] < FULL_GPU else int(sim.job_gpus_n[job])
     idx = np.flatnonzero(free)

@@ -135,3 +135,43 @@ def by_servers(free_milli, server_free, server_ok, servers, num_racks, n, spread
         np.zeros(0, dtype=np.bool_), free_milli, counts, n, spread, try_server, prefer, servers[0], servers[1],
         servers[2], num_racks,
     )  # fmt: skip
+
+
+@njit(cache=True)
+def spread_gpus(free, gpu_server, gpu_rack, num_servers, num_racks, n):
+    """The GPUs of ``spread``: the free GPUs ordered by (rank among the free GPUs of its run of one server, rank
+    of its server by index among the rack's servers with free GPUs, rack), the first ``n`` of them ascending;
+    empty when fewer than ``n`` are free."""
+    total = 0
+    for g in range(len(free)):
+        if free[g]:
+            total += 1
+    if total < n:
+        return np.empty(0, dtype=np.int64)
+    has_free = np.zeros(num_servers, dtype=np.bool_)
+    server_rack = np.zeros(num_servers, dtype=np.int64)
+    for g in range(len(free)):
+        if free[g]:
+            has_free[gpu_server[g]] = True
+            server_rack[gpu_server[g]] = gpu_rack[g]
+    server_rank = np.zeros(num_servers, dtype=np.int64)
+    per_rack = np.zeros(num_racks, dtype=np.int64)
+    for s in range(num_servers):
+        if has_free[s]:
+            server_rank[s] = per_rack[server_rack[s]]
+            per_rack[server_rack[s]] += 1
+    idx = np.empty(total, dtype=np.int64)
+    key = np.empty(total, dtype=np.int64)
+    k = 0
+    slot = 0
+    prev = -1
+    for g in range(len(free)):
+        if free[g]:
+            s = gpu_server[g]
+            slot = 0 if k == 0 or s != prev else slot + 1
+            prev = s
+            idx[k] = g
+            key[k] = (slot * (num_servers + 1) + server_rank[s]) * (num_racks + 1) + gpu_rack[g]
+            k += 1
+    order = np.argsort(key, kind="mergesort")
+    return np.sort(idx[order[:n]])

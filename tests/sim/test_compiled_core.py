@@ -181,6 +181,64 @@ def test_placements_equal_the_numpy_definition(name, pools, seed):
     assert placed > 0 and compared >= 3 * len(probes)
 
 
+@pytest.mark.parametrize(
+    "name,pools", [("hetero64", False), ("openb", False), ("congested-4x", False), ("philly-vc", True)]
+)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_spread_equals_the_numpy_definition(name, pools, seed):
+    """The compiled ``spread`` picks the GPUs of its numpy definition, whole and shared GPUs, free or not."""
+    cluster = load_cluster(name)
+    rng = np.random.default_rng(seed)
+    sim = _occupied(cluster, rng, pools)
+    placed = none = 0
+    for job in list(sim.queue):
+        got, want = pl.spread(sim, job), pl._spread_reference(sim, job)
+        assert (None if got is None else got.tolist()) == (None if want is None else want.tolist()), job
+        placed += got is not None
+        none += got is None
+    assert placed > 0
+    # a full cluster: nothing to spread over
+    sim.gpu_free_milli[:] = 0
+    job = next(iter(sim.queue))
+    assert pl.spread(sim, job) is None and pl._spread_reference(sim, job) is None
+
+
+@pytest.mark.parametrize("name,pools", [("hetero64", False), ("philly-vc", True)])
+def test_closest_in_rack_equals_the_numpy_definition(name, pools):
+    """``closest_in_rack`` (its rack masks made once per cluster) places as the numpy rule inside that rack."""
+    cluster = load_cluster(name)
+    rng = np.random.default_rng(4)
+    sim = _occupied(cluster, rng, pools)
+    placed = 0
+    for job in [j for j in sim.queue if sim.job_milli[j] >= FULL_GPU]:
+        for rack in range(cluster.num_racks):
+            got = pl.closest_in_rack(sim, job, rack)
+            want = pl._whole_reference(sim, job, spread=True, affinity=False, within=cluster.gpu_rack == rack)
+            assert (None if got is None else got.tolist()) == (None if want is None else want.tolist())
+            placed += got is not None
+            if got is not None:
+                assert (cluster.gpu_rack[got] == rack).all()
+    assert placed > 0
+    assert pl.closest_in_rack(sim, 0, -1) is None and pl.closest_in_rack(sim, 0, cluster.num_racks) is None
+
+
+def test_spread_hand_values():
+    """tiny: servers 0-3 of 4 GPUs (ids 4s..4s+3), racks {0, 1} and {2, 3}. Free GPUs are dealt by slot in their
+    server, then the server's rank in its rack, then rack: 0, 8, 4, 12, 1, 9, ..."""
+    cluster = load_cluster("tiny")
+    workload = Workload.from_columns("w", np.zeros(3), np.full(3, 100.0), np.array([3, 5, 5]))
+    sim = Simulator(cluster, workload, SimConfig())
+    sim.next_decision()
+    assert pl.spread(sim, 0).tolist() == [0, 4, 8]
+    assert pl.spread(sim, 1).tolist() == [0, 1, 4, 8, 12]
+    sim.gpu_free_milli[0] = 0  # GPU 0 taken: server 0's first free GPU is 1
+    assert pl.spread(sim, 1).tolist() == [1, 2, 4, 8, 12]
+    sim.gpu_free_milli[4:8] = 0  # server 1 full: rack 0 has one server left
+    assert pl.spread(sim, 1).tolist() == [1, 2, 8, 9, 12]
+    for job in (0, 1):
+        assert pl.spread(sim, job).tolist() == pl._spread_reference(sim, job).tolist()
+
+
 def test_placement_with_a_mask_that_splits_a_server_takes_the_gpu_scan():
     """A GPU mask that allows part of a server (not a pool or type mask) goes through the per-GPU loop."""
     cluster = load_cluster("hetero64")
