@@ -25,7 +25,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-import numba
 import numpy as np
 
 from gpusched_envs.sim import engine_kernels as _ek
@@ -173,18 +172,6 @@ def _speed_cache(cluster: Cluster) -> dict:
 _ALL_GPUS = np.zeros(0, dtype=bool)  # "no mask" for the compiled loops
 
 
-def _entry_point(kernel, args: tuple):
-    """The compiled code of ``kernel`` for exactly the types of ``args``, called without the dispatcher's type
-    resolution; ``kernel`` itself when it holds no overload of exactly those types. A simulator keeps one per kernel
-    (:meth:`Simulator._kernel_call`): every argument keeps its type for the simulator's life (its packed arrays,
-    its buffers, a job as an int, the clock as a float)."""
-    try:
-        cres = kernel.overloads.get(tuple(numba.typeof(a) for a in args))
-    except (TypeError, ValueError):  # a type numba cannot name: the dispatcher decides
-        return kernel
-    return kernel if cres is None else cres.entry_point
-
-
 class _Shapes:
     """``sim._shape[job]``: the placement shape (:func:`throughput.placement_shape`) of a job holding GPUs, None
     otherwise; computed on access (the engine keeps the parts it needs in its arrays)."""
@@ -243,7 +230,6 @@ class Simulator:
         # the row views are rebuilt on load: pickled on their own they would become copies, cut off from the
         # packed arrays the compiled loops update
         state = self.__dict__.copy()
-        state.pop("_calls", None)  # compiled entry points: found again on use
         if "_jf" in state:
             for name in _ROW_VIEWS:
                 state.pop(name, None)
@@ -251,7 +237,6 @@ class Simulator:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._calls = {}
         if "_jf" in state:
             for name, (packed, row) in _ROW_VIEWS.items():
                 setattr(self, name, getattr(self, packed)[row])
@@ -361,9 +346,8 @@ class Simulator:
         else:
             cache: dict[tuple, tuple[float, float]] = {}
             shared = _speed_cache(c)  # the same values for every simulator on this cluster (an env's resets)
-            ideal, typical = np.empty(n), np.empty(n)
-            for j in range(n):
-                key = (int(model[j]), int(self.job_gpus_n[j]), int(self.job_allowed[j]))
+            keys = list(zip(model.tolist(), self.job_gpus_n.tolist(), self.job_allowed.tolist(), strict=True))
+            for key in keys:
                 if key not in cache:
                     mask = masks[key[2]] if key[2] >= 0 and masks[key[2]].any() else None
                     shared_key = (*key[:2], None if mask is None else mask.tobytes())
@@ -373,7 +357,9 @@ class Simulator:
                         typical_iter = max(best, typical_iteration_time(c, key[0], key[1], mask))
                         shared[shared_key] = (best, typical_iter)
                     cache[key] = shared[shared_key]
-                ideal[j], typical[j] = cache[key]
+            times = [cache[key] for key in keys]
+            ideal = np.array([t[0] for t in times], dtype=np.float64).reshape(n)
+            typical = np.array([t[1] for t in times], dtype=np.float64).reshape(n)
             self.job_ideal_iter = ideal
             self.job_typical_iter = typical  # seconds per iteration in the job's typical placement
             # seconds per iteration at which the traced duration was measured
@@ -462,7 +448,6 @@ class Simulator:
         # the jobs a kernel refreshes and their new completion times (at most every job)
         self._kjobs = np.empty(max(1, n), dtype=np.int64)
         self._kout = np.empty(max(1, n))
-        self._calls: dict = {}  # kernel -> its compiled entry point for this simulator's argument types
         self._free_total = int(c.num_gpus)  # wholly free GPUs in all (the sum of server_free)
         self._submit = self.workload.submit_time.tolist()  # arrival times as Python floats (the event loop's)
         self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
@@ -556,8 +541,6 @@ class Simulator:
         n = self._n_list[job]
         if gpus.ndim != 1 or len(gpus) != n:
             raise SimulationError(f"start: job {job} needs {n} GPUs, got {np.size(gpus)}")
-        if not (gpus.flags.c_contiguous and gpus.flags.writeable and gpus.flags.aligned):
-            gpus = np.array(gpus)  # the one array type the compiled start is called with
         ids = gpus.tolist()
         num_gpus = len(self._gi[0])
         if n == 1:
@@ -641,11 +624,10 @@ class Simulator:
         arr, out = self._kjobs[:k], self._kout[:k]
         arr[:] = order
         cat = self.cluster.catalog
-        lost = self._kernel_call(
-            _ek.start_job,
-            (job, gpus, goff, arr, float(self.now), self.status, self._jf, self._ji, self._gi, self._si,
-             self._sf, self._rf, self._mf, cat.iteration_time, self._overhead, cat.colocation_slowdown,
-             cat.space_sharing_by_type, self._params, self._gbuf, self._places, out),
+        lost = _ek.start_job(
+            job, gpus, goff, arr, self.now, self.status, self._jf, self._ji, self._gi, self._si, self._sf,
+            self._rf, self._mf, cat.iteration_time, self._overhead, cat.colocation_slowdown,
+            cat.space_sharing_by_type, self._params, self._gbuf, self._places, out,
         )  # fmt: skip
         if k:
             self._push_completions(order, out)
@@ -991,15 +973,6 @@ class Simulator:
                     self.rack_crossers[r][job] = None
 
     # ------------------------------------------------------------------ internals
-    def _kernel_call(self, kernel, args: tuple):
-        """``kernel(*args)``, through the entry point this simulator found for its argument types on the first call."""
-        call = self._calls.get(kernel)
-        if call is None:
-            result = kernel(*args)
-            self._calls[kernel] = _entry_point(kernel, args)
-            return result
-        return call(*args)
-
     def _push(self, time: float, kind: int, job: int, version: int) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (time, self._seq, kind, job, version))
@@ -1067,22 +1040,18 @@ class Simulator:
         self.job_gpus[job] = None
         neighbours.discard(job)
         if not neighbours:  # nothing to refresh: the release alone
-            self._free_total += self._kernel_call(
-                _ek.release,
-                (int(job), bool(complete), float(self.now), self.status, self._jf, self._ji, self._gi, self._si,
-                 self._gbuf),
-            )  # fmt: skip
+            self._free_total += _ek.release(
+                job, complete, self.now, self.status, self._jf, self._ji, self._gi, self._si, self._gbuf
+            )
             return
         order = list(neighbours)
         k = len(order)
         jobs, out = self._kjobs[:k], self._kout[:k]
         jobs[:] = order
         c = self.cluster.catalog
-        self._free_total += self._kernel_call(
-            _ek.release_job,
-            (int(job), bool(complete), float(self.now), jobs, self.status, self._jf, self._ji, self._gi, self._si,
-             self._sf, self._rf, self._mf, c.colocation_slowdown, c.space_sharing_by_type, self._params,
-             self._gbuf, out),
+        self._free_total += _ek.release_job(
+            job, complete, self.now, jobs, self.status, self._jf, self._ji, self._gi, self._si, self._sf,
+            self._rf, self._mf, c.colocation_slowdown, c.space_sharing_by_type, self._params, self._gbuf, out,
         )  # fmt: skip
         self._push_completions(order, out)
 
@@ -1162,11 +1131,10 @@ class Simulator:
         k = len(order)
         arr, out = self._kjobs[:k], self._kout[:k]
         arr[:] = order
-        self._kernel_call(
-            _ek.refresh,
-            (arr, float(self.now), self.status, self._jf, self._ji, self._gi, self._si, self._sf, self._rf,
-             self._mf, self.cluster.catalog.colocation_slowdown, self.cluster.catalog.space_sharing_by_type,
-             self._params, self._gbuf, out),
+        _ek.refresh(
+            arr, self.now, self.status, self._jf, self._ji, self._gi, self._si, self._sf, self._rf, self._mf,
+            self.cluster.catalog.colocation_slowdown, self.cluster.catalog.space_sharing_by_type, self._params,
+            self._gbuf, out,
         )  # fmt: skip
         self._push_completions(order, out)
 
