@@ -106,7 +106,7 @@ class _Tree:
             # (n-1, Fe): every child's link (the cluster, the last node, has no parent)
             self.link = link[: n - 1].to(nf.dtype)
             self.mean, self.pidx, self.mask_p, self.mask_c = [], [], [], []
-            self.uniform, self.rep, self.src, self.inv = [], [], [], []
+            self.uniform, self.rep, self.rep0, self.src, self.inv = [], [], [], [], []
             for lv in range(3):
                 c0, c1, p0, p1 = bounds[lv], bounds[lv + 1], bounds[lv + 1], bounds[lv + 2]
                 # as the scatter implementation: a child's parent clamped into the parent block
@@ -153,6 +153,7 @@ class _Tree:
         arange = torch.arange(max(c, p), device=pidx.device)
         self.uniform.append(bool((link[ids] == link[ids[:1]]).all()))
         self.rep.append(rep)
+        self.rep0.append(int(rep[0]))
         self.src.append(None if u == p and bool((src == arange[:p]).all()) else src)
         self.inv.append(None if u == c and bool((inv == arange[:c]).all()) else inv)
 
@@ -249,8 +250,9 @@ class _GpuRows:
     @staticmethod
     def _first_of(x: torch.Tensor) -> torch.Tensor:
         """``(..., k, D)`` → ``(..., k)``: the index of the first item equal to each item of its group."""
-        same = (x.unsqueeze(-2) == x.unsqueeze(-3)).all(-1)  # (..., k, k): item i equals item j
-        return same.to(torch.uint8).argmax(-1)
+        flat = x.reshape(-1, *x.shape[-2:])
+        same = torch.cdist(flat, flat, p=0) == 0  # (·, k, k): item i equals item j (no coordinate differs)
+        return same.view(*x.shape[:-1], x.shape[-2]).to(torch.uint8).argmax(-1)
 
     @classmethod
     def _firsts(cls, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -406,7 +408,7 @@ class GraphEncoder(nn.Module):
             """Conv k's link terms of level lv's children (``rows``: of these children only; uniform: one row)."""
             cols = slice(k * hd, (k + 1) * hd)
             if tree.uniform[lv]:
-                return link_all[bounds[lv] + tree.rep[lv][0], cols]
+                return link_all[bounds[lv] + tree.rep0[lv], cols]
             link = link_all[bounds[lv] : bounds[lv + 1], cols]
             return link if rows is None else link.index_select(0, rows)
 
