@@ -36,6 +36,8 @@ class LevelConv(MessagePassing):
 
 
 GNN_IMPLS = ("dense", "scatter", "pyg")
+# the dense GNN's CPU batches from this size on norm per block and merge equal rows (_GpuRows)
+WIDE_BATCH = 16
 
 
 def tree_blocks(obs: dict[str, torch.Tensor]) -> tuple[int, int, int]:
@@ -388,7 +390,7 @@ class GraphEncoder(nn.Module):
         # on the CPU a wide batch is bound by the work per row: each block normed on its own and the GPU block as
         # its distinct rows (:class:`_GpuRows`); an accelerator is bound by the number of kernels (and the distinct
         # rows' count needs a host sync), so it takes the fewer, wider calls of a small batch
-        wide = b >= 16 and nf.device.type == "cpu"
+        wide = b >= WIDE_BATCH and nf.device.type == "cpu"
         rows = None
         if wide and tree.gpus_per_server > 1:
             rows = _GpuRows(obs, tree, servers=tree.servers_per_rack > 1)
