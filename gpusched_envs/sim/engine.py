@@ -653,7 +653,7 @@ class Simulator:
             raise SimulationError(f"set_timer: time {at} is in the past (now {self.now})")
         self._timer_version += 1
         self.timer_at = float(at)
-        self._push(at, TIMER, -1, self._timer_version)
+        self._push(self.timer_at, TIMER, -1, self._timer_version)  # a Python float, as every event time
 
     # ------------------------------------------------------------------ the clock
     def next_decision(self) -> bool:
