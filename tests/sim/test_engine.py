@@ -132,6 +132,29 @@ def test_stale_completion_is_ignored_after_a_rate_change(toy_cluster):
     assert sim.status.tolist() == [DONE, DONE]
 
 
+def test_the_clock_is_a_python_float_at_every_kind_of_event(toy_cluster):
+    """Arrivals, completions and policy timers (asked for as an int or a numpy float) move the clock to Python
+    floats: exact times, and the same type whatever event set them."""
+    import numpy as np
+
+    rows = [(0, 100, 1), (50, 1000, 1)]
+    sim = Simulator(toy_cluster, make_workload(rows), SimConfig())
+    sim.next_decision()
+    sim.start(0, [0])
+    sim.set_timer(20)
+    sim.next_decision()  # the timer at 20 (the queue is empty: no decision), then job1 arrives at 50
+    assert sim.now == 50 and type(sim.now) is float
+    sim.set_timer(np.float64(60.0))
+    assert sim.next_decision()  # the timer fires with job1 waiting: a decision at 60
+    assert sim.now == 60 and type(sim.now) is float
+    sim.start(1, [1])  # beside job0 (0.6 of its work done), which runs 1.5x slower from now on
+    assert all(type(event[0]) is float for event in sim._heap)
+    while sim.next_decision():
+        pass
+    assert type(sim.now) is float and sim.status.tolist() == [DONE, DONE]
+    assert sim.finish_time[0] == pytest.approx(120.0)
+
+
 def test_scheduler_errors_are_clear(toy_cluster):
     sim = Simulator(toy_cluster, make_workload([(0, 100, 2), (5, 100, 1)]), DURATION)
     sim.next_decision()
