@@ -4,8 +4,8 @@
 
 Steps ``gymnasium.make_vec("gpusched/JobSelect-v1", num_envs=N, cluster="hetero64", obs_mode="flat")`` with masked
 random actions (episodes end and reset automatically) and reads the RSS from ``/proc/self/status`` every 5% of the
-run; the growth is measured from the sample taken after the first 5% (warm-up: numba's compiled code, numpy's
-buffers and the allocator's pools are in place by then).
+run; the growth is measured from the first sample taken after every copy has finished one episode (the warm-up:
+numba's compiled code, each copy's episode-sized arrays and the allocator's pools are in place by then).
 """
 
 from __future__ import annotations
@@ -42,19 +42,27 @@ def main() -> None:
     rounds = ns.steps // ns.num_envs
     every = max(1, rounds // 20)
     samples = []
+    finished = np.zeros(ns.num_envs, dtype=bool)
+    warm_at = None
     t0 = time.perf_counter()
     for i in range(rounds):
         masks = venv.action_masks()
         k = (rng.random(ns.num_envs) * masks.sum(axis=1)).astype(np.int64)
-        venv.step(np.argmax(np.cumsum(masks, axis=1) > k[:, None], axis=1))
+        _, _, terminated, truncated, _ = venv.step(np.argmax(np.cumsum(masks, axis=1) > k[:, None], axis=1))
+        finished |= terminated | truncated
         if (i + 1) % every == 0:
             samples.append(
                 {"steps": (i + 1) * ns.num_envs, "rss_mib": rss_mib(), "s": time.perf_counter() - t0}
             )
-    base, last = samples[0]["rss_mib"], samples[-1]["rss_mib"]
+            if warm_at is None and finished.all():
+                warm_at = len(samples) - 1
+    if warm_at is None or warm_at == len(samples) - 1:
+        raise SystemExit("the copies did not all finish an episode before the last sample: give more --steps")
+    base, last = samples[warm_at]["rss_mib"], samples[-1]["rss_mib"]
     out = {
         "num_envs": ns.num_envs,
         "steps": rounds * ns.num_envs,
+        "warmup_steps": samples[warm_at]["steps"],
         "rss_after_warmup_mib": base,
         "rss_end_mib": last,
         "growth": last / base - 1,
@@ -63,7 +71,7 @@ def main() -> None:
     }
     print(
         f"{out['steps']:,} steps with {ns.num_envs} copies in {out['seconds']:.0f} s: RSS {base:.1f} MiB after the "
-        f"warm-up, {last:.1f} MiB at the end ({100 * out['growth']:+.2f}%)"
+        f"warm-up (every copy finished an episode by step {out['warmup_steps']:,}), {last:.1f} MiB at the end ({100 * out['growth']:+.2f}%)"
     )
     if ns.json:
         with open(ns.json, "w", encoding="utf-8") as f:
