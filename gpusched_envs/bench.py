@@ -272,12 +272,13 @@ AB_FIGURES = {
     "PPO-GNN rollout collection": ("train", {"algorithm": "ppo", "part": "rollout", "num_envs": 8}),
     "PPO-GNN end to end": ("train", {"algorithm": "ppo", "part": "all", "num_envs": 8}),
     "DDQN-GNN end to end": ("train", {"algorithm": "ddqn", "part": "all", "num_envs": 8}),
-    # `make run`'s grid: the quick suite, every agent (heuristics and shipped checkpoints), 2 workers, no cache
+    # `make run`'s grid: the quick suite, 2 workers, no cache; the agents both codes rank by default (heuristics and
+    # shipped checkpoints, by name), so that both sides run the same cells
     "Quick leaderboard (make run)": ("leaderboard", {"suite": "quick", "workers": 2}),
 }
 
 # figures that need the agents extra (torch, stable-baselines3) on both sides
-_AB_NEEDS_AGENTS = {"train", "leaderboard"}
+_AB_NEEDS_AGENTS = {"train", "leaderboard", "agents"}
 
 # what of the pinned commit the figures run: the library, the upper packages, the reference replayer
 _AB_PATHS = (
@@ -402,18 +403,28 @@ elif kind == "train":
                                              num_envs=args["num_envs"])
         out = {"value": rec["detail"]["samples_per_cpu_second"], "unit": "samples/CPU-s",
                "num_envs": args["num_envs"], "samples_per_s": rec["value"]}
-elif kind == "leaderboard":
+elif kind in ("leaderboard", "agents"):
+    import os.path
     import tempfile
+    from gpusched_lab.evaluate.agents import expand_agent_specs
+    specs = expand_agent_specs("all")
+    by_name = {os.path.basename(p.rstrip("/")) if os.sep in p else p: p for p in specs}
+if kind == "agents":  # the agents this code ranks by default, by name (checkpoints by folder name)
+    out = {"value": 0.0, "unit": "", "agents": sorted(by_name)}
+elif kind == "leaderboard":
     from gpusched_envs.cli import main
+    agents = [by_name[a] for a in args["agents"]] if args.get("agents") else None
     with tempfile.TemporaryDirectory() as out_dir:
         argv = ["leaderboard", "--suite", args["suite"], "--workers", str(args["workers"]), "--out", out_dir]
+        argv += ["--agents", ",".join(agents)] if agents else []
         t0 = time.perf_counter()
         try:
             main(argv)
         except SystemExit as exc:
             if exc.code not in (0, None):
                 raise
-        out = {"value": time.perf_counter() - t0, "unit": "s"}
+        out = {"value": time.perf_counter() - t0, "unit": "s", "agents": len(agents or [])}
+        out["cells"] = sum(1 for _ in os.popen(f"find {out_dir}/cells -name 'seed-*.json'"))
 else:
     from gpusched_envs.policies import make_policy
     from gpusched_envs.sim import SimConfig, Simulator, load_cluster
@@ -506,6 +517,12 @@ def compare_with_commit(
         (Path(old) / "tests" / "sim" / "__init__.py").touch()
         for name in names:
             kind, args = AB_FIGURES[name]
+            if kind == "leaderboard":  # the same grid on both sides: the agents both codes rank by default
+                both = [
+                    set(_run_json(_AB_RUNNER, tree, "agents", "{}", "1")["agents"])
+                    for tree in (old, str(here))
+                ]
+                args = {**args, "agents": sorted(both[0] & both[1])}
             n = steps // 5 if kind == "multi" else (max(512, steps // 2) if kind == "train" else steps)
             load = [round(x, 2) for x in os.getloadavg()]
             runs: dict[str, list[dict]] = {"old": [], "new": []}
