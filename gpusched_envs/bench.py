@@ -270,6 +270,10 @@ AB_FIGURES = {
     # training, samples per CPU-second, the shipped hyperparameters of agents.bench on both sides: the pinned code
     # with 8 envs in SB3's DummyVecEnv (PPO) or a list of 8 envs (DDQN), the new code with its vector env
     "PPO-GNN rollout collection": ("train", {"algorithm": "ppo", "part": "rollout", "num_envs": 8}),
+    "PPO-GNN rollout collection, vector env N=256": (
+        "train",
+        {"algorithm": "ppo", "part": "rollout", "num_envs": 8, "num_envs_vector": 256},
+    ),
     "PPO-GNN end to end": ("train", {"algorithm": "ppo", "part": "all", "num_envs": 8}),
     "DDQN-GNN end to end": ("train", {"algorithm": "ddqn", "part": "all", "num_envs": 8}),
     # `make run`'s grid: the quick suite, 2 workers, no cache; the agents both codes rank by default (heuristics and
@@ -382,7 +386,8 @@ elif kind == "train":
         from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
         from gpusched_lab.agents.nets.networks import config_for_env
         n = args["num_envs"]
-        if hasattr(ac, "make_vec_env"):  # the vector env, as training uses it
+        if hasattr(ac, "make_vec_env"):  # the vector env, as training uses it (as many copies as the figure says)
+            n = args.get("num_envs_vector", n)
             venv = ac.make_vec_env(eid, kw, "graph", n)
         else:
             from stable_baselines3.common.vec_env import DummyVecEnv
