@@ -408,16 +408,17 @@ elif kind == "train":
                                              num_envs=args["num_envs"])
         out = {"value": rec["detail"]["samples_per_cpu_second"], "unit": "samples/CPU-s",
                "num_envs": args["num_envs"], "samples_per_s": rec["value"]}
-elif kind in ("leaderboard", "agents"):
+elif kind == "agents":  # the agents this code ranks by default, by name (checkpoints by folder name)
+    import os.path
+    from gpusched_lab.evaluate.agents import expand_agent_specs
+    names = [os.path.basename(p.rstrip("/")) if os.sep in p else p for p in expand_agent_specs("all")]
+    out = {"value": 0.0, "unit": "", "agents": sorted(names)}
+elif kind == "leaderboard":
     import os.path
     import tempfile
     from gpusched_lab.evaluate.agents import expand_agent_specs
-    specs = expand_agent_specs("all")
-    by_name = {os.path.basename(p.rstrip("/")) if os.sep in p else p: p for p in specs}
-if kind == "agents":  # the agents this code ranks by default, by name (checkpoints by folder name)
-    out = {"value": 0.0, "unit": "", "agents": sorted(by_name)}
-elif kind == "leaderboard":
     from gpusched_envs.cli import main
+    by_name = {os.path.basename(p.rstrip("/")) if os.sep in p else p: p for p in expand_agent_specs("all")}
     agents = [by_name[a] for a in args["agents"]] if args.get("agents") else None
     with tempfile.TemporaryDirectory() as out_dir:
         argv = ["leaderboard", "--suite", args["suite"], "--workers", str(args["workers"]), "--out", out_dir]
