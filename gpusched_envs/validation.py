@@ -18,7 +18,8 @@ cap               default                what it bounds
 ================  =====================  ==================================================================
 seeds             100,000                seeds in one range or list
 steps             10^9                   env steps of one training run
-processes         os.cpu_count()         worker processes / env copies stepped in parallel
+processes         os.cpu_count()         worker processes
+envs              1,024                  env copies one vector env steps in one process
 episodes          100,000                episodes of one evaluation or adaptation
 evaluations       10^7                   population × iterations of a search, seeds × episodes of a bench
 agents            256                    agents of a multi-agent env
@@ -90,6 +91,7 @@ CAPS: dict[str, Cap] = {
         Cap("seeds", 100_000, "seeds"),
         Cap("steps", 10**9, "env steps"),
         Cap("processes", _cpus, "processes (one per CPU by default)"),
+        Cap("envs", 1024, "env copies"),
         Cap("episodes", 100_000, "episodes"),
         Cap("evaluations", 10**7, "evaluations"),
         Cap("agents", 256, "agents"),
@@ -442,7 +444,7 @@ FIELD_RULES: dict[str, Rule] = {
     "n_steps": positive_int(),
     "n_epochs": positive_int(),
     "n_step": positive_int(),
-    "num_envs": Rule("int", min=1, cap="processes"),
+    "num_envs": Rule("int", min=1, cap="envs"),
     "target_update_interval": positive_int(),
     "learning_starts": nonneg_int(),
     "train_frequency": positive_int(),

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from gpusched_envs.validation import Float, Int, Name, Processes, Seed, Seeds, Text
+from gpusched_envs.validation import Float, Int, Name, Seed, Seeds, Text
 
 app = typer.Typer(
     help="Train learning schedulers (DDQN, MaskablePPO, TopDRL, HMARL) on the gpusched envs, or offline from a "
@@ -42,8 +42,9 @@ NumEnvsOpt = Annotated[
     int | None,
     typer.Option(
         "--num-envs",
-        parser=Processes(),
-        help="Env copies stepped together (1 to the CPU count; GPUSCHED_MAX_PROCESSES raises the cap).",
+        parser=Int(min=1, cap="envs"),
+        help="Env copies stepped together in one process by the vector env (>= 1; at most 1,024, "
+        "GPUSCHED_MAX_ENVS raises the cap).",
     ),
 ]
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue from OUT/checkpoint if there is one.")]

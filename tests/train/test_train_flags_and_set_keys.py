@@ -39,7 +39,7 @@ def one_line(code, out, err, needle):
         (["ppo", "--steps", "0"], "--steps must be >= 1 (an integer)"),
         (["ppo", "--steps", "1" + "0" * 30], "set GPUSCHED_MAX_STEPS="),
         (["ppo", "--seed", "-1"], "--seed must be >= 0"),
-        (["ppo", "--num-envs", "100000"], "set GPUSCHED_MAX_PROCESSES="),
+        (["ppo", "--num-envs", "100000"], "set GPUSCHED_MAX_ENVS="),
         (["ppo", "--bc-steps", "3"], "options of the ddqn trainer"),
         (["ppo", "--set", "gama=0.9"], "unknown key 'gama'; did you mean gamma?"),
         (["ppo", "--set", "__class__=1"], "unknown key '__class__'"),
