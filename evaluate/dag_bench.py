@@ -184,6 +184,12 @@ def _planner(which: str, checkpoints: str | None):
 
 def run_agent(name: str, inst: Instance, seed: int) -> dict:
     """``{"makespan": float, ...}`` of one agent on one instance with one seed."""
+    return agent_plan(name, inst, seed)[0]
+
+
+def agent_plan(name: str, inst: Instance, seed: int) -> tuple[dict, tuple | None]:
+    """One agent on one instance with one seed: its record (``{"makespan": float, ...}``, or ``{"skipped": why}``)
+    and the ``(assignment, priority)`` plan it chose (None for the lower bound and a skipped run)."""
     from gpusched_lab.agents.methods.worl_rtgs.agent import worl_rtgs
     from gpusched_lab.agents.methods.worl_rtgs.metaheuristics import (
         genetic_algorithm,
@@ -198,33 +204,42 @@ def run_agent(name: str, inst: Instance, seed: int) -> dict:
     ev = lambda plan: float(  # noqa: E731
         evaluate_plan(inst.dag, inst.speed, inst.bandwidth, *plan, gpu_types=inst.gpu_types)
     )
+
+    def searched(r) -> tuple[dict, tuple]:
+        return {"makespan": r.makespan}, (r.assignment, r.priority)
+
     if name == "heft":
-        return {"makespan": ev(inst.heft())}
+        plan = inst.heft()
+        return {"makespan": ev(plan)}, plan
     if name == "cpop":
-        return {"makespan": ev(cpop(inst.dag, inst.speed, inst.bandwidth, gpu_types=inst.gpu_types))}
+        plan = cpop(inst.dag, inst.speed, inst.bandwidth, gpu_types=inst.gpu_types)
+        return {"makespan": ev(plan)}, plan
     if name == "random":
-        return {"makespan": random_search(inst.space(), population=1, iterations=1, seed=seed).makespan}
+        return searched(random_search(inst.space(), population=1, iterations=1, seed=seed))
     if name == "ga":
-        return {"makespan": genetic_algorithm(inst.space(), **budget).makespan}
+        return searched(genetic_algorithm(inst.space(), **budget))
     if name == "pso":
-        return {"makespan": particle_swarm(inst.space(), **budget).makespan}
+        return searched(particle_swarm(inst.space(), **budget))
     if name == "woa":
-        return {"makespan": whale_optimization(inst.space(), **budget).makespan}
+        return searched(whale_optimization(inst.space(), **budget))
     if name in ("ga+list", "pso+list", "woa+list"):
         search = {"ga+list": genetic_algorithm, "pso+list": particle_swarm, "woa+list": whale_optimization}[
             name
         ]
-        return {"makespan": search(inst.space(), seeds=inst.list_plans(), **budget).makespan}
+        return searched(search(inst.space(), seeds=inst.list_plans(), **budget))
     if name == "ls":
         from gpusched_lab.agents.methods.worl_rtgs.local_search import local_search
 
         total = a["population"] * a["iterations"]
-        return {"makespan": local_search(inst.space(), inst.list_plans(), budget=total, seed=seed).makespan}
+        return searched(local_search(inst.space(), inst.list_plans(), budget=total, seed=seed))
     if name == "ddqn":
         plans = inst.planner_plans("ddqn", seed, a["planner_plans"])
-        return {"makespan": min(ev(p) for p in plans), "greedy_makespan": ev(plans[0])}
+        spans = [ev(p) for p in plans]
+        best = min(range(len(plans)), key=spans.__getitem__)
+        return {"makespan": spans[best], "greedy_makespan": spans[0]}, plans[best]
     if name == "ppo":
-        return {"makespan": ev(inst.planner_plans("ppo", 0, 1)[0])}
+        plan = inst.planner_plans("ppo", 0, 1)[0]
+        return {"makespan": ev(plan)}, plan
     if name == "worl-rtgs":
         plans = list(inst.planner_plans("ddqn", seed, a["planner_plans"]))
         seeds = inst.list_plans() if a.get("seed_list", True) else None
@@ -240,15 +255,35 @@ def run_agent(name: str, inst: Instance, seed: int) -> dict:
         out = {"makespan": res.makespan, "injected": st["injected"], "steered": st["steered"]}
         if "refined_from" in st:
             out["before_refine"] = st["refined_from"]
-        return out
+        return out, (res.assignment, res.priority)
     if name == "cpsat":
         if inst.dag.num_tasks > a["cpsat_max_tasks"]:
-            return {"skipped": f"more than --cpsat-max-tasks={a['cpsat_max_tasks']} tasks"}
+            return {"skipped": f"more than --cpsat-max-tasks={a['cpsat_max_tasks']} tasks"}, None
         r = inst.cpsat()
-        return {"makespan": r.makespan, "optimal": r.optimal, "bound": r.lower_bound, "status": r.status}
+        rec = {"makespan": r.makespan, "optimal": r.optimal, "bound": r.lower_bound, "status": r.status}
+        return rec, (r.assignment, r.priority)
     if name == "lower-bound":
-        return {"makespan": lower_bound(inst.dag, inst.speed, inst.bandwidth, gpu_types=inst.gpu_types)}
+        return {"makespan": lower_bound(inst.dag, inst.speed, inst.bandwidth, gpu_types=inst.gpu_types)}, None
     raise DagBenchError(f"unknown agent {name!r}")
+
+
+def scenario_args(env) -> dict:
+    """The settings a DAG agent runs with on a leaderboard scenario's env (after reset): ``dag-bench``'s defaults
+    on the env's cluster (the env's GPU subset when it uses one)."""
+    u = env.unwrapped
+    return {
+        "cluster": u.cluster,
+        "gpus": u.num_gpus if len(u.gpu_ids) < u.cluster.num_gpus else None,
+        "time_limit": 10.0,
+        "population": 40,
+        "iterations": 60,
+        "injection_rate": 0.1,
+        "refine": DEFAULT_REFINE,
+        "planner_plans": 8,
+        "temperature": 0.5,
+        "cpsat_max_tasks": 30,
+        "checkpoints": None,
+    }
 
 
 def summarise(rows: list[dict], agents: list[str]) -> list[dict]:
@@ -635,19 +670,7 @@ class DAGEvalAgent(EvalAgent):
         try:
             env.reset(seed=int(seed))
             u = env.unwrapped
-            args = {
-                "cluster": u.cluster,
-                "gpus": u.num_gpus if len(u.gpu_ids) < u.cluster.num_gpus else None,
-                "time_limit": 10.0,
-                "population": 40,
-                "iterations": 60,
-                "injection_rate": 0.1,
-                "refine": DEFAULT_REFINE,
-                "planner_plans": 8,
-                "temperature": 0.5,
-                "cpsat_max_tasks": 30,
-                "checkpoints": None,
-            }
+            args = scenario_args(env)
             inst = Instance(scenario.name, 0, u.dag, u, args)
             rec = run_agent(self.agent, inst, int(seed))
             if "makespan" not in rec:

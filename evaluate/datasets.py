@@ -166,23 +166,10 @@ def _scheduler_actor(policy, env):
 def _dag_actor(name: str, env, seed: int):
     """The plan of DAG agent ``name`` for the env's current DAG (after reset), as an ``act`` placing each task on
     the plan's GPU."""
-    from gpusched_lab.evaluate.dag_bench import DEFAULT_REFINE, Instance
+    from gpusched_lab.evaluate.dag_bench import Instance, scenario_args
 
     u = env.unwrapped
-    args = {
-        "cluster": u.cluster,
-        "gpus": u.num_gpus if len(u.gpu_ids) < u.cluster.num_gpus else None,
-        "time_limit": 10.0,
-        "population": 40,
-        "iterations": 60,
-        "injection_rate": 0.1,
-        "refine": DEFAULT_REFINE,
-        "planner_plans": 8,
-        "temperature": 0.5,
-        "cpsat_max_tasks": DAG_CPSAT_MAX_TASKS,
-        "checkpoints": None,
-    }
-    inst = Instance("dataset", 0, u.dag, u, args)
+    inst = Instance("dataset", 0, u.dag, u, {**scenario_args(env), "cpsat_max_tasks": DAG_CPSAT_MAX_TASKS})
     extra: dict = {}
     plan = _dag_plan(name, inst, int(seed), extra)
     if plan is None:
@@ -201,70 +188,20 @@ def _dag_actor(name: str, env, seed: int):
 
 
 def _dag_plan(name: str, inst, seed: int, extra: dict):
-    """``(assignment, priority)`` of DAG agent ``name`` (``dag-bench``'s settings), or None (``extra["skipped"]``
-    says why)."""
-    from gpusched_lab.agents.methods.worl_rtgs import metaheuristics as mh
-    from gpusched_lab.evaluate.dag_bench import DEFAULT_REFINE
+    """``(assignment, priority)`` of DAG agent ``name`` (``dag-bench``'s settings and code), or None
+    (``extra["skipped"]`` says why): CP-SAT only where it proves optimality."""
+    from gpusched_lab.evaluate.dag_bench import AGENTS, agent_plan
 
-    from gpusched_envs.policies.dag import cpop
-
-    a = inst.args
-    budget = {"population": a["population"], "iterations": a["iterations"], "seed": seed}
-    if name == "heft":
-        return inst.heft()
-    if name == "cpop":
-        return cpop(inst.dag, inst.speed, inst.bandwidth, gpu_types=inst.gpu_types)
-    if name == "cpsat":
-        if inst.dag.num_tasks > DAG_CPSAT_MAX_TASKS:
-            extra["skipped"] = f"{inst.dag.num_tasks} tasks (CP-SAT runs on at most {DAG_CPSAT_MAX_TASKS})"
-            return None
-        r = inst.cpsat()
-        if not r.optimal:
-            extra["skipped"] = "CP-SAT did not prove optimality in 10 s"
-            return None
-        return r.assignment, r.priority
-    if name == "random":
-        r = mh.random_search(inst.space(), population=1, iterations=1, seed=seed)
-        return r.assignment, r.priority
-    if name in ("ga", "pso", "woa", "ga+list", "pso+list", "woa+list"):
-        from gpusched_lab.agents.methods.worl_rtgs.woa import whale_optimization
-
-        search = {"ga": mh.genetic_algorithm, "pso": mh.particle_swarm, "woa": whale_optimization}[
-            name.split("+")[0]
-        ]
-        seeds = {"seeds": inst.list_plans()} if name.endswith("+list") else {}
-        r = search(inst.space(), **seeds, **budget)
-        return r.assignment, r.priority
-    if name == "ls":
-        from gpusched_lab.agents.methods.worl_rtgs.local_search import local_search
-
-        r = local_search(inst.space(), inst.list_plans(), budget=a["population"] * a["iterations"], seed=seed)
-        return r.assignment, r.priority
-    if name in ("ddqn", "ppo"):
-        from gpusched_envs.sim.dag_eval import evaluate_plan
-
-        plans = inst.planner_plans(
-            name, seed if name == "ddqn" else 0, a["planner_plans"] if name == "ddqn" else 1
-        )
-        return min(
-            plans,
-            key=lambda p: float(
-                evaluate_plan(inst.dag, inst.speed, inst.bandwidth, *p, gpu_types=inst.gpu_types)
-            ),
-        )
-    if name == "worl-rtgs":
-        from gpusched_lab.agents.methods.worl_rtgs.agent import worl_rtgs
-
-        r = worl_rtgs(
-            inst.space(),
-            list(inst.planner_plans("ddqn", seed, a["planner_plans"])),
-            injection_rate=a["injection_rate"],
-            list_plans=inst.list_plans(),
-            refine=a.get("refine", DEFAULT_REFINE),
-            **budget,
-        )
-        return r.assignment, r.priority
-    raise AgentSpecError(f"dag-{name}: cannot be recorded")
+    if name not in AGENTS or name == "lower-bound":
+        raise AgentSpecError(f"dag-{name}: cannot be recorded")
+    if name == "cpsat" and inst.dag.num_tasks > DAG_CPSAT_MAX_TASKS:
+        extra["skipped"] = f"{inst.dag.num_tasks} tasks (CP-SAT runs on at most {DAG_CPSAT_MAX_TASKS})"
+        return None
+    record, plan = agent_plan(name, inst, seed)
+    if name == "cpsat" and not record["optimal"]:
+        extra["skipped"] = "CP-SAT did not prove optimality in 10 s"
+        return None
+    return plan
 
 
 def recorder_for(
