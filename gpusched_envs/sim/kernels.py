@@ -10,6 +10,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# constant arguments of calls between kernels as numpy scalars (typed int64 / bool, not as literals that numba
+# would compile the callee once more for)
+_ZERO = np.int64(0)
+_TRUE = np.bool_(True)
+_FALSE = np.bool_(False)
+
 
 @njit(cache=True)
 def time_in_use(out, gpu_job, run_start, now):
@@ -403,13 +409,13 @@ def job_block(
     jf[:, :] = 0.0
     job_mask[:] = 0
     job_rows(
-        jf, job_mask, 0, jobs, fits, False, clairvoyant, running_cols, now, inv_g, inv_time_scale, job_gpus_n, submit,
+        jf, job_mask, _ZERO, jobs, fits, _FALSE, clairvoyant, running_cols, now, inv_g, inv_time_scale, job_gpus_n, submit,
         duration, done_work, rate, last_update, job_work, job_ideal_iter, needs_restart, attained, run_start,
         preemptions, log_sensitivity, log2_table, log1p_table,
     )  # fmt: skip
     if running_cols:
         job_rows(
-            jf, job_mask, queue_rows, running, preemptible, True, clairvoyant, running_cols, now, inv_g,
+            jf, job_mask, queue_rows, running, preemptible, _TRUE, clairvoyant, running_cols, now, inv_g,
             inv_time_scale, job_gpus_n, submit, duration, done_work, rate, last_update, job_work, job_ideal_iter,
             needs_restart, attained, run_start, preemptions, log_sensitivity, log2_table, log1p_table,
         )  # fmt: skip

@@ -48,6 +48,13 @@ PH_DECIDE, PH_INSTANT, PH_POP = 0, 1, 2
 RUN_DONE, RUN_TIES, RUN_DEADLOCK = 0, 1, 2
 # tie-log operations: the set ``neighbours | {job}`` (a start) or ``neighbours`` less the job (a release)
 OP_OR, OP_DISCARD, OP_PLAIN = 0, 1, 2
+# constant arguments of the calls between kernels, as numpy scalars: numba types a plain ``0`` or ``True`` passed
+# to a compiled function as a literal and compiles that function once more for it; these are typed int64 / bool,
+# as the variables passed elsewhere, so every kernel is compiled once
+_ZERO = np.int64(0)
+_ONE = np.int64(1)
+_TRUE = np.bool_(True)
+_FALSE = np.bool_(False)
 
 
 # ------------------------------------------------------------------ the event heap: (5, capacity) time, seq, job, version, kind
@@ -110,7 +117,7 @@ def _heap_pop(h, n):
     if n > 0:
         for r in range(5):
             h[r, 0] = h[r, n]
-        _sift_down(h, 0, n)
+        _sift_down(h, _ZERO, n)
     return n
 
 
@@ -251,14 +258,16 @@ def _network(job, join, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jn
     for i in range(ns):
         s = srv[i]
         bid = _next_bid(mark_state)
-        k = _server_jobs(s, gi, si, ji, on_network, True, mark, bid, buf, 0)
+        k = _server_jobs(s, gi, si, ji, on_network, _TRUE, mark, bid, buf, _ZERO)
         sf[_ek.S_NICLOAD, s] = _sum_traffic(_by_stamp(buf, k, stamp), jf)
     if nr > 1:
         for i in range(nr):
             r = rck[i]
             rack_crossing[r] += 1 if join else -1
             bid = _next_bid(mark_state)
-            k = _rack_crossers(r, gi, si, ji, on_network, jnr, rack_first, rack_servers, mark, bid, buf, 0)
+            k = _rack_crossers(
+                r, gi, si, ji, on_network, jnr, rack_first, rack_servers, mark, bid, buf, _ZERO
+            )
             rf[_ek.R_UPLOAD, r] = _sum_traffic(_by_stamp(buf, k, stamp), jf)
 
 
@@ -268,7 +277,7 @@ def _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, o
     """Add the jobs whose speed depends on ``job`` (``Simulator._neighbours``, any order) to ``buf[k:]``."""
     if interference:
         for i in range(ns):
-            k = _server_jobs(srv[i], gi, si, ji, on_network, False, mark, bid, buf, k)
+            k = _server_jobs(srv[i], gi, si, ji, on_network, _FALSE, mark, bid, buf, k)
     if own_gpu >= 0:
         q = gi[_ek.G_SHHEAD, own_gpu]
         while q >= 0:
@@ -276,7 +285,7 @@ def _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, o
             q = ji[_ek.SHNEXT, q]
     if net:
         for i in range(ns):
-            k = _server_jobs(srv[i], gi, si, ji, on_network, True, mark, bid, buf, k)
+            k = _server_jobs(srv[i], gi, si, ji, on_network, _TRUE, mark, bid, buf, k)
         if nr > 1:
             for i in range(nr):
                 k = _rack_crossers(
@@ -314,7 +323,7 @@ def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu,
     pos = st_i[I_LOG]
     log, pos = _log_put(log, pos, op)
     log, pos = _log_put(log, pos, job)
-    segments = 0
+    segments = _ZERO
     if interference:
         segments += ns
     if own_gpu >= 0:
@@ -326,13 +335,13 @@ def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu,
     if interference:
         for i in range(ns):
             bid = _next_bid(mark_state)
-            m = _server_jobs(srv[i], gi, si, ji, on_network, False, mark, bid, buf, 0)
+            m = _server_jobs(srv[i], gi, si, ji, on_network, _FALSE, mark, bid, buf, _ZERO)
             if back:
                 m = _add(job, mark, bid, buf, m)
             log, pos = _log_segment(log, pos, _by_stamp(buf, m, stamp))
     if own_gpu >= 0:
         bid = _next_bid(mark_state)
-        m = 0
+        m = _ZERO
         q = gi[_ek.G_SHHEAD, own_gpu]
         while q >= 0:
             m = _add(q, mark, bid, buf, m)
@@ -341,7 +350,7 @@ def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu,
     if net:
         for i in range(ns):
             bid = _next_bid(mark_state)
-            m = _server_jobs(srv[i], gi, si, ji, on_network, True, mark, bid, buf, 0)
+            m = _server_jobs(srv[i], gi, si, ji, on_network, _TRUE, mark, bid, buf, _ZERO)
             if back:
                 m = _add(job, mark, bid, buf, m)
             log, pos = _log_segment(log, pos, _by_stamp(buf, m, jstamp))
@@ -349,7 +358,7 @@ def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu,
             for i in range(nr):
                 bid = _next_bid(mark_state)
                 m = _rack_crossers(
-                    rck[i], gi, si, ji, on_network, jnr, rack_first, rack_servers, mark, bid, buf, 0
+                    rck[i], gi, si, ji, on_network, jnr, rack_first, rack_servers, mark, bid, buf, _ZERO
                 )
                 if back:
                     m = _add(job, mark, bid, buf, m)
@@ -358,7 +367,7 @@ def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu,
     for i in range(k):
         log, pos = _log_put(log, pos, batch[i])
     for i in range(k):
-        log, pos = _log_put(log, pos, 1 if times[i] == times[i] else 0)
+        log, pos = _log_put(log, pos, _ONE if times[i] == times[i] else _ZERO)
     log, pos = _log_put(log, pos, seq0)
     st_i[I_LOG] = pos
     st_i[I_BATCHES] += 1
@@ -392,7 +401,7 @@ def _push_batch(h, st_i, ji, batch, k, times):
         if t == t:
             seq += 1
             job = batch[i]
-            h = heap_push(h, n, t, seq, job, ji[_ek.VER, job], COMPLETION)
+            h = heap_push(h, n, t, seq, job, ji[_ek.VER, job], np.int64(COMPLETION))
             n += 1
     st_i[I_SEQ] = seq
     st_i[I_HLEN] = n
@@ -495,20 +504,20 @@ def _release_job(job, complete, h, log, st_f, st_i, status, jf, ji, gi, si, sf, 
         gi[_ek.G_JOB, own_gpu] = first
     st_f[F_ALLOC] -= share[job]
     net = on_network[job]
-    k = 0
+    k = _ZERO
     if not duration:
         bid = _next_bid(mark_state)
         mark[job] = bid  # left out (discarded)
         k = _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, on_network, jnr,
-                        rack_first, rack_servers, mark, bid, batch, 0)  # fmt: skip
+                        rack_first, rack_servers, mark, bid, batch, _ZERO)  # fmt: skip
     if net:
-        _network(job, False, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing,
+        _network(job, _FALSE, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing,
                  rack_first, rack_servers, jstamp, mark, mark_state, buf)  # fmt: skip
     st_i[I_FREE] += _ek.release_job(
         job, complete, now, batch[:k], status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, times
     )
     if k > 1 and _has_tie(times, k):
-        log = _log_batch(log, st_i, OP_DISCARD, job, srv, ns, rck, nr, net, interference, own_gpu, batch, k,
+        log = _log_batch(log, st_i, np.int64(OP_DISCARD), job, srv, ns, rck, nr, net, interference, own_gpu, batch, k,
                          times, st_i[I_SEQ], gi, si, ji, on_network, jnr, rack_first, rack_servers, stamp, jstamp,
                          mark, mark_state, buf)  # fmt: skip
     h = _push_batch(h, st_i, ji, batch, k, times)
@@ -529,14 +538,14 @@ def _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, c
     if net:
         st_i[I_JSTAMP] += 1
         jstamp[job] = st_i[I_JSTAMP]
-        _network(job, True, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing, rack_first,
+        _network(job, _TRUE, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing, rack_first,
                  rack_servers, jstamp, mark, mark_state, buf)  # fmt: skip
     own_gpu = gbuf[ji[_ek.GOFF, job]] if job_milli[job] < FULL_GPU else -1
     bid = _next_bid(mark_state)
-    k = 0
+    k = _ZERO
     if not duration:
         k = _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, on_network, jnr, rack_first,
-                        rack_servers, mark, bid, batch, 0)  # fmt: skip
+                        rack_servers, mark, bid, batch, _ZERO)  # fmt: skip
     if op == OP_OR:
         k = _add(job, mark, bid, batch, k)
     _ek.refresh(batch[:k], now, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, times)
@@ -630,7 +639,7 @@ def run_queue(
         if _live(qj, qs, i, status, qstamp):
             pool_waiting[job_pool[qj[i]]] += 1
     left = np.zeros(len(blocked), dtype=np.int64)
-    qhead = 0  # every queue entry before it has left the queue (a queue without preemption)
+    qhead = _ZERO  # every queue entry before it has left the queue (a queue without preemption)
     # strict FIFO: the queue of each pool, in queue order (the pass merges their first waiting jobs)
     merge = not backfill and opts[O_RANK] == 0 and not preemptive
     pq_end = np.zeros(len(blocked), dtype=np.int64)
@@ -736,7 +745,7 @@ def run_queue(
             if version != ji[_ek.VER, job]:
                 continue
             if kind == COMPLETION:  # Simulator._complete
-                h, log = _release_job(job, True, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo,
+                h, log = _release_job(job, _TRUE, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo,
                                       spsh, params, gbuf, share, stamp, jstamp, jnr, on_network, rack_crossing,
                                       job_milli, rack_first, rack_servers, mark, mark_state, buf, batch, times, srv,
                                       rck)  # fmt: skip
@@ -753,7 +762,7 @@ def run_queue(
                 h, log = _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh,
                                        params, gbuf, stamp, jstamp, jnr, on_network, rack_crossing, job_milli,
                                        rack_first, rack_servers, mark, mark_state, buf, batch, times, srv, rck, ns,
-                                       nr, OP_OR)  # fmt: skip
+                                       nr, np.int64(OP_OR))  # fmt: skip
             st_i[I_CHANGED] = 1
         if not (st_i[I_QN] > 0 and (st_i[I_CHANGED] != 0 or st_i[I_TFIRED] != 0)):
             st_i[I_CHANGED] = 0
@@ -773,7 +782,7 @@ def run_queue(
                     live += 1
             m = live
             st_i[I_QLEN] = m
-            qhead = 0
+            qhead = _ZERO
         chosen = qj
         num_chosen = m
         victims = qj  # running jobs outside the chosen set, lowest priority first
@@ -912,7 +921,7 @@ def run_queue(
                     # Simulator.preempt
                     _integrate(st_f)
                     _ek._bank(victim, now, status, jf)
-                    h, log = _release_job(victim, False, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf,
+                    h, log = _release_job(victim, _FALSE, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf,
                                           colo, spsh, params, gbuf, share, stamp, jstamp, jnr, on_network,
                                           rack_crossing, job_milli, rack_first, rack_servers, mark, mark_state, buf,
                                           batch, times, srv, rck)  # fmt: skip
@@ -962,7 +971,7 @@ def run_queue(
                 ji[_ek.VER, job] += 1
                 st_i[I_SEQ] += 1
                 h = heap_push(h, st_i[I_HLEN], now + restart_delay, st_i[I_SEQ], job, ji[_ek.VER, job],
-                              RESTART_DONE)  # fmt: skip
+                              np.int64(RESTART_DONE))  # fmt: skip
                 st_i[I_HLEN] += 1
             else:
                 status[job] = RUNNING
@@ -1001,5 +1010,7 @@ def run_queue(
                 st_i[I_TVER] += 1
                 st_f[F_TIMER] = soonest
                 st_i[I_SEQ] += 1
-                h = heap_push(h, st_i[I_HLEN], soonest, st_i[I_SEQ], -1, st_i[I_TVER], TIMER)
+                h = heap_push(
+                    h, st_i[I_HLEN], soonest, st_i[I_SEQ], np.int64(-1), st_i[I_TVER], np.int64(TIMER)
+                )
                 st_i[I_HLEN] += 1

@@ -9,6 +9,10 @@ import numpy as np
 from numba import njit
 
 FULL_GPU = 1000
+# constant arguments of calls between kernels as numpy scalars (typed int64, not as literals that numba would
+# compile the callee once more for)
+_ZERO = np.int64(0)
+_ONE = np.int64(1)
 
 
 @njit(cache=True)
@@ -75,7 +79,7 @@ def whole_gpus(
         if best >= 0:
             one = np.empty(1, dtype=np.int64)
             one[0] = best
-            _take(free, free_milli, one, 1, server_first, server_num, n, out)
+            _take(free, free_milli, one, _ONE, server_first, server_num, n, out)
             return out
         if not spread:
             return out[:0]
@@ -104,7 +108,7 @@ def whole_gpus(
     else:
         racks = np.argsort(-rack_free, kind="mergesort")
     servers = np.empty(S, dtype=np.int64)
-    num = 0
+    num = _ZERO
     for r in racks:
         start = num
         for s in range(S):
