@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
+from gpusched_lab.agents.nets.common import FlatAdam
 from gpusched_lab.agents.nets.networks import (
     ActionScorer,
     build_network,
@@ -260,8 +261,8 @@ class DDQN:
         self.net_config = config_for_env(env0, args.encoder, args.hidden, args.layers)
         self.q: ActionScorer = build_network(self.net_config, self.obs_space, args.gnn_impl).to(self.device)
         self.q_target = copy.deepcopy(self.q)
-        # foreach: one multi-tensor update instead of a loop over ~80 small tensors (same arithmetic, faster)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=args.learning_rate, foreach=True)
+        # Adam as a few ops on one flat buffer instead of a loop over ~80 small tensors (same arithmetic, bit for bit)
+        self.optimizer = FlatAdam(self.q.parameters(), lr=args.learning_rate)
         self.buffer = DictReplayBuffer(self.obs_space, args.buffer_size)
         self.rng = np.random.default_rng(args.seed)  # exploration and replay sampling
         self.global_step = 0  # env steps summed over envs

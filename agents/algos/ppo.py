@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
+from gpusched_lab.agents.nets.common import FlatAdam
 from gpusched_lab.agents.nets.networks import ActionScorer, NetworkConfig, build_network
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
@@ -140,8 +141,9 @@ def make_ppo(
         features_extractor_kwargs=dict(network_config=network_config.to_dict(), gnn_impl=args.gnn_impl),
         net_arch=dict(pi=[], vf=[network_config.hidden]),
         share_features_extractor=True,
-        # SB3's default Adam (eps 1e-5) as one multi-tensor update instead of a loop over ~90 small tensors
-        optimizer_kwargs=dict(eps=1e-5, foreach=True),
+        # SB3's default Adam (eps 1e-5) as a few ops on one flat buffer (the same arithmetic, bit for bit)
+        optimizer_class=FlatAdam,
+        optimizer_kwargs=dict(eps=1e-5),
     )
     model = MaskablePPO(
         "MultiInputPolicy",

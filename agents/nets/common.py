@@ -169,3 +169,128 @@ def obs_to_tensors(obs: dict, device: torch.device | str = "cpu", batched: bool 
     if not batched:
         out = {k: v.unsqueeze(0) for k, v in out.items()}
     return out
+
+
+class _FlatLayout:
+    """The flat buffers of a :class:`FlatAdam`: parameters, gradients, both moments and the step counts, each one
+    1-D tensor whose slices the parameters and their state are (views)."""
+
+    def __init__(self, opt: FlatAdam, group: dict, params: list[torch.Tensor]):
+        ref = params[0]
+        sizes = [p.numel() for p in params]
+        n = sum(sizes)
+        state = opt.state
+        first = state.get(ref, {})
+        steps = [float(state[p]["step"]) if "step" in state.get(p, {}) else 0.0 for p in params]
+        with torch.no_grad():
+            self.params = torch.empty(n, dtype=ref.dtype, device=ref.device)
+            self.grads = torch.empty_like(self.params)
+            self.exp_avg = torch.zeros_like(self.params)
+            self.exp_avg_sq = torch.zeros_like(self.params)
+            step_dtype = first["step"].dtype if "step" in first else torch.get_default_dtype()
+            self.steps = torch.full((len(params),), steps[0], dtype=step_dtype)
+            for i, (p, view, m, v) in enumerate(
+                zip(
+                    params,
+                    self.params.split(sizes),
+                    self.exp_avg.split(sizes),
+                    self.exp_avg_sq.split(sizes),
+                    strict=True,
+                )
+            ):
+                view.copy_(p.reshape(-1))
+                p.data = view.view_as(p)
+                s = state[p]
+                if "exp_avg" in s:
+                    m.copy_(s["exp_avg"].reshape(-1))
+                    v.copy_(s["exp_avg_sq"].reshape(-1))
+                state[p] = {"step": self.steps[i], "exp_avg": m.view_as(p), "exp_avg_sq": v.view_as(p)}
+        self.state, self.group, self.param_list = state, group, list(params)
+        self.ptrs = [p.data_ptr() for p in params]
+
+    def valid(self, opt: FlatAdam) -> bool:
+        group = opt.param_groups[0]
+        return (
+            opt.state is self.state
+            and group is self.group
+            and len(group["params"]) == len(self.param_list)
+            and all(a is b for a, b in zip(group["params"], self.param_list, strict=True))
+            and [p.data_ptr() for p in self.param_list] == self.ptrs
+        )
+
+
+class FlatAdam(torch.optim.Adam):
+    """``torch.optim.Adam`` whose update runs as a few ops on one flat buffer instead of ~90 small tensors.
+
+    On the first step the parameters and their moments are moved into flat buffers (each parameter and its state
+    become views of them, so ``state_dict``, ``load_state_dict``, checkpoints and the module see what they see with
+    ``Adam``); the gradients are copied into one buffer per step. Each element goes through the arithmetic of
+    ``Adam(foreach=True)`` (``lerp_``, ``mul_``, ``addcmul_``, ``sqrt``, ``div_``, ``add_``, ``addcdiv_`` with the
+    same Python scalars), so the results are the same bit for bit, and each parameter's version counter is bumped as
+    an in-place update of it would. The layout is rebuilt when the parameters or the
+    state are replaced (a move to another device, ``load_state_dict``). Anything the flat step does not cover
+    (several parameter groups, weight decay, AMSGrad, ``maximize``, a tensor learning rate, mixed devices or
+    dtypes, a parameter without a gradient, unequal step counts) takes ``Adam``'s own multi-tensor step."""
+
+    def __init__(self, params, lr: float = 1e-3, **kwargs):
+        kwargs.pop("foreach", None)
+        kwargs.pop("fused", None)
+        super().__init__(params, lr=lr, foreach=True, **kwargs)
+        self._layout: _FlatLayout | None = None
+
+    def _flat(self) -> _FlatLayout | None:
+        """The flat layout for this step, built when needed; None when the flat step does not apply."""
+        if len(self.param_groups) != 1:
+            return None
+        group = self.param_groups[0]
+        if (
+            group["amsgrad"]
+            or group["maximize"]
+            or group["weight_decay"] != 0
+            or group["capturable"]
+            or group["differentiable"]
+            or isinstance(group["lr"], torch.Tensor)
+        ):
+            return None
+        params = group["params"]
+        if not params or any(p.grad is None or p.grad.is_sparse for p in params):
+            return None
+        layout = self._layout
+        if layout is not None and layout.valid(self):
+            return layout
+        ref = params[0]
+        if any(p.dtype != ref.dtype or p.device != ref.device for p in params) or not ref.is_floating_point():
+            return None
+        steps = {float(self.state[p]["step"]) if "step" in self.state.get(p, {}) else 0.0 for p in params}
+        started = {"exp_avg" in self.state.get(p, {}) for p in params}
+        if len(steps) != 1 or len(started) != 1:
+            return None
+        self._layout = _FlatLayout(self, group, params)
+        return self._layout
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        layout = self._flat()
+        if layout is None:
+            return super().step(closure)
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        group = self.param_groups[0]
+        beta1, beta2 = group["betas"]
+        lr, eps = group["lr"], group["eps"]
+        torch.cat([p.grad.reshape(-1) for p in layout.param_list], out=layout.grads)
+        layout.steps.add_(1.0)
+        step = layout.steps[0].item()
+        layout.exp_avg.lerp_(layout.grads, 1 - beta1)
+        layout.exp_avg_sq.mul_(beta2)
+        layout.exp_avg_sq.addcmul_(layout.grads, layout.grads, value=1 - beta2)
+        step_size = (lr / (1 - beta1**step)) * -1
+        denom = layout.exp_avg_sq.sqrt()
+        denom.div_((1 - beta2**step) ** 0.5)
+        denom.add_(eps)
+        layout.params.addcdiv_(layout.exp_avg, denom, value=step_size)
+        # the parameters' own version counters (caches keyed on them, autograd's checks) see the in-place update
+        torch.autograd.graph.increment_version(layout.param_list)
+        return loss
