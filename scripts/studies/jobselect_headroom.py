@@ -8,22 +8,24 @@ each with the leaderboard's placement (``closest``; Gandiva ``pack``); the preem
 point of the simulator (arrivals, completions, their own demotion timers). Per family this measures
 
 - ``best heuristic`` of each information class: non-clairvoyant (FIFO, Gandiva, Tiresias, LAS, Gittins) and
-  clairvoyant (those and SJF, SRTF), CHOSEN by mean average JCT on held-in windows (Philly jobs before 2017-11-01,
-  same sizes and load: :data:`HELD_IN`) and then FIXED for the held-out windows;
-- ``rollout``: one step of policy improvement over that best heuristic (Bertsekas' rollout): at every decision point
-  each rule of a small portfolio (:func:`portfolio`: the base heuristic; its order without preemption; SRTF; SRSF;
-  the other preemptive heuristics; SJF) decides on a copy of the simulator, the copy runs to the end with the base
-  heuristic, and the rule whose copy ends with the lowest average JCT decides for real. Rules whose decision leaves
-  the same state as another's share its copy, and the base rule's copy is the one chosen at the previous decision,
-  so it is never run twice. An achievable schedule, found by search with the future known; never worse than the
-  base on its (window, seed) (the base is in the portfolio and the simulator is deterministic; checked);
+  clairvoyant (those and SJF, SRTF), CHOSEN by the geometric mean of average JCT on held-in windows (Philly jobs
+  before 2017-11-01, same sizes and load: :data:`HELD_IN`) and then FIXED for the held-out windows;
+- ``rollout``: one step of policy improvement over the best clairvoyant heuristic (Bertsekas' rollout): at every
+  decision point (every K-th with ``--stride``; the base decides the others) each rule of a small portfolio
+  (:func:`portfolio`: the base; its order without preemption; SRSF; SRTF, or LAS when the base is SRTF) decides on
+  a copy of the simulator, the copy runs to the end with the base, and the rule whose copy ends with the lowest
+  average JCT decides for real. Rules whose decision leaves the same state share one copy, and the base rule's
+  copy is the one chosen at the decision before, so it is never run twice. An achievable schedule, found by search
+  with the future known; never worse than its base on its (window, seed) (the base is in the portfolio and the
+  simulator is deterministic; checked on every run). With ``--nc-rollout`` the best non-clairvoyant heuristic is
+  rolled out over too, and the search's schedule is the better of the two;
 - ``bound``: the mean of the jobs' ideal runtimes (``lower_bound_avg_jct`` of the simulator's metrics);
-- ``room`` = 1 − rollout / best heuristic (average JCT), per window and per family, with paired 95% bootstrap
-  intervals over the (window, seed) pairs (:func:`gpusched_lab.evaluate.stats.paired_relative_change`).
+- ``room`` = 1 − search / best heuristic (average JCT) for each class, per window and per family, with paired 95%
+  bootstrap intervals over the (window, seed) pairs (:func:`gpusched_lab.evaluate.stats.paired_relative_change`).
 
-    nice -n 10 python scripts/studies/jobselect_headroom.py --out docs/data/jobselect_headroom.json \
-        --rollout 300=0-1,1000=0
-    python scripts/studies/jobselect_headroom.py --families 300 --rollout 300=0 --windows 1 --seeds 0  # one window
+    nice -n 10 python scripts/studies/jobselect_headroom.py --seeds 0-4 --heldin-seeds 0-2 \
+        --rollout 300=0,1000=0 --stride 300=1,1000=16 --out docs/data/jobselect_headroom.json
+    python scripts/studies/jobselect_headroom.py --families 300 --windows 1 --seeds 0 --rollout 300=0  # a minute
 
 The heuristics run on every held-out (window, seed) of ``--seeds``; the rollouts, which are slower (a Python
 simulation per distinct rule decision), on the seeds ``--rollout`` gives per family. Finished (window, seed)
@@ -213,14 +215,14 @@ def rollout(sim, base: str, stride: int = 1, share: bool = True, progress=None) 
 
 
 def choose_best(rows: list[dict], candidates) -> str:
-    """The candidate with the highest mean normalised score (lower bound ÷ average JCT, the leaderboard's score)
-    over ``rows`` (each maps names to average JCT and ``bound`` to the lower bound), so that every window counts
-    alike whatever its JCT scale; ties: the earlier candidate."""
+    """The candidate with the lowest geometric mean of average JCT over ``rows`` (each maps names to average JCT):
+    scale-free, so every window counts alike whatever its JCT scale and no single overloaded window decides;
+    ties: the earlier candidate."""
     if not rows:
         raise ValueError("choose_best: no rows to choose on")
     candidates = list(candidates)
-    score = {c: float(np.mean([r["bound"] / r[c] for r in rows])) for c in candidates}
-    return min(candidates, key=lambda c: (-score[c], candidates.index(c)))
+    log_mean = {c: float(np.mean([np.log(r[c]) for r in rows])) for c in candidates}
+    return min(candidates, key=lambda c: (log_mean[c], candidates.index(c)))
 
 
 def window_kwargs(start: str, jobs: int) -> dict:
@@ -477,8 +479,8 @@ def main(argv=None) -> dict:
                 "heldout_windows": [w for w, _ in f["windows"]],
                 "best": f["best"],
                 "heldin_mean_avg_jct": {n: float(np.mean([r[n] for r in heldin_rows])) for n in names},
-                "heldin_mean_score": {
-                    n: float(np.mean([r["bound"] / r[n] for r in heldin_rows])) for n in names
+                "heldin_geomean_avg_jct": {
+                    n: float(np.exp(np.mean(np.log([r[n] for r in heldin_rows])))) for n in names
                 },
                 "heldout_mean_avg_jct": {n: float(np.mean([r[n] for r in rows])) for n in (*names, "bound")},
                 "summary": summarize_family(rows, f["best"]),

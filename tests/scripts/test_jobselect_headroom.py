@@ -78,14 +78,12 @@ def test_sharing_copies_and_stride_keep_the_guarantee_and_repeat_exactly(hr, toy
         hr.rollout(sim(), "las", stride=0)
 
 
-def test_best_heuristic_is_chosen_by_normalised_score(hr):
-    # mean JCT prefers "a" (dominated by window 2), the normalised score (bound / JCT per window) prefers "b"
-    rows = [
-        {"bound": 100.0, "a": 200.0, "b": 110.0},
-        {"bound": 1000.0, "a": 2000.0, "b": 3000.0},
-    ]
+def test_best_heuristic_is_chosen_by_geometric_mean(hr):
+    # the arithmetic mean prefers "a" (1,100 against 1,555: window 2 decides), the geometric mean prefers "b"
+    # (sqrt(110 * 3000) = 574 against sqrt(200 * 2000) = 632)
+    rows = [{"a": 200.0, "b": 110.0}, {"a": 2000.0, "b": 3000.0}]
     assert hr.choose_best(rows, ["a", "b"]) == "b"
-    assert hr.choose_best([{"bound": 1.0, "a": 2.0, "b": 2.0}], ["b", "a"]) == "b"  # ties: the earlier
+    assert hr.choose_best([{"a": 2.0, "b": 2.0}], ["b", "a"]) == "b"  # ties: the earlier
     with pytest.raises(ValueError, match="no rows"):
         hr.choose_best([], ["a"])
 
