@@ -267,6 +267,26 @@ class _GpuRows:
         return first, kept, row
 
 
+# the distinct rows of the last batch (one entry): two networks reading the same batch (DDQN's online and target
+# networks on the next observations) build them once
+_ROWS_CACHE: list[tuple] = []
+
+
+def _gpu_rows(obs: dict[str, torch.Tensor], tree: _Tree, servers: bool) -> _GpuRows:
+    """:class:`_GpuRows` of ``obs`` on ``tree``, reused while the batch is the very same tensors, unchanged (their
+    version counters; inference tensors, which have none, are not kept)."""
+    nf, mask = obs["node_features"], obs["node_mask"]
+    key = (tree.bounds, tree.gpus_per_server, tree.servers_per_rack, servers, nf.shape)
+    keep = not (nf.is_inference() or mask.is_inference())
+    if keep and _ROWS_CACHE:
+        c_nf, c_mask, versions, c_key, rows = _ROWS_CACHE[0]
+        if c_nf is nf and c_mask is mask and c_key == key and versions == (nf._version, mask._version):
+            return rows
+    rows = _GpuRows(obs, tree, servers=servers)
+    _ROWS_CACHE[:] = [(nf, mask, (nf._version, mask._version), key, rows)] if keep else []
+    return rows
+
+
 class GraphEncoder(nn.Module):
     """Hierarchical message passing over the GPU–server–rack–cluster tree.
 
@@ -393,7 +413,7 @@ class GraphEncoder(nn.Module):
         wide = b >= WIDE_BATCH and nf.device.type == "cpu"
         rows = None
         if wide and tree.gpus_per_server > 1:
-            rows = _GpuRows(obs, tree, servers=tree.servers_per_rack > 1)
+            rows = _gpu_rows(obs, tree, servers=tree.servers_per_rack > 1)
         if rows is None:
             x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
             # GPU, server, rack, cluster blocks, each (rows · B, h)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from gpusched_lab.agents.common import make_env
+from gpusched_lab.agents.nets import gnn
 from gpusched_lab.agents.nets.gnn import GraphEncoder, _GpuRows, tree_blocks
 from gpusched_lab.agents.nets.networks import build_network, config_for_env, masked, obs_to_tensors
 
@@ -80,6 +81,36 @@ def test_dense_batch_equals_the_reference_forward_and_gradients(env_id, cluster)
             continue
         scale = float(q.grad.abs().max()) + 1.0  # float32 rounding grows with the gradient's size
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
+
+
+def test_two_networks_on_one_batch_build_its_distinct_rows_once(monkeypatch):
+    """DDQN's online and target networks read the same next observations: the second forward reuses the first's
+    distinct rows (same outputs as rows built afresh); another batch, or the same one changed in place, gets its
+    own."""
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 40, "load": 1.2}, "graph")
+    dense, _ = dense_and_reference(env)
+    other = copy.deepcopy(dense)
+    batch = stack(observations(env, 24, seed=5))
+    built = []
+    real = gnn._GpuRows
+
+    def counting(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gnn, "_GpuRows", counting)
+    with torch.no_grad():
+        a = dense(batch)
+        b = other(batch)
+        assert len(built) == 1
+        assert torch.equal(a, b)
+        fresh = {k: v.clone() for k, v in batch.items()}
+        assert torch.equal(dense(fresh), a)
+        assert len(built) == 2
+        fresh["node_features"][:, 0, 0] += 1.0  # changed in place: its rows are built again
+        dense(fresh)
+        assert len(built) == 3
+    gnn._ROWS_CACHE.clear()
 
 
 def test_distinct_gpu_rows_stand_for_every_gpu_once():
