@@ -29,7 +29,8 @@ point of the simulator (arrivals, completions, their own demotion timers). Per f
 
 The heuristics run on every held-out (window, seed) of ``--seeds``; the rollouts, which are slower (a Python
 simulation per distinct rule decision), on the seeds ``--rollout`` gives per family. Finished (window, seed)
-results are kept in ``OUT.partial.json`` as they come, and a rerun with the same settings resumes from it.
+results are kept in ``OUT.partial.json`` as they come (the result file itself is rewritten after every rollout),
+and a rerun resumes from them: the same run cut short, or one with more seeds or windows.
 """
 
 from __future__ import annotations
@@ -268,17 +269,20 @@ def settings_digest(settings: dict) -> str:
 
 
 class Partial:
-    """Finished (phase, window, seed) results, written atomically after each one, valid for one settings digest."""
+    """Finished (phase, window, seed) results, written atomically after each one, valid for one digest: read back
+    from the partial file of a run cut short and from the result file of a finished run (:func:`keyed_results`)."""
 
-    def __init__(self, path: Path | None, digest: str):
+    def __init__(self, path: Path | None, digest: str, report: Path | None = None):
         self.path, self.digest, self.rows = path, digest, {}
-        if path is not None and path.is_file():
+        for file, read in ((report, keyed_results), (path, lambda doc: doc.get("rows", {}))):
+            if file is None or not file.is_file():
+                continue
             try:
-                doc = json.loads(path.read_text())
+                doc = json.loads(file.read_text())
             except json.JSONDecodeError as exc:
-                raise SystemExit(f"{path}: not a partial result of this script ({exc}); delete it") from None
+                raise SystemExit(f"{file}: not a result of this script ({exc}); delete it") from None
             if doc.get("digest") == digest:
-                self.rows = doc.get("rows", {})
+                self.rows.update(read(doc))
 
     def get(self, key: str):
         return self.rows.get(key)
@@ -289,6 +293,21 @@ class Partial:
             from gpusched_envs.io import atomic_write_text
 
             atomic_write_text(self.path, json.dumps({"digest": self.digest, "rows": self.rows}) + "\n")
+
+
+def keyed_results(report: dict) -> dict:
+    """The results of a finished run's report under the keys :class:`Partial` keeps them by."""
+    out = {}
+    for fam, f in report.get("families", {}).items():
+        for r in f.get("heldin_rows", []):
+            out[f"heldin/{fam}/{r['window']}/{r['seed']}"] = r
+        for r in f.get("rows", []):
+            out[f"heldout/{fam}/{r['window']}/{r['seed']}"] = {k: v for k, v in r.items() if k != "rollout"}
+            if r.get("rollout"):
+                stride = next(iter(r["rollout"].values()))["stride"]
+                key = f"rollout/{fam}/{r['window']}/{r['seed']}/stride={stride}/{'+'.join(r['rollout'])}"
+                out[key] = r["rollout"]
+    return out
 
 
 def heuristic_row(env, seed: int, names) -> dict:
@@ -417,7 +436,10 @@ def main(argv=None) -> dict:
         "version": gpusched_envs.__version__,
     }
     partial_path = a.out.with_suffix(".partial.json") if a.out is not None else None
-    partial = Partial(partial_path, settings_digest(settings))
+    # what a kept result depends on besides its key (phase, family, window, seed; for a rollout also the stride and
+    # the bases): more seeds or windows in a rerun reuse everything already done
+    digest = settings_digest({"version": gpusched_envs.__version__, "held_in": HELD_IN, "classes": CLASSES})
+    partial = Partial(partial_path, digest, a.out)
     t0, c0 = time.perf_counter(), time.process_time()
 
     def say(msg: str) -> None:
@@ -437,6 +459,7 @@ def main(argv=None) -> dict:
         "command": "python scripts/studies/jobselect_headroom.py " + " ".join(argv or sys.argv[1:]),
         "classes": {k: list(v) for k, v in CLASSES.items()},
         "complete": False,
+        "digest": digest,
         "families": {},
     }
 
@@ -450,7 +473,7 @@ def main(argv=None) -> dict:
                 if row is None:
                     row = {"window": wname, "seed": seed, **heuristic_row(env, seed, names)}
                     partial.put(key, row)
-                rows.append(row)
+                rows.append(dict(row))  # the rollout joins the copy, not the kept row
             env.close()
             say(f"{fam} jobs, {phase} window {wi + 1}/{len(windows)} {wname}: heuristics done")
         return rows
@@ -503,12 +526,12 @@ def main(argv=None) -> dict:
         f = fams[fam]
         wname, kw = f["windows"][wi]
         row = f["rows"][wi * len(seeds) + seeds.index(seed)]
-        key = f"rollout/{fam}/{wname}/{seed}"
+        bases = [f["best"]["clairvoyant"]]
+        if a.nc_rollout and f["best"]["non-clairvoyant"] not in bases:
+            bases.append(f["best"]["non-clairvoyant"])
+        key = f"rollout/{fam}/{wname}/{seed}/stride={strides[fam]}/{'+'.join(bases)}"
         done = partial.get(key)
         if done is None:
-            bases = [f["best"]["clairvoyant"]]
-            if a.nc_rollout and f["best"]["non-clairvoyant"] not in bases:
-                bases.append(f["best"]["non-clairvoyant"])
             env = make_env(ENV_ID, kw, "flat")
             done = {}
             for base in bases:

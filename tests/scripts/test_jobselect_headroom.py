@@ -104,6 +104,29 @@ def test_the_held_in_choice_is_fixed_for_the_held_out_windows(hr, tmp_path, monk
     assert row["rollout"][best_c]["avg_jct"] <= row[best_c] + 1e-6
     assert row["bound"] <= row["rollout"][best_c]["avg_jct"]
     assert fam["summary"]["clairvoyant"]["room"]["mean"] >= 0.0
+    # a rerun with one more seed reuses what the first run did: one rollout more, none of the first run's again
+    calls = []
+    rollout = hr.rollout
+    monkeypatch.setattr(hr, "rollout", lambda *a, **k: calls.append(1) or rollout(*a, **k))
+    more = hr.main(
+        [
+            *args[:4],
+            "--seeds",
+            "0-1",
+            "--heldin-seeds",
+            "0",
+            "--rollout",
+            "300=0-1",
+            "--stride",
+            "300=1000",
+            "--out",
+            str(out),
+        ]
+    )
+    assert len(calls) == 1
+    rows = more["families"]["300"]["rows"]
+    assert [r["seed"] for r in rows] == [0, 1] and rows[0] == row
+    assert more["families"]["300"]["summary"]["clairvoyant"]["pairs"] == 2
 
 
 def test_bad_arguments_are_one_line(hr):
