@@ -474,7 +474,7 @@ class DDQN:
             loss = loss + a.bc_weight * (margin * batch.demo).sum() / batch.demo.sum()
         self.optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.q.parameters(), a.max_grad_norm)
+        self.optimizer.clip_grad_norm_(a.max_grad_norm)  # torch's clip_grad_norm_ over q's parameters
         self.optimizer.step()
         self.updates += 1
         return float(loss.detach())

@@ -205,8 +205,24 @@ class _FlatLayout:
                     m.copy_(s["exp_avg"].reshape(-1))
                     v.copy_(s["exp_avg_sq"].reshape(-1))
                 state[p] = {"step": self.steps[i], "exp_avg": m.view_as(p), "exp_avg_sq": v.view_as(p)}
+            self.grad_views = [g.view_as(p) for g, p in zip(self.grads.split(sizes), params, strict=True)]
         self.state, self.group, self.param_list = state, group, list(params)
         self.ptrs = [p.data_ptr() for p in params]
+
+    def bind_grads(self) -> bool:
+        """Make every parameter's ``.grad`` its view of :attr:`grads` (copying a gradient set elsewhere in);
+        False when a parameter has no gradient."""
+        views = self.grad_views
+        if all(p.grad is v for p, v in zip(self.param_list, views, strict=True)):
+            return True
+        if any(p.grad is None for p in self.param_list):
+            return False
+        with torch.no_grad():
+            for p, v in zip(self.param_list, views, strict=True):
+                if p.grad is not v:
+                    v.copy_(p.grad)
+                    p.grad = v
+        return True
 
     def valid(self, opt: FlatAdam) -> bool:
         group = opt.param_groups[0]
@@ -222,15 +238,17 @@ class _FlatLayout:
 class FlatAdam(torch.optim.Adam):
     """``torch.optim.Adam`` whose update runs as a few ops on one flat buffer instead of ~90 small tensors.
 
-    On the first step the parameters and their moments are moved into flat buffers (each parameter and its state
-    become views of them, so ``state_dict``, ``load_state_dict``, checkpoints and the module see what they see with
-    ``Adam``); the gradients are copied into one buffer per step. Each element goes through the arithmetic of
-    ``Adam(foreach=True)`` (``lerp_``, ``mul_``, ``addcmul_``, ``sqrt``, ``div_``, ``add_``, ``addcdiv_`` with the
-    same Python scalars), so the results are the same bit for bit, and each parameter's version counter is bumped as
-    an in-place update of it would. The layout is rebuilt when the parameters or the
-    state are replaced (a move to another device, ``load_state_dict``). Anything the flat step does not cover
-    (several parameter groups, weight decay, AMSGrad, ``maximize``, a tensor learning rate, mixed devices or
-    dtypes, a parameter without a gradient, unequal step counts) takes ``Adam``'s own multi-tensor step."""
+    On the first step the parameters, their gradients and their moments are moved into flat buffers (each
+    parameter, its ``.grad`` and its state become views of them, so ``state_dict``, ``load_state_dict``,
+    checkpoints and the module see what they see with ``Adam``): :meth:`zero_grad` then zeroes the gradient
+    buffer (backward accumulates into the views), and :meth:`clip_grad_norm_` scales it as one tensor. Each
+    element goes through the arithmetic of ``Adam(foreach=True)`` (``lerp_``, ``mul_``, ``addcmul_``, ``sqrt``,
+    ``div_``, ``add_``, ``addcdiv_`` with the same Python scalars), so the results are the same bit for bit, and
+    each parameter's version counter is bumped as an in-place update of it would. The layout is rebuilt when the
+    parameters or the state are replaced (a move to another device, ``load_state_dict``); a gradient set
+    elsewhere (``module.zero_grad()`` then backward) is copied in. Anything the flat step does not cover (several
+    parameter groups, weight decay, AMSGrad, ``maximize``, a tensor learning rate, mixed devices or dtypes, a
+    parameter without a gradient, unequal step counts) takes ``Adam``'s own multi-tensor step."""
 
     def __init__(self, params, lr: float = 1e-3, **kwargs):
         kwargs.pop("foreach", None)
@@ -253,11 +271,11 @@ class FlatAdam(torch.optim.Adam):
         ):
             return None
         params = group["params"]
+        layout = self._layout
+        if layout is not None and layout.valid(self) and layout.bind_grads():
+            return layout
         if not params or any(p.grad is None or p.grad.is_sparse for p in params):
             return None
-        layout = self._layout
-        if layout is not None and layout.valid(self):
-            return layout
         ref = params[0]
         if any(p.dtype != ref.dtype or p.device != ref.device for p in params) or not ref.is_floating_point():
             return None
@@ -266,7 +284,39 @@ class FlatAdam(torch.optim.Adam):
         if len(steps) != 1 or len(started) != 1:
             return None
         self._layout = _FlatLayout(self, group, params)
+        self._layout.bind_grads()
         return self._layout
+
+    def _bound(self) -> _FlatLayout | None:
+        """The layout when it is current and every gradient is its view of the flat buffer, else None."""
+        layout = self._layout
+        if layout is None or not layout.valid(self):
+            return None
+        views = layout.grad_views
+        return layout if all(p.grad is v for p, v in zip(layout.param_list, views, strict=True)) else None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Zero the flat gradient buffer in one op (the gradients stay its views, so the next backward
+        accumulates into it); before the first step, or once the layout is stale, ``Adam``'s own."""
+        layout = self._bound()
+        if layout is None:
+            super().zero_grad(set_to_none)
+            return
+        layout.grads.zero_()
+
+    @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` over this optimizer's parameters (the same norms, the same
+        arithmetic), the gradients scaled as one flat buffer; returns the total norm before clipping."""
+        layout = self._bound()
+        if layout is None:
+            return torch.nn.utils.clip_grad_norm_(
+                [p for g in self.param_groups for p in g["params"]], max_norm
+            )
+        total = torch.nn.utils.get_total_norm(layout.grad_views, 2.0)
+        coef = float(max_norm) / (total + 1e-6)
+        layout.grads.mul_(torch.clamp(coef, max=1.0))
+        return total
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -280,7 +330,6 @@ class FlatAdam(torch.optim.Adam):
         group = self.param_groups[0]
         beta1, beta2 = group["betas"]
         lr, eps = group["lr"], group["eps"]
-        torch.cat([p.grad.reshape(-1) for p in layout.param_list], out=layout.grads)
         layout.steps.add_(1.0)
         step = layout.steps[0].item()
         layout.exp_avg.lerp_(layout.grads, 1 - beta1)
