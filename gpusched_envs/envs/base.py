@@ -120,6 +120,8 @@ class ClusterEnv(EnvCore, gym.Env):
         )
         self.observation_space = self.encoder.observation_space()
         self.sim: Simulator | None = None
+        # compiled entry points of the kernels this env calls, bound to its arguments' types on first use
+        self._fast = _kernels.BoundKernels()
         self._static_cluster: Cluster | None = None
         self._terminated = False
         self.last_invalid_reason = ""
@@ -248,9 +250,19 @@ class ClusterEnv(EnvCore, gym.Env):
         fits = np.empty(len(jobs), dtype=bool)
         if not len(jobs):
             return fits
-        special = _kernels.count_fits(
-            fits, jobs, sim.job_gpus_n, sim.job_allowed, sim.job_milli, sim.free_gpus(), FULL_GPU
+        args = (
+            fits,
+            np.ascontiguousarray(jobs, dtype=np.int64),
+            sim.job_gpus_n,
+            sim.job_allowed,
+            sim.job_milli,
+            sim.free_gpus(),
+            FULL_GPU,
         )
+        kernel = self._fast.get("count_fits")
+        if kernel is None:
+            kernel = self._fast["count_fits"] = _kernels.bind(_kernels.count_fits, args)
+        special = kernel(*args)
         if special:
             # a job with a pool / type constraint or a GPU share counts the GPUs it may use (a fractional job asks
             # for one GPU: the workload validation allows no fractional multi-GPU job)

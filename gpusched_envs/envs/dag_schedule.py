@@ -214,6 +214,9 @@ class DAGScheduleEnv(gym.Env):
             self._edge_mask = np.zeros(self.num_edge_slots, dtype=np.int8)
             self.task_view = self._nodes[: self.max_tasks, 2 : 2 + len(TASK_FEATURES)]
             self.gpu_view = self._nodes[self.max_tasks :, 2 + len(TASK_FEATURES) :]
+            # the blocks as the compiled writer takes them: rows and columns of the node features
+            nt, mt = len(TASK_FEATURES), self.max_tasks
+            self._view_spans = np.array([0, mt, 2, 2 + nt, mt, self.num_nodes, 2 + nt, f], dtype=np.int64)
             box = {
                 "node_features": spaces.Box(-inf, inf, self._nodes.shape, np.float32),
                 "node_mask": spaces.Box(0, 1, (self.num_nodes,), np.int8),
@@ -227,6 +230,8 @@ class DAGScheduleEnv(gym.Env):
             cut = self.max_tasks * len(TASK_FEATURES)
             self.task_view = self._flat[:cut].reshape(self.max_tasks, len(TASK_FEATURES))
             self.gpu_view = self._flat[cut:].reshape(g, len(GPU_FEATURES))
+            nt, ng = len(TASK_FEATURES), len(GPU_FEATURES)
+            self._view_spans = np.array([0, self.max_tasks, 0, nt, 0, g, 0, ng], dtype=np.int64)
             box = {"obs": spaces.Box(-inf, inf, (size,), np.float32)}
         self._context = np.zeros(4, dtype=np.float32)
         self._action_mask = np.zeros(g, dtype=np.int8)
@@ -284,6 +289,8 @@ class DAGScheduleEnv(gym.Env):
                 f"max_edges={self.max_edges}; pass larger ones"
             )
         self.dag = dag
+        # the writers' compiled entry points, bound to this episode's argument types on first use
+        self._fast = _kernels.BoundKernels()
         self.runtime = runtime_matrix(dag, self.speed, self.gpu_types)  # (N, G)
         self.allowed = np.isfinite(self.runtime)
         self.time_scale = float(self.time_scale_arg or max(dag.total_work / self.num_gpus, 1e-9))
@@ -499,13 +506,19 @@ class DAGScheduleEnv(gym.Env):
 
     def _observe(self) -> dict:
         ts, logs, cur = self.time_scale, self._logs, self.current
-        _kernels.dag_log_args(logs, self.start, self.finish, self.gpu_free, float(self.makespan), ts)
+        fast = self._fast
+        args = (logs, self.start, self.finish, self.gpu_free, float(self.makespan), ts)
+        kernel = fast.get("dag_log_args")
+        if kernel is None:
+            kernel = fast["dag_log_args"] = _kernels.bind(_kernels.dag_log_args, args)
+        kernel(*args)
         np.log1p(logs, out=logs)  # numpy's log1p, as the columns always had
         construct = self.mode == "construct"
         graph = self.obs_mode == "graph"
-        _kernels.dag_observe(
-            self.task_view,
-            self.gpu_view,
+        args = (
+            self._nodes if graph else self.task_view,
+            self._nodes if graph else self.gpu_view,
+            self._view_spans,
             self._context,
             self._action_mask,
             logs,
@@ -533,6 +546,10 @@ class DAGScheduleEnv(gym.Env):
             self.max_edges,
             self.max_tasks,
         )
+        kernel = fast.get("dag_observe")
+        if kernel is None:
+            kernel = fast["dag_observe"] = _kernels.bind(_kernels.dag_observe, args)
+        kernel(*args)
         return self._snapshot()
 
     def _snapshot(self) -> dict:

@@ -225,6 +225,7 @@ class ClusterEncoder:
             self.edge_mask = np.zeros(lo.num_edges, dtype=np.int8)  # (E,)
             col = KINDS + lo.num_gpu_types
             blocks = []
+            spans = []
             for rows, names in (
                 (slice(0, G), GPU_FEATURES),
                 (slice(G, G + S), SERVER_FEATURES),
@@ -232,8 +233,12 @@ class ClusterEncoder:
                 (slice(G + S + R, G + S + R + 1), CLUSTER_FEATURES),
             ):
                 blocks.append(self.node_features[rows, col : col + len(names)])  # views
+                spans += [rows.start, rows.stop, col, col + len(names)]
                 col += len(names)
             self.gpu, self.server, self.rack, cluster = blocks
+            # the compiled writer's arguments: each block as (base, rows and columns of it)
+            self._block_bases = (self.node_features,) * 3
+            self._block_spans = np.array(spans[:12], dtype=np.int64)
             self.cluster = cluster[0]
             self.buffers = {
                 "node_features": self.node_features,
@@ -260,6 +265,11 @@ class ClusterEncoder:
             self.server = parts[1].reshape(S, len(SERVER_FEATURES))
             self.rack = parts[2].reshape(R, len(RACK_FEATURES))
             self.cluster = parts[3]
+            self._block_bases = (self.gpu, self.server, self.rack)
+            self._block_spans = np.array(
+                [0, G, 0, len(GPU_FEATURES), 0, S, 0, len(SERVER_FEATURES), 0, R, 0, len(RACK_FEATURES)],
+                dtype=np.int64,
+            )
             if mode == "flat":
                 self.job_features = parts[4].reshape(W, len(self.job_feature_names))
                 self._job_mask_f = parts[5]
@@ -287,13 +297,17 @@ class ClusterEncoder:
         self._grow_log1p_counts(lo.window + lo.num_gpus)
         self._log1p_table = np.zeros(0)
         self._grow_tables(lo.num_gpus)
+        # the writers' compiled entry points, bound to the argument types of this encoder and simulator
+        self._fast = _kernels.BoundKernels()
 
     # ------------------------------------------------------------------ pickling
     # The feature blocks are views into the observation buffers; pickle would turn them into separate copies, so
     # the state keeps only the buffers that own their memory and the views are rebuilt on load.
     def __getstate__(self) -> dict:
         return {
-            k: v for k, v in self.__dict__.items() if not (isinstance(v, np.ndarray) and v.base is not None)
+            k: v
+            for k, v in self.__dict__.items()
+            if not (isinstance(v, np.ndarray) and v.base is not None) and k != "_block_bases"
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -464,8 +478,11 @@ class ClusterEncoder:
         caller cannot leak remaining times into it."""
         G = self.G
         logs = self._logs
+        fast = self._fast
+        if fast.get("jf") is not getattr(sim, "_jf", sim):  # a new (or reset) simulator: bind them again
+            self._bind_simulator(sim)
         if gpu_seconds is None:
-            _kernels.gpu_time_args(
+            args = (
                 logs,
                 sim.gpu_job,
                 sim.run_start,
@@ -474,12 +491,16 @@ class ClusterEncoder:
                 sim.rate,
                 sim.last_update,
                 float(sim.now),
-                sim.restart_delay,
+                float(sim.restart_delay),
                 self.information == CLAIRVOYANT,
                 bool(sim.running),
                 1.0 / self.time_scale,
                 sim.rack_crossing,
             )
+            kernel = fast.get("gpu_time_args")
+            if kernel is None:
+                kernel = fast["gpu_time_args"] = _kernels.bind(_kernels.gpu_time_args, args)
+            kernel(*args)
         elif self.information != CLAIRVOYANT:
             raise ValueError(
                 "a non-clairvoyant encoder computes its GPU time column itself: pass gpu_seconds=None"
@@ -491,7 +512,7 @@ class ClusterEncoder:
         if in_placement is None:
             placement, has_placement = _NO_PLACEMENT, False
         else:
-            placement = np.asarray(in_placement, dtype=np.float64)
+            placement = np.ascontiguousarray(in_placement, dtype=np.float64)
             if len(placement) not in (0, G):
                 raise ValueError(f"in_placement must have one entry per GPU ({G}), got {len(placement)}")
             has_placement = len(placement) > 0
@@ -500,10 +521,9 @@ class ClusterEncoder:
         if max(q, r, queued_beyond) >= len(table):
             self._grow_log1p_counts(max(q, r, queued_beyond))
             table = self._log1p_counts
-        _kernels.cluster_dynamic(
-            self.gpu,
-            self.server,
-            self.rack,
+        args = (
+            *self._block_bases,
+            self._block_spans,
             self.cluster,
             self._image_arg,
             self._gpu_server,
@@ -521,6 +541,31 @@ class ClusterEncoder:
             table[q],
             table[r],
             table[queued_beyond],
+        )
+        kernel = fast.get("cluster_dynamic")
+        if kernel is None:
+            kernel = fast["cluster_dynamic"] = _kernels.bind(_kernels.cluster_dynamic, args)
+        kernel(*args)
+
+    def _bind_simulator(self, sim) -> None:
+        """Forget the entry points bound to the previous simulator; keep the job block's per-job arrays of this
+        one (the same arrays until it is reset)."""
+        fast = self._fast
+        fast.clear()
+        fast["jf"] = getattr(sim, "_jf", sim)
+        fast["job_arrays"] = (
+            sim.job_gpus_n,
+            sim.workload.submit_time,
+            sim.workload.duration,
+            sim.done_work,
+            sim.rate,
+            sim.last_update,
+            sim.job_work,
+            sim.job_ideal_iter,
+            sim.needs_restart,
+            sim.attained,
+            sim.run_start,
+            sim.preemptions,
         )
 
     def log1p_count(self, n: int) -> np.float64:
@@ -547,37 +592,33 @@ class ClusterEncoder:
         with ``running_rows``, ``running`` (r,) running ids with ``preemptible`` (r,) bool in the rows after them."""
         if running is None or not self.running_rows:
             running, preemptible = _NO_JOBS, _NO_FITS
+        fast = self._fast
+        if fast.get("jf") is not getattr(sim, "_jf", sim):
+            self._bind_simulator(sim)
         while True:
-            short = _kernels.job_block(
+            args = (
                 self.job_features,
                 self.job_mask,
                 self._job_mask_arg,
                 self.queue_rows,
-                np.asarray(jobs, dtype=np.int64),
-                np.asarray(fits, dtype=np.bool_),
-                np.asarray(running, dtype=np.int64),
-                np.asarray(preemptible, dtype=np.bool_),
+                np.ascontiguousarray(jobs, dtype=np.int64),
+                np.ascontiguousarray(fits, dtype=np.bool_),
+                np.ascontiguousarray(running, dtype=np.int64),
+                np.ascontiguousarray(preemptible, dtype=np.bool_),
                 self.information == CLAIRVOYANT,
                 self.running_rows > 0,
                 float(sim.now),
                 1.0 / self.G,
                 1.0 / self.time_scale,
-                sim.job_gpus_n,
-                sim.workload.submit_time,
-                sim.workload.duration,
-                sim.done_work,
-                sim.rate,
-                sim.last_update,
-                sim.job_work,
-                sim.job_ideal_iter,
-                sim.needs_restart,
-                sim.attained,
-                sim.run_start,
-                sim.preemptions,
-                np.asarray(log_sensitivity, dtype=np.float64),
+                *fast["job_arrays"],
+                np.ascontiguousarray(log_sensitivity, dtype=np.float64),
                 self._log2_table,
                 self._log1p_table,
             )
+            kernel = fast.get("job_block")
+            if kernel is None:
+                kernel = fast["job_block"] = _kernels.bind(_kernels.job_block, args)
+            short = kernel(*args)
             if short < 0:
                 break
             # a job size or preemption count beyond the tables: extend them (numpy's own log2 / log1p values)

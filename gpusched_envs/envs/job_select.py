@@ -278,7 +278,7 @@ class JobSelectEnv(ClusterEnv):
             startable = startable & np.array(
                 [j not in self._preempted_now for j in self._jobs.tolist()], dtype=bool
             )
-        _kernels.job_select_mask(
+        args = (
             enc.action_mask,
             startable,
             self._preemptible,
@@ -288,6 +288,10 @@ class JobSelectEnv(ClusterEnv):
             can_wait,
             self.work_conserving,
         )
+        kernel = self._fast.get("job_select_mask")
+        if kernel is None:
+            kernel = self._fast["job_select_mask"] = _kernels.bind(_kernels.job_select_mask, args)
+        kernel(*args)
         ctx = enc.context
         if self.clairvoyant:  # v0 context: reveals how many jobs the workload still holds
             ctx[0] = sim.finished / max(sim.to_finish, 1)
