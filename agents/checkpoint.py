@@ -52,6 +52,9 @@ from gpusched_envs.io import atomic_write_bytes, atomic_write_text
 FORMAT = 1
 MODEL_FILE = "model.pt"
 META_FILE = "meta.json"
+ACT_MANY_MARGIN = 1e-3
+"""How far (relative) :meth:`Agent.act_many`'s batched best score must lead the second best to be used as is; a
+batched and a single forward pass differ by rounding, orders of magnitude less than this."""
 
 
 class CheckpointError(ValueError):
@@ -369,6 +372,32 @@ class Agent:
     def act_batch(self, obs: dict) -> np.ndarray:
         t = obs_to_tensors(obs, self.device, batched=True)
         return masked(self.module(t), t["action_mask"]).argmax(dim=-1).cpu().numpy()
+
+    @torch.no_grad()
+    def act_many(self, observations: list[dict]) -> list[int]:
+        """``[act(obs) for obs in observations]``, exactly, with one batched forward pass instead of one per
+        observation (the observations share their shapes).
+
+        A batched forward may round differently from a single one in the last bits, which could change the argmax
+        of two nearly equal scores; so an observation whose best score does not lead the second best by more than
+        :data:`ACT_MANY_MARGIN` (relative to the row's largest magnitude) is decided by :meth:`act` itself. Rows
+        whose best score is not finite are decided by :meth:`act` too."""
+        if len(observations) == 1:
+            return [self.act(observations[0])]
+        batch = {k: np.stack([o[k] for o in observations]) for k in observations[0]}
+        t = obs_to_tensors(batch, self.device, batched=True)
+        scores = masked(self.module(t), t["action_mask"])
+        actions = scores.argmax(dim=-1)
+        top = scores.topk(min(2, scores.shape[-1]), dim=-1).values
+        best = top[:, 0]
+        sure = torch.isfinite(best)
+        if top.shape[-1] > 1:  # a second best of -inf (one valid action) leads by +inf
+            scale = scores.abs().masked_fill(~torch.isfinite(scores), 0.0).amax(dim=-1)
+            sure &= best - top[:, 1] > ACT_MANY_MARGIN * (1.0 + scale)
+        out = actions.cpu().tolist()
+        for i in torch.nonzero(~sure).flatten().tolist():
+            out[i] = self.act(observations[i])
+        return [int(a) for a in out]
 
     def check_env(self, env) -> None:
         spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)

@@ -139,6 +139,8 @@ class EvalAgent(ABC):
     """An agent the leaderboard can run: ``run_episode(scenario, seed) -> metrics``."""
 
     kind: str = "agent"
+    batches_seeds: bool = False
+    """Whether :meth:`run_episodes` steps several seeds together (the grid then runs them as one task)."""
 
     def __init__(self, spec: str, name: str):
         self.spec = spec
@@ -158,6 +160,16 @@ class EvalAgent(ABC):
     @abstractmethod
     def run_episode(self, scenario: Scenario, seed: int) -> dict:
         """Metrics of one episode (keys of :mod:`gpusched_envs.sim.metrics`, plus ``jct_quantiles``)."""
+
+    def run_episodes(self, scenario: Scenario, seeds: list[int]) -> list[dict | Exception]:
+        """:meth:`run_episode` of each seed: its metrics, or the exception it raised."""
+        out: list[dict | Exception] = []
+        for seed in seeds:
+            try:
+                out.append(self.run_episode(scenario, int(seed)))
+            except Exception as exc:  # noqa: BLE001 - one seed's failure is that cell's result
+                out.append(exc)
+        return out
 
     def check_loadable(self) -> None:
         """Load what the agent needs (a checkpoint's weights) once, so a file that cannot be used is one
@@ -238,6 +250,7 @@ class CheckpointEvalAgent(EvalAgent):
     ``window`` and ``placement`` replace the scenario's)."""
 
     kind = "checkpoint"
+    batches_seeds = True
 
     def __init__(self, path: str | Path, spec: str | None = None):
         path = Path(path)
@@ -339,6 +352,21 @@ class CheckpointEvalAgent(EvalAgent):
         finally:
             env.close()
 
+    def run_episodes(self, scenario: Scenario, seeds: list[int]) -> list[dict | Exception]:
+        """:meth:`run_episode` of every seed, the seeds' envs stepped together with one batched forward pass per
+        step (:meth:`agents.checkpoint.Agent.act_many`, which gives the actions :meth:`act` gives): each seed's
+        metrics, or the exception its episode raised. An error of the batched pass itself is raised."""
+        reason = self.applies_to(scenario)
+        if reason is not None:
+            raise AgentSpecError(f"{self.name} does not run on {scenario.name}: {reason}")
+        policy = self.policy()
+        envs = [scenario.make_env(**self.env_overrides()) for _ in seeds]
+        try:
+            return episodes.run_act_episodes(policy.act_many, envs, [int(s) for s in seeds])
+        finally:
+            for env in envs:
+                env.close()
+
 
 def _read_json(path: Path) -> dict | None:
     try:
@@ -364,6 +392,8 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
     learns nothing from the leaderboard's episodes."""
 
     kind = "metaplace"
+    batches_seeds = False  # its rollout scores each step with the performance model, one env at a time
+    run_episodes = EvalAgent.run_episodes
 
     def __init__(self, path: str | Path, spec: str | None = None):
         super().__init__(path, spec)

@@ -62,3 +62,51 @@ def run_act_episode(act, env, seed: int, reset=None) -> dict:
     metrics = dict(info.get("metrics") or {})
     metrics.update(episode_return=total, steps=steps, invalid_actions=invalid)
     return finish_metrics(metrics, getattr(env.unwrapped, "sim", None))
+
+
+def run_act_episodes(act_many, envs: list, seeds: list[int]) -> list[dict | Exception]:
+    """:func:`run_act_episode` of one policy on several envs at once (one seed each), stepped in lockstep:
+    ``act_many(observations) -> actions`` decides every unfinished env's step in one call, and a finished env drops
+    out. Returns each env's metrics, or the exception its own episode raised (the others go on); ``act_many`` must
+    give the actions the policy's ``act`` gives one observation at a time, so the metrics are those of
+    :func:`run_act_episode`. An exception of ``act_many`` itself is raised."""
+    out: list[dict | Exception] = [RuntimeError("not run")] * len(envs)
+    live: list[int] = []
+    obs: dict[int, dict] = {}
+    tally: dict[int, list] = {}  # index -> [total, steps, invalid, streak]
+    for i, (env, seed) in enumerate(zip(envs, seeds, strict=True)):
+        try:
+            obs[i], _ = env.reset(seed=int(seed))
+        except Exception as exc:  # noqa: BLE001 - one env's failure is that episode's result
+            out[i] = exc
+            continue
+        live.append(i)
+        tally[i] = [0.0, 0, 0, 0]
+    while live:
+        actions = act_many([obs[i] for i in live])
+        still = []
+        for i, action in zip(live, actions, strict=True):
+            env, t = envs[i], tally[i]
+            try:
+                obs[i], reward, terminated, truncated, info = env.step(action)
+                t[0] += float(reward)
+                t[1] += 1
+                if info.get("invalid_action"):
+                    t[2] += 1
+                    t[3] += 1
+                    if t[3] >= MAX_CONSECUTIVE_INVALID:
+                        raise RuntimeError(
+                            f"{t[3]} invalid actions in a row (last: {info.get('reason', '?')})"
+                        )
+                else:
+                    t[3] = 0
+                if terminated or truncated:
+                    metrics = dict(info.get("metrics") or {})
+                    metrics.update(episode_return=t[0], steps=t[1], invalid_actions=t[2])
+                    out[i] = finish_metrics(metrics, getattr(env.unwrapped, "sim", None))
+                else:
+                    still.append(i)
+            except Exception as exc:  # noqa: BLE001
+                out[i] = exc
+        live = still
+    return out

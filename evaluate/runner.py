@@ -2,8 +2,11 @@
 backend (in process, a process pool, or Ray tasks), and write each finished cell at once — so an interrupted run
 resumes where it stopped.
 
-Workers receive only plain data (the scenario as a dict, the agent spec, the seed) and resolve the agent
-themselves; the driver alone writes cache files.
+Workers receive only plain data (the scenario as a dict, the agent spec, the seeds) and resolve the agent
+themselves (once per process); the driver alone writes cache files. The missing seeds of one (scenario, agent) whose
+agent steps several envs together (a checkpoint: one batched forward pass per step, the same actions as one pass
+per env) are one task; other cells are a task each. Tasks start longest first (checkpoint groups, then the rest), so
+the workers finish together.
 """
 
 from __future__ import annotations
@@ -79,6 +82,70 @@ def run_cell(scenario_doc: dict, agent_spec: str, seed: int) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}", "trace": tail}
 
 
+def _error(exc: BaseException) -> dict:
+    return {
+        "error": f"{type(exc).__name__}: {exc}",
+        "trace": traceback.format_exception_only(type(exc), exc)[-1].strip(),
+    }
+
+
+def run_cells(scenario_doc: dict, agent_spec: str, seeds: list[int]) -> list[dict]:
+    """Worker side: the cells of several seeds of one (scenario, agent), stepped together when the agent
+    ``batches_seeds``; one :func:`run_cell` result per seed, in order (never raises). A cell's ``wall_s`` is its
+    share of the group's time. Should the batched run itself fail, every seed runs on its own."""
+    seeds = [int(s) for s in seeds]
+    try:
+        scenario = Scenario(**{**scenario_doc, "seeds": tuple(scenario_doc["seeds"])})
+        agent = resolve_agent(agent_spec)
+        if len(seeds) < 2 or not agent.batches_seeds:
+            return [run_cell(scenario_doc, agent_spec, s) for s in seeds]
+        start = time.perf_counter()
+        outs = agent.run_episodes(scenario, seeds)
+        wall = (time.perf_counter() - start) / len(seeds)
+    except Exception:  # noqa: BLE001 - the cells one by one, each with its own result or error
+        return [run_cell(scenario_doc, agent_spec, s) for s in seeds]
+    results = []
+    for out in outs:
+        if isinstance(out, BaseException):
+            results.append(_error(out))
+            continue
+        quantiles = out.pop("jct_quantiles", [])
+        results.append({"metrics": out, "jct_quantiles": quantiles, "wall_s": wall, "pid": os.getpid()})
+    return results
+
+
+def _tasks(todo: list[Cell]) -> list[list[Cell]]:
+    """The cells to compute, as tasks: the seeds of one (scenario, agent) together when its agent batches them,
+    every other cell alone; longest first (groups by size, then single cells in grid order)."""
+    groups: dict[tuple[int, int], list[Cell]] = {}
+    single: list[list[Cell]] = []
+    for cell in todo:
+        if cell.agent.batches_seeds:
+            groups.setdefault((id(cell.scenario), id(cell.agent)), []).append(cell)
+        else:
+            single.append([cell])
+    batched = sorted(groups.values(), key=lambda g: (-len(g), -_weight(g[0].agent)))
+    return batched + single
+
+
+def _weight(agent: EvalAgent) -> int:
+    """A rough relative cost of one step of the agent (graph networks cost most, periodic rounds mean more steps)."""
+    meta = getattr(agent, "meta", None) or {}
+    kwargs = meta.get("env_kwargs") or {}
+    graph = 4 if meta.get("obs_mode") == "graph" else 1
+    return graph * (4 if kwargs.get("decision_interval") else 1)
+
+
+def _run_task(scenario_doc: dict, agent_spec: str, seeds: list[int]) -> list[dict]:
+    if len(seeds) == 1:
+        return [run_cell(scenario_doc, agent_spec, seeds[0])]
+    return run_cells(scenario_doc, agent_spec, seeds)
+
+
+def _task_args(task: list[Cell]) -> tuple[dict, str, list[int]]:
+    return task[0].scenario.to_dict(), task[0].agent.spec, [c.seed for c in task]
+
+
 def _worker_init() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -130,19 +197,20 @@ def _payload(cell: Cell, result: dict, backend: str) -> dict:
 
 def _local_stream(todo: list[Cell], workers: int):
     """Yield ``(cell, result)`` as cells finish, in process or on a pool of ``workers`` processes."""
+    tasks = _tasks(todo)
     if workers <= 1:
-        for cell in todo:
-            yield cell, run_cell(cell.scenario.to_dict(), cell.agent.spec, cell.seed)
+        for task in tasks:
+            yield from zip(task, _run_task(*_task_args(task)), strict=True)
         return
 
     # spawn: workers import a clean interpreter (no forked torch threads); the grid's code is import-safe
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
-        pending = {pool.submit(run_cell, c.scenario.to_dict(), c.agent.spec, c.seed): c for c in todo}
+        pending = {pool.submit(_run_task, *_task_args(t)): t for t in tasks}
         try:
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    yield pending.pop(fut), fut.result()
+                    yield from zip(pending.pop(fut), fut.result(), strict=True)
         finally:
             for fut in pending:
                 fut.cancel()
@@ -165,13 +233,13 @@ def _ray_stream(todo: list[Cell], workers: int, address: str | None):
         ray.init(**kwargs)
         started = True
     try:
-        task = ray.remote(num_cpus=1)(run_cell)
-        refs = {task.remote(c.scenario.to_dict(), c.agent.spec, c.seed): c for c in todo}
+        remote = ray.remote(num_cpus=1)(_run_task)
+        refs = {remote.remote(*_task_args(t)): t for t in _tasks(todo)}
         try:
             while refs:
                 done, _ = ray.wait(list(refs), num_returns=1)
                 for ref in done:
-                    yield refs.pop(ref), ray.get(ref)
+                    yield from zip(refs.pop(ref), ray.get(ref), strict=True)
         finally:
             for ref in refs:
                 ray.cancel(ref, force=True)
