@@ -256,6 +256,10 @@ class FlatAdam(torch.optim.Adam):
         super().__init__(params, lr=lr, foreach=True, **kwargs)
         self._layout: _FlatLayout | None = None
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._layout = None  # an unpickled or deep-copied optimizer lays its buffers out again
+
     def _flat(self) -> _FlatLayout | None:
         """The flat layout for this step, built when needed; None when the flat step does not apply."""
         if len(self.param_groups) != 1:

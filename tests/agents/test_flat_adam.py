@@ -1,6 +1,7 @@
 """FlatAdam: the same updates as Adam(foreach=True), bit for bit, on one flat buffer."""
 
 import copy
+import pickle
 
 import pytest
 import torch
@@ -105,5 +106,23 @@ def test_flat_adam_other_settings_take_adams_step(kwargs):
             _loss(net, x).backward()
             opt.step()
     assert o_flat._layout is None
+    for p, q in zip(ref.parameters(), flat.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_flat_adam_pickled_lays_its_buffers_out_again():
+    ref, flat = _pair(9)
+    o_ref = torch.optim.Adam(ref.parameters(), lr=1e-2, foreach=True)
+    o_flat = FlatAdam(flat.parameters(), lr=1e-2)
+    x = torch.randn(4, 5)
+    for step in range(4):
+        if step == 2:  # the optimizer and its parameters pickled together, as a whole training state is
+            flat, o_flat = pickle.loads(pickle.dumps((flat, o_flat)))
+            assert o_flat._layout is None
+        for net, opt in ((ref, o_ref), (flat, o_flat)):
+            opt.zero_grad()
+            _loss(net, x).backward()
+            opt.step()
+    assert o_flat._layout is not None
     for p, q in zip(ref.parameters(), flat.parameters(), strict=True):
         assert torch.equal(p, q)
