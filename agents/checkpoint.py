@@ -385,17 +385,19 @@ class Agent:
         if len(observations) == 1:
             return [self.act(observations[0])]
         batch = {k: np.stack([o[k] for o in observations]) for k in observations[0]}
-        t = obs_to_tensors(batch, self.device, batched=True)
-        scores = masked(self.module(t), t["action_mask"])
-        actions = scores.argmax(dim=-1)
-        top = scores.topk(min(2, scores.shape[-1]), dim=-1).values
-        best = top[:, 0]
-        sure = torch.isfinite(best)
-        if top.shape[-1] > 1:  # a second best of -inf (one valid action) leads by +inf
-            scale = scores.abs().masked_fill(~torch.isfinite(scores), 0.0).amax(dim=-1)
-            sure &= best - top[:, 1] > ACT_MANY_MARGIN * (1.0 + scale)
-        out = actions.cpu().tolist()
-        for i in torch.nonzero(~sure).flatten().tolist():
+        raw = self.module(obs_to_tensors(batch, self.device, batched=True)).cpu().numpy()
+        valid = batch["action_mask"] > 0
+        valid |= ~valid.any(axis=-1, keepdims=True)  # a row without a valid action stays unmasked (masked())
+        scores = np.where(valid, raw, -np.inf)
+        out = scores.argmax(axis=-1).tolist()
+        best = scores.max(axis=-1)
+        sure = np.isfinite(best)  # NaN or +-inf: decided by act()
+        if scores.shape[-1] > 1:  # a second best of -inf (one valid action) leads by +inf
+            second = np.partition(scores, -2, axis=-1)[:, -2]
+            scale = np.abs(np.where(np.isfinite(scores), scores, 0.0)).max(axis=-1)
+            with np.errstate(invalid="ignore"):
+                sure &= best - second > ACT_MANY_MARGIN * (1.0 + scale)
+        for i in np.flatnonzero(~sure).tolist():
             out[i] = self.act(observations[i])
         return [int(a) for a in out]
 
