@@ -237,11 +237,19 @@ class Simulator:
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state = {k: v for k, v in state.items() if k != "_shape"}  # a view made on access, not state
         self.__dict__.update(state)
         self.__dict__.setdefault("_fast", BoundKernels())
         if "_jf" in state:
             for name, (packed, row) in _ROW_VIEWS.items():
                 setattr(self, name, getattr(self, packed)[row])
+
+    @property
+    def _shape(self) -> _Shapes:
+        """``sim._shape[job]``: the placement shape of a job holding GPUs (:class:`_Shapes`), a view made on each
+        access, so the simulator holds no object that refers back to it: reference counting frees a finished
+        episode's simulator (and its workload's arrays) as soon as its last reference goes."""
+        return _Shapes(self)
 
     def __init__(self, cluster: Cluster, workload: Workload, config: SimConfig | None = None):
         self.cluster = cluster
@@ -403,7 +411,6 @@ class Simulator:
         self.job_gpus: list[np.ndarray | None] = [None] * n
         self._job_servers: list[list[int] | None] = [None] * n  # distinct servers of a job's GPUs, ascending
         self._job_racks: list[list[int] | None] = [None] * n  # and their racks, ascending
-        self._shape = _Shapes(self)
         self.demand_at_arrival = np.zeros(n)  # demand integral (GPU-seconds) when the job arrived
         self._demand_at_finish = np.zeros(n)
 

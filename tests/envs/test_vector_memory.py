@@ -20,15 +20,10 @@ N = 3
 TINY = {"cluster": "tiny", "num_jobs": 6, "obs_mode": "flat"}
 # the engine's Simulator keeps ``sim._shape``, a ``_Shapes`` that holds the Simulator: every finished episode's
 # simulator (its workload, arrays and lists) is left in a reference cycle
-SIMULATOR_CYCLE = pytest.mark.xfail(
-    strict=True, reason="Simulator._shape refers back to its Simulator (gpusched_envs/sim/engine.py)"
-)
 CASES = [
-    pytest.param("gpusched/JobSelect-v1", TINY, marks=SIMULATOR_CYCLE, id="JobSelect"),
-    pytest.param("gpusched/WorkerPlacement-v1", TINY, marks=SIMULATOR_CYCLE, id="WorkerPlacement"),
-    pytest.param(
-        "gpusched/DelayTuning-v1", {**TINY, "interval": 300.0}, marks=SIMULATOR_CYCLE, id="DelayTuning"
-    ),
+    pytest.param("gpusched/JobSelect-v1", TINY, id="JobSelect"),
+    pytest.param("gpusched/WorkerPlacement-v1", TINY, id="WorkerPlacement"),
+    pytest.param("gpusched/DelayTuning-v1", {**TINY, "interval": 300.0}, id="DelayTuning"),
     pytest.param(
         "gpusched/DAGSchedule-v1", {"dag": "dag:random:n=6", "gpus": 4, "obs_mode": "flat"}, id="DAGSchedule"
     ),
@@ -98,9 +93,6 @@ def test_finished_episodes_leave_no_reference_cycles(env_id, kw, autoreset):
     assert found == {}, f"{ended[0]} finished episodes left in reference cycles: {found}"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="Simulator._shape refers back to its Simulator (gpusched_envs/sim/engine.py)"
-)
 @MODES
 def test_multi_agent_finished_episodes_leave_no_reference_cycles(autoreset):
     vec = MultiSchedulerVectorEnv(N, autoreset_mode=autoreset, num_agents=2, cluster="tiny", num_jobs=8)
