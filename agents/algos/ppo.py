@@ -14,9 +14,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import torch
+import torch.nn.functional as F
 from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
 from gpusched_lab.agents.nets.common import FlatAdam
 from gpusched_lab.agents.nets.networks import ActionScorer, NetworkConfig, build_network
+from gymnasium import spaces
+from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 
@@ -47,6 +50,66 @@ class MLPExtractor(ScorerExtractor):
 
 
 EXTRACTORS = {"gnn": GNNExtractor, "cnn": CNNExtractor, "mlp": MLPExtractor}
+
+
+class MaskedDiscretePolicy(MaskableMultiInputActorCriticPolicy):
+    """sb3_contrib's ``MultiInputPolicy`` whose rollout step (:meth:`forward`) and update (:meth:`evaluate_actions`)
+    compute the masked categorical distribution as plain tensor ops instead of through three
+    ``MaskableCategorical`` constructions per call: the same operations in the same order (the logits normalised,
+    masked to -1e8, normalised again; ``softmax``; ``multinomial`` for a sample), so the same numbers and the same
+    random draws. Without masks, or for an action space other than ``Discrete``, sb3_contrib's own methods run."""
+
+    def _masked_log_probs(self, latent_pi: torch.Tensor, action_masks) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log_probs, masks)``: what ``MaskableCategorical(logits=action_net(latent_pi))`` with
+        ``apply_masking(action_masks)`` holds as ``logits`` and ``masks``."""
+        logits = self.action_net(latent_pi)
+        logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+        masks = torch.as_tensor(action_masks, dtype=torch.bool, device=logits.device).reshape(logits.shape)
+        masked = torch.where(masks, logits, torch.tensor(-1e8, dtype=logits.dtype, device=logits.device))
+        return masked - masked.logsumexp(dim=-1, keepdim=True), masks
+
+    def _fast(self, action_masks) -> bool:
+        return action_masks is not None and isinstance(self.action_space, spaces.Discrete)
+
+    def forward(self, obs, deterministic: bool = False, action_masks=None):
+        if not self._fast(action_masks):
+            return super().forward(obs, deterministic, action_masks)
+        features = self.extract_features(obs)
+        if self.share_features_extractor:
+            latent_pi, latent_vf = self.mlp_extractor(features)
+        else:
+            latent_pi = self.mlp_extractor.forward_actor(features[0])
+            latent_vf = self.mlp_extractor.forward_critic(features[1])
+        values = self.value_net(latent_vf)
+        log_probs, _ = self._masked_log_probs(latent_pi, action_masks)
+        probs = F.softmax(log_probs, dim=-1)
+        if deterministic:
+            actions = torch.argmax(probs, dim=-1)
+        else:
+            with torch.no_grad():
+                actions = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, True).T.reshape(
+                    probs.shape[:-1]
+                )
+        log_prob = log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        return actions.reshape((-1, *self.action_space.shape)), values, log_prob
+
+    def evaluate_actions(self, obs, actions: torch.Tensor, action_masks=None):
+        if not self._fast(action_masks):
+            return super().evaluate_actions(obs, actions, action_masks)
+        features = self.extract_features(obs)
+        if self.share_features_extractor:
+            latent_pi, latent_vf = self.mlp_extractor(features)
+        else:
+            latent_pi = self.mlp_extractor.forward_actor(features[0])
+            latent_vf = self.mlp_extractor.forward_critic(features[1])
+        log_probs, masks = self._masked_log_probs(latent_pi, action_masks)
+        value, log_pmf = torch.broadcast_tensors(actions.long().unsqueeze(-1), log_probs)
+        log_prob = log_pmf.gather(-1, value[..., :1]).squeeze(-1)
+        values = self.value_net(latent_vf)
+        p_log_p = torch.where(
+            masks, log_probs * F.softmax(log_probs, dim=-1), torch.tensor(0.0, device=masks.device)
+        )
+        return values, log_prob, -p_log_p.sum(-1)
 
 
 @dataclass
@@ -146,7 +209,7 @@ def make_ppo(
         optimizer_kwargs=dict(eps=1e-5),
     )
     model = MaskablePPO(
-        "MultiInputPolicy",
+        MaskedDiscretePolicy,
         env,
         learning_rate=linear_lr(args.learning_rate, args.lr_final_fraction),
         n_steps=args.n_steps,

@@ -1,0 +1,66 @@
+"""MaskedDiscretePolicy: sb3_contrib's masked policy, the same numbers and random draws from fewer ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gpusched_lab.agents.algos.ppo import MaskedDiscretePolicy, PPOArgs, make_ppo
+from gpusched_lab.agents.common import make_env, make_vec_env
+from gpusched_lab.agents.nets.networks import config_for_env
+from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy as Sb3Policy
+from stable_baselines3.common.utils import obs_as_tensor
+
+KW = {"cluster": "topdrl", "num_jobs": 40, "load": 1.2}
+
+
+@pytest.mark.parametrize("encoder", ["gnn", "mlp"])
+def test_masked_policy_equals_sb3s_forward_and_evaluate_actions(encoder):
+    mode = {"gnn": "graph", "mlp": "flat"}[encoder]
+    venv = make_vec_env("gpusched/JobSelect-v1", KW, mode, 6, seed=0)
+    args = PPOArgs(encoder=encoder, device="cpu", seed=0, n_steps=16, batch_size=32, n_epochs=1)
+    model = make_ppo(
+        venv,
+        config_for_env(make_env("gpusched/JobSelect-v1", KW, mode), encoder, args.hidden, args.layers),
+        args,
+    )
+    policy = model.policy
+    assert isinstance(policy, MaskedDiscretePolicy)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # weights far from the identity start, so every logit differs
+        for p in policy.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.1)
+    obs = obs_as_tensor(venv.reset(), policy.device)
+    masks = venv.action_masks()
+    masks[0] = False
+    masks[0, -1] = True  # one row with a single valid action
+    for deterministic in (False, True):
+        torch.manual_seed(7)
+        with torch.no_grad():
+            ours = policy(obs, deterministic=deterministic, action_masks=masks)
+        torch.manual_seed(7)
+        with torch.no_grad():
+            theirs = Sb3Policy.forward(policy, obs, deterministic=deterministic, action_masks=masks)
+        for a, b in zip(ours, theirs, strict=True):
+            assert torch.equal(a, b)
+    assert int(ours[0][0]) == masks.shape[1] - 1
+    actions = torch.as_tensor(np.argmax(masks[:, ::-1], axis=1))  # a valid action of each row
+    float_masks = torch.as_tensor(masks, dtype=torch.float32)
+    results = []
+    for fn in (policy.evaluate_actions, lambda *a, **k: Sb3Policy.evaluate_actions(policy, *a, **k)):
+        policy.zero_grad()
+        values, log_prob, entropy = fn(obs, masks.shape[1] - 1 - actions, action_masks=float_masks)
+        (values.sum() + log_prob.sum() - entropy.sum()).backward()
+        results.append((values, log_prob, entropy, [p.grad.clone() for p in policy.parameters()]))
+    for a, b in zip(results[0][:3], results[1][:3], strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(results[0][3], results[1][3], strict=True):
+        assert torch.equal(a, b)
+    # no masks: sb3_contrib's own path
+    torch.manual_seed(3)
+    with torch.no_grad():
+        a = policy(obs)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        b = Sb3Policy.forward(policy, obs)
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
