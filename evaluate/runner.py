@@ -146,8 +146,32 @@ def _task_args(task: list[Cell]) -> tuple[dict, str, list[int]]:
     return task[0].scenario.to_dict(), task[0].agent.spec, [c.seed for c in task]
 
 
-def _worker_init() -> None:
+def _worker_init(preload: tuple[str, ...] = ()) -> None:
+    """A worker's start: one thread per process, then the ``preload`` agents resolved and their weights loaded
+    (torch imported) while the driver still plans the grid. Best effort: an agent that fails here fails in its
+    cells, with its own error."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    for spec in preload:
+        try:
+            resolve_agent(spec).check_loadable()
+        except Exception:  # noqa: BLE001, S112 - reported by the cells that use the agent
+            continue
+
+
+def _noop() -> None:
+    return None
+
+
+def _start_pool(workers: int, agent_specs: list[str]) -> ProcessPoolExecutor:
+    """The local backend's worker processes, started at once (their imports and checkpoint loading overlap the
+    driver's planning); checkpoint specs (existing paths) are preloaded."""
+    preload = tuple(s for s in agent_specs if Path(s.strip()).exists())
+    pool = ProcessPoolExecutor(
+        workers, mp_context=mp.get_context("spawn"), initializer=_worker_init, initargs=(preload,)
+    )
+    for _ in range(workers):  # one task per worker spawns every process now
+        pool.submit(_noop)
+    return pool
 
 
 def plan(
@@ -195,25 +219,22 @@ def _payload(cell: Cell, result: dict, backend: str) -> dict:
     }
 
 
-def _local_stream(todo: list[Cell], workers: int):
-    """Yield ``(cell, result)`` as cells finish, in process or on a pool of ``workers`` processes."""
+def _local_stream(todo: list[Cell], pool: ProcessPoolExecutor | None):
+    """Yield ``(cell, result)`` as cells finish, in process (no ``pool``) or on the pool's processes."""
     tasks = _tasks(todo)
-    if workers <= 1:
+    if pool is None:
         for task in tasks:
             yield from zip(task, _run_task(*_task_args(task)), strict=True)
         return
-
-    # spawn: workers import a clean interpreter (no forked torch threads); the grid's code is import-safe
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
-        pending = {pool.submit(_run_task, *_task_args(t)): t for t in tasks}
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    yield from zip(pending.pop(fut), fut.result(), strict=True)
-        finally:
-            for fut in pending:
-                fut.cancel()
+    pending = {pool.submit(_run_task, *_task_args(t)): t for t in tasks}
+    try:
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield from zip(pending.pop(fut), fut.result(), strict=True)
+    finally:
+        for fut in pending:
+            fut.cancel()
 
 
 def _ray_stream(todo: list[Cell], workers: int, address: str | None):
@@ -264,6 +285,34 @@ def run_grid(
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     start = time.perf_counter()
+    # the local backend's processes; started before planning when no cell can be cached yet (a fresh folder), so
+    # that their imports overlap the planning, else once some cell is missing
+    pools: list[ProcessPoolExecutor] = []
+    if backend == "local" and workers > 1 and not (Path(out) / "cells").exists():
+        pools.append(_start_pool(workers, agent_specs))
+    try:
+        result = _run_grid(scenarios, agent_specs, out, pools, workers, backend, address, progress, on_cell)
+    except BaseException:
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    for pool in pools:
+        pool.shutdown(wait=True)
+    result.wall_s = time.perf_counter() - start
+    return result
+
+
+def _run_grid(
+    scenarios: list[Scenario],
+    agent_specs: list[str],
+    out: str | Path,
+    pools: list[ProcessPoolExecutor],
+    workers: int,
+    backend: str,
+    address: str | None,
+    progress: bool,
+    on_cell: Callable[[Cell, dict], None] | None,
+) -> GridResult:
     agents, cells, skipped = plan(scenarios, agent_specs, out)
     result = GridResult(list(scenarios), agents, skipped=skipped)
     have: dict[str, dict] = {}
@@ -275,11 +324,14 @@ def run_grid(
             continue
         if reason is not None:
             result.recomputed += 1
-            warnings.warn(f"{cell.path}: {reason}; recomputing", CacheWarning, stacklevel=2)
+            warnings.warn(f"{cell.path}: {reason}; recomputing", CacheWarning, stacklevel=3)
         todo.append(cell)
     result.cached = len(have)
 
-    stream = _ray_stream(todo, workers, address) if backend == "ray" else _local_stream(todo, workers)
+    if backend == "local" and workers > 1 and todo and not pools:
+        pools.append(_start_pool(workers, agent_specs))
+    pool = pools[0] if pools else None
+    stream = _ray_stream(todo, workers, address) if backend == "ray" else _local_stream(todo, pool)
     bar = None
     if progress and todo:
         bar = Progress(
@@ -314,6 +366,5 @@ def run_grid(
     for scenario, agent, _, error in result.failed:
         if (scenario, agent, error) not in seen:
             seen.add((scenario, agent, error))
-            warnings.warn(f"{agent} on {scenario} failed: {error}", RuntimeWarning, stacklevel=2)
-    result.wall_s = time.perf_counter() - start
+            warnings.warn(f"{agent} on {scenario} failed: {error}", RuntimeWarning, stacklevel=3)
     return result

@@ -136,3 +136,15 @@ def test_checkpoint_seeds_are_one_task_and_the_grid_resumes_cell_by_cell(tmp_pat
     again = run_grid([SCENARIO], specs, tmp_path, progress=False)
     assert again.computed == 1 and again.cached == 5
     assert [c["metrics"] for c in again.cells] == [c["metrics"] for c in first.cells]
+
+
+def test_a_pool_of_workers_gives_the_cells_computed_in_process(tmp_path):
+    """Two spawned workers (started before planning, the checkpoint preloaded): the same metrics, every cell."""
+    specs = ["sjf", MLP, "definitely-not-an-agent.py:nothing"]
+    with pytest.raises(Exception, match="definitely-not-an-agent"):
+        run_grid([SCENARIO], specs, tmp_path / "bad", workers=2, progress=False)
+    pooled = run_grid([SCENARIO], specs[:2], tmp_path / "pool", workers=2, progress=False)
+    alone = run_grid([SCENARIO], specs[:2], tmp_path / "alone", workers=1, progress=False)
+    assert pooled.computed == alone.computed == 6 and not pooled.failed
+    assert [c["metrics"] for c in pooled.cells] == [c["metrics"] for c in alone.cells]
+    assert [c["key"] for c in pooled.cells] == [c["key"] for c in alone.cells]
