@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
+from gpusched_envs.envs.history import HISTORY_BOUNDS
 from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.topology import Cluster
 
@@ -122,6 +123,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
         ),
         (0.0, _U),
     ),
+    # JobSelect's history_features=True (gpusched_envs.envs.history)
+    **HISTORY_BOUNDS,
     # log10-based bandwidths and log sensitivities: no known sign
     **dict.fromkeys(
         ("intra_bandwidth", "nic_bandwidth", "uplink_bandwidth", "bandwidth", "sensitivity"), (-_U, _U)
@@ -181,9 +184,12 @@ class ClusterEncoder:
         information: str = NON_CLAIRVOYANT,
         running_rows: int = 0,
         context_names: tuple[str, ...] | None = None,
+        extra_job_features: tuple[str, ...] = (),
     ):
         """``running_rows``: the last rows of the job block show running jobs (JobSelect's preemption) and the
-        job columns gain :data:`PREEMPTION_JOB_FEATURES`; ``context_names`` name the context entries."""
+        job columns gain :data:`PREEMPTION_JOB_FEATURES`; ``context_names`` name the context entries;
+        ``extra_job_features``: more job columns after those (each named in :data:`BOUNDS`), zero unless the env
+        writes them after :meth:`encode_jobs` (:attr:`extra_job_column` is the first one's index)."""
         if mode not in OBS_MODES:
             raise ValueError(f"obs_mode must be one of {', '.join(OBS_MODES)}, got {mode!r}")
         if information not in INFORMATION:
@@ -197,9 +203,15 @@ class ClusterEncoder:
             raise ValueError(f"running_rows must be in 0..{lo.window - 1}, got {running_rows}")
         self.queue_rows = lo.window - self.running_rows
         self.gpu_feature_names = GPU_FEATURES_OF[information]
+        self.extra_job_features = tuple(extra_job_features)
+        unknown = [n for n in self.extra_job_features if n not in BOUNDS]
+        if unknown:
+            raise ValueError(f"extra_job_features: no bounds for {', '.join(map(repr, unknown))}")
         self.job_feature_names = JOB_FEATURES_OF[information] + (
             PREEMPTION_JOB_FEATURES if self.running_rows else ()
         )
+        self.extra_job_column = len(self.job_feature_names)
+        self.job_feature_names += self.extra_job_features
         self.image_channel_names = IMAGE_CHANNELS_OF[information]
         if context_names is None:
             context_names = tuple(f"context_{i}" for i in range(lo.context))
@@ -318,6 +330,7 @@ class ClusterEncoder:
             state["information"],
             state["running_rows"],
             state["context_names"],
+            state.get("extra_job_features", ()),
         )
         for key, value in state.items():
             current = self.__dict__.get(key)

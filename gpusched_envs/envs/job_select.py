@@ -16,7 +16,14 @@ from gpusched_envs.envs.base import (
     check_int,
     check_number,
 )
-from gpusched_envs.envs.encoding import CLAIRVOYANT, NON_CLAIRVOYANT
+from gpusched_envs.envs.encoding import CLAIRVOYANT, NON_CLAIRVOYANT, ClusterEncoder
+from gpusched_envs.envs.history import (
+    HISTORY_CONTEXT_FEATURES,
+    HISTORY_JOB_FEATURES,
+    RuntimeHistory,
+    gpu_buckets,
+    write_context,
+)
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
 from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.topology import Cluster
@@ -68,6 +75,19 @@ class JobSelectEnv(ClusterEnv):
     per ``time_scale`` so far). ``"clairvoyant"`` is the v0 layout: the job's traced ``duration`` and ``remaining``
     ideal time, the GPUs' remaining time, ``context`` = (share of the workload's jobs finished, log1p jobs still to
     arrive). Both have the same shapes; the table of columns is in :mod:`gpusched_envs.envs.encoding`.
+
+    ``history_features=True`` adds what a non-clairvoyant scheduler can learn from the episode so far
+    (:mod:`gpusched_envs.envs.history`), in every obs mode and both information settings. Five job columns after
+    the others, on queued and running rows: ``history_level`` (which kind the statistics come from: 0 the jobs of
+    the same VC and GPU count, 1 of the same GPU count, 2 all jobs, 3 none finished yet), ``history_samples``
+    (log1p of that kind's finished jobs), ``history_median`` (log1p of their median runtime / ``time_scale``),
+    ``history_survival`` (share of them that ran longer than this job's attained time) and ``history_remaining``
+    (log1p of the expected remaining time given the attained time under that empirical distribution /
+    ``time_scale``; 0 when none ran longer). A runtime is the seconds a finished job held GPUs; only jobs
+    finished by now count, never an unfinished job's duration. Six context entries after the two above:
+    ``queued_gpus_1``, ``queued_gpus_2_4``, ``queued_gpus_5_8``, ``queued_gpus_9_plus`` (share of the queued
+    jobs by GPUs asked), ``free_fragmented`` (share of the wholly free GPUs on servers with a busy GPU) and
+    ``largest_free_server`` (the most wholly free GPUs on one server ÷ the largest server's GPUs).
 
     ## Rewards
     Between two decisions at times ``t0 < t1`` (0 for a decision at the same instant):
@@ -125,6 +145,8 @@ class JobSelectEnv(ClusterEnv):
       any job not started at this instant (what the preemptive heuristics assume).
     - ``work_conserving`` (False): waiting is masked while a window job can start (the agent only orders jobs,
       as a work-conserving scheduler; with ``preemption=True`` it may still preempt).
+    - ``history_features`` (False): the runtime-history job columns and queue / fragmentation context entries
+      described under Observation Space (off: the observations are exactly those without it).
     - ``decision_interval`` (None): seconds; when the agent waits while jobs run, it is asked again at the latest
       this long after (a periodic scheduling round, as Tiresias' demotion timer gives the heuristic). None: only
       at arrivals, completions and the timers a heuristic sets.
@@ -158,6 +180,7 @@ class JobSelectEnv(ClusterEnv):
         decision_interval: float | None = None,
         min_run: float | None = None,
         work_conserving: bool = False,
+        history_features: bool = False,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -187,7 +210,10 @@ class JobSelectEnv(ClusterEnv):
             if decision_interval is None
             else check_number("decision_interval", decision_interval, positive=True)
         )
+        self.history_features = check_bool("history_features", history_features)
         self.context_names = CONTEXT_NAMES.get(information, ())
+        if self.history_features:
+            self.context_names += HISTORY_CONTEXT_FEATURES
         super().__init__(
             cluster=cluster,
             workload=workload,
@@ -205,11 +231,22 @@ class JobSelectEnv(ClusterEnv):
             speed_model=speed_model,
             workload_seed=workload_seed,
             render_mode=render_mode,
-            context_size=2,
+            context_size=2 + (len(HISTORY_CONTEXT_FEATURES) if self.history_features else 0),
             num_actions=window + running + 1,
             information=information,
             running_rows=running,
         )
+        if self.history_features:  # the same encoder with the history job columns appended
+            self.encoder = ClusterEncoder(
+                self.layout,
+                obs_mode,
+                self.time_scale,
+                information,
+                running,
+                self.context_names,
+                HISTORY_JOB_FEATURES,
+            )
+            self.observation_space = self.encoder.observation_space()
         if isinstance(placement, str):
             self.place = get_placement(placement)
             self.exact_from_counts = placement in COUNT_EXACT_PLACEMENTS
@@ -229,6 +266,9 @@ class JobSelectEnv(ClusterEnv):
         self._preempted_now: set[int] = set()
         self._running = np.zeros(0, dtype=np.int64)
         self._preemptible = np.zeros(0, dtype=bool)
+        if self.history_features:
+            self.history = RuntimeHistory(self.sim)
+            self._gpu_bucket = gpu_buckets(self.sim.job_gpus_n)
 
     def _valid_jobs(self) -> None:
         """Window, which of its jobs can start now, and (for non-count placers) their placements."""
@@ -301,7 +341,17 @@ class JobSelectEnv(ClusterEnv):
             arrived = sim.next_arrival
             elapsed = sim.now - sim.workload.submit_time[0] if arrived else 0.0
             ctx[1] = np.log1p(arrived * self.time_scale / max(elapsed, self.time_scale))
-        return self._encode(self._jobs, startable, None, self._running, self._preemptible)
+        if not self.history_features:
+            return self._encode(self._jobs, startable, None, self._running, self._preemptible)
+        self.history.sync()
+        write_context(ctx[2:], sim, self._gpu_bucket, self.layout.max_server_gpus)
+        enc.encode_cluster(sim, sim.free_gpus(), None, None, max(0, len(sim.queue) - len(self._jobs)))
+        enc.encode_jobs(sim, self._jobs, startable, self.log_sensitivity, self._running, self._preemptible)
+        first, scale = enc.extra_job_column, self.time_scale
+        self.history.write_rows(enc.job_features, first, self._jobs, 0, False, scale)
+        if self.preemption:
+            self.history.write_rows(enc.job_features, first, self._running, enc.queue_rows, True, scale)
+        return enc.observation()
 
     # ------------------------------------------------------------------ actions
     def _first_decision(self) -> None:

@@ -1,0 +1,213 @@
+"""What a non-clairvoyant scheduler can learn from the jobs that already finished: the runtimes of earlier jobs of
+the same kind, and the shape of the queue and of the free GPUs.
+
+A job's *runtime* here is the seconds it held GPUs over the whole episode (``Simulator.allocated_time`` once it is
+done: every allocation, restart delays included); a job's *attained time* is the same count so far (its current
+allocation included). Both are known to a real scheduler; the traced duration of a job that has not finished is
+never read.
+
+:class:`RuntimeHistory` records the runtime of each job when it finishes (incrementally: at each sync it looks only
+at the jobs that were in the system at the previous sync and the jobs that arrived since), grouped by *kind* at three
+levels: same virtual cluster and same GPU count, same GPU count, all jobs. :meth:`RuntimeHistory.write_rows` fills the
+columns :data:`HISTORY_JOB_FEATURES` of a job block; :func:`write_context` fills :data:`HISTORY_CONTEXT_FEATURES`.
+JobSelect's ``history_features=True`` shows both.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+
+import numpy as np
+
+from gpusched_envs.sim.engine import DONE
+
+# job columns (appended after the env's other job columns):
+#   history_level      the kind level the statistics come from: 0 same VC and GPU count, 1 same GPU count,
+#                      2 all jobs, 3 none (no job finished yet: every history column is 0)
+#   history_samples    log1p(finished jobs of that kind)
+#   history_median     log1p(median runtime of that kind / time_scale)
+#   history_survival   share of that kind's runtimes longer than this job's attained time (empirical P(R > a))
+#   history_remaining  log1p(E[R - a | R > a] / time_scale) under that empirical distribution (0 when no past
+#                      runtime exceeds a)
+HISTORY_JOB_FEATURES = (
+    "history_level",
+    "history_samples",
+    "history_median",
+    "history_survival",
+    "history_remaining",
+)
+# context entries (appended after the env's own): share of the queued jobs asking 1, 2-4, 5-8, more than 8 GPUs
+# (0 with an empty queue); share of the wholly free GPUs that lie on servers with some busy GPU
+# (``free_fragmented``, 0 with no free GPU); the most wholly free GPUs on one server ÷ the largest server's GPUs
+HISTORY_CONTEXT_FEATURES = (
+    "queued_gpus_1",
+    "queued_gpus_2_4",
+    "queued_gpus_5_8",
+    "queued_gpus_9_plus",
+    "free_fragmented",
+    "largest_free_server",
+)
+HISTORY_LEVELS = ("vc_and_gpus", "gpus", "all", "none")
+# Box bounds of the new columns
+HISTORY_BOUNDS: dict[str, tuple[float, float]] = {
+    "history_level": (0.0, float(len(HISTORY_LEVELS) - 1)),
+    "history_samples": (0.0, 1e30),
+    "history_median": (0.0, 1e30),
+    "history_survival": (0.0, 1.0),
+    "history_remaining": (0.0, 1e30),
+}
+# a level is used when it holds at least this many finished jobs (else the next, coarser one)
+MIN_SAMPLES = 1
+_MEDIAN, _SURVIVAL, _REMAINING = 2, 3, 4
+
+
+class _Runtimes:
+    """Sorted runtimes of one kind, with suffix sums (rebuilt lazily after additions)."""
+
+    __slots__ = ("values", "_sorted", "_suffix", "_median")
+
+    def __init__(self):
+        self.values: list[float] = []
+        self._sorted: np.ndarray | None = None
+        self._suffix: np.ndarray | None = None
+        self._median = 0.0
+
+    def add(self, runtime: float) -> None:
+        bisect.insort(self.values, runtime)
+        self._sorted = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """The sorted runtimes, their suffix sums (``suffix[i]`` = sum of ``v[i:]``, ``suffix[n]`` = 0) and
+        their median."""
+        if self._sorted is None:
+            v = np.array(self.values, dtype=np.float64)
+            self._sorted = v
+            self._suffix = np.concatenate([np.cumsum(v[::-1])[::-1], [0.0]])
+            self._median = float(np.median(v))
+        return self._sorted, self._suffix, self._median
+
+
+class RuntimeHistory:
+    """Runtimes of the finished jobs of one simulator's episode, by kind (see the module docstring)."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.vc = np.asarray(sim.workload.vc, dtype=np.int64)  # known at submission
+        self.gpus = np.asarray(sim.job_gpus_n, dtype=np.int64)
+        self.by_vc_gpus: dict[tuple[int, int], _Runtimes] = {}
+        self.by_gpus: dict[int, _Runtimes] = {}
+        self.all = _Runtimes()
+        self.recorded = 0  # finished jobs recorded
+        self._live = np.zeros(0, dtype=np.int64)  # jobs in the system at the last sync
+        self._arrived = 0  # jobs arrived by the last sync
+        self.sync()
+
+    def sync(self) -> None:
+        """Record the jobs that finished since the last sync (in finish-time order, ties by id)."""
+        sim = self.sim
+        arrived = int(sim.next_arrival)
+        if self._arrived < arrived:
+            candidates = np.concatenate([self._live, np.arange(self._arrived, arrived, dtype=np.int64)])
+        else:
+            candidates = self._live
+        if len(candidates):
+            done = candidates[sim.status[candidates] == DONE]
+            if len(done):
+                done = done[np.lexsort((done, sim.finish_time[done]))]
+                runtime = sim.allocated_time[done]
+                for j, r in zip(done.tolist(), runtime.tolist(), strict=True):
+                    self._add(j, r)
+        self._arrived = arrived
+        self._live = np.fromiter(
+            itertools.chain(sim.queue, sim.running), dtype=np.int64, count=len(sim.queue) + len(sim.running)
+        )
+
+    def _add(self, job: int, runtime: float) -> None:
+        g, v = int(self.gpus[job]), int(self.vc[job])
+        for table, key in ((self.by_vc_gpus, (v, g)), (self.by_gpus, g)):
+            runs = table.get(key)
+            if runs is None:
+                runs = table[key] = _Runtimes()
+            runs.add(runtime)
+        self.all.add(runtime)
+        self.recorded += 1
+
+    def kind_of(self, job: int) -> tuple[int, _Runtimes | None]:
+        """The level used for ``job`` (an index of :data:`HISTORY_LEVELS`) and its runtimes (None at "none")."""
+        g = int(self.gpus[job])
+        for level, runs in enumerate(
+            (self.by_vc_gpus.get((int(self.vc[job]), g)), self.by_gpus.get(g), self.all)
+        ):
+            if runs is not None and len(runs.values) >= MIN_SAMPLES:
+                return level, runs
+        return len(HISTORY_LEVELS) - 1, None
+
+    def statistics(self, job: int, attained: float) -> tuple[int, int, float, float, float]:
+        """(level, samples, median runtime, P(runtime > attained), E[runtime − attained | runtime > attained])
+        of ``job``'s kind, in seconds (zeros at level "none"; the last is 0 when no runtime exceeds
+        ``attained``)."""
+        level, runs = self.kind_of(job)
+        if runs is None:
+            return level, 0, 0.0, 0.0, 0.0
+        v, suffix, median = runs.arrays()
+        n = len(v)
+        first_longer = int(np.searchsorted(v, attained, side="right"))
+        longer = n - first_longer
+        if not longer:
+            return level, n, median, 0.0, 0.0
+        remaining = float(suffix[first_longer]) / longer - attained
+        return level, n, median, longer / n, remaining
+
+    def write_rows(
+        self,
+        block: np.ndarray,
+        first: int,
+        jobs: np.ndarray,
+        row0: int,
+        running: bool,
+        time_scale: float,
+    ) -> None:
+        """Write the :data:`HISTORY_JOB_FEATURES` columns (``block[:, first:first + 5]``) of ``jobs`` from row
+        ``row0``; ``running``: the jobs hold GPUs now (their current allocation counts in the attained time)."""
+        sim = self.sim
+        now = float(sim.now)
+        inv = 1.0 / time_scale
+        alloc = sim.allocated_time
+        for i, j in enumerate(jobs.tolist()):
+            attained = float(alloc[j])
+            if running:
+                attained += now - float(sim.run_start[j])
+            level, n, median, survival, remaining = self.statistics(j, attained)
+            row = block[row0 + i]
+            row[first] = level
+            row[first + 1] = np.log1p(n)
+            row[first + _MEDIAN] = np.log1p(median * inv)
+            row[first + _SURVIVAL] = survival
+            row[first + _REMAINING] = np.log1p(remaining * inv)
+
+
+def gpu_buckets(gpus: np.ndarray) -> np.ndarray:
+    """(J,) bucket of each job's GPU count: 0 for 1 GPU, 1 for 2-4, 2 for 5-8, 3 for more than 8."""
+    g = np.asarray(gpus, dtype=np.int64)
+    return ((g > 1).astype(np.int64) + (g > 4) + (g > 8)).astype(np.int64)
+
+
+def write_context(out: np.ndarray, sim, buckets: np.ndarray, max_server_gpus: int) -> None:
+    """Write the :data:`HISTORY_CONTEXT_FEATURES` into ``out`` (length 6) from the simulator's queue and free
+    GPUs."""
+    q = len(sim.queue)
+    if q:
+        ids = np.fromiter(sim.queue, dtype=np.int64, count=q)
+        out[:4] = np.bincount(buckets[ids], minlength=4) / q
+    else:
+        out[:4] = 0.0
+    free = sim.server_free
+    total = int(free.sum())
+    if total:
+        partial = free < sim.cluster.server_num_gpus
+        out[4] = float(free[partial].sum()) / total
+        out[5] = float(free.max()) / max_server_gpus
+    else:
+        out[4] = 0.0
+        out[5] = 0.0
