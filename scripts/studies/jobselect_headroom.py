@@ -24,7 +24,7 @@ point of the simulator (arrivals, completions, their own demotion timers). Per f
   bootstrap intervals over the (window, seed) pairs (:func:`gpusched_lab.evaluate.stats.paired_relative_change`).
 
     nice -n 10 python scripts/studies/jobselect_headroom.py --seeds 0-4 --heldin-seeds 0-2 \
-        --rollout 300=0,1000=0 --stride 300=1,1000=16 --out docs/data/jobselect_headroom.json
+        --rollout 300=0-1,1000=0-1 --stride 300=1,1000=16 --out docs/data/jobselect_headroom.json   # docs/headroom.md
     python scripts/studies/jobselect_headroom.py --families 300 --windows 1 --seeds 0 --rollout 300=0  # a minute
 
 The heuristics run on every held-out (window, seed) of ``--seeds``; the rollouts, which are slower (a Python
