@@ -388,7 +388,7 @@ def main(argv=None) -> dict:
     )
     ap.add_argument(
         "--stride",
-        default="300=1,1000=1",
+        default="300=1,1000=16",
         help="FAMILY=K: search every K-th decision point (the base decides the others), per family",
     )
     ap.add_argument(
