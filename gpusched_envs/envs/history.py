@@ -63,29 +63,28 @@ _MEDIAN, _SURVIVAL, _REMAINING = 2, 3, 4
 
 
 class _Runtimes:
-    """Sorted runtimes of one kind, with suffix sums (rebuilt lazily after additions)."""
+    """Sorted runtimes of one kind, with suffix sums and median (rebuilt lazily after additions)."""
 
-    __slots__ = ("values", "_sorted", "_suffix", "_median")
+    __slots__ = ("values", "_suffix", "_median")
 
     def __init__(self):
         self.values: list[float] = []
-        self._sorted: np.ndarray | None = None
-        self._suffix: np.ndarray | None = None
+        self._suffix: list[float] | None = None
         self._median = 0.0
 
     def add(self, runtime: float) -> None:
         bisect.insort(self.values, runtime)
-        self._sorted = None
+        self._suffix = None
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """The sorted runtimes, their suffix sums (``suffix[i]`` = sum of ``v[i:]``, ``suffix[n]`` = 0) and
-        their median."""
-        if self._sorted is None:
-            v = np.array(self.values, dtype=np.float64)
-            self._sorted = v
-            self._suffix = np.concatenate([np.cumsum(v[::-1])[::-1], [0.0]])
-            self._median = float(np.median(v))
-        return self._sorted, self._suffix, self._median
+    def summary(self) -> tuple[list[float], list[float], float]:
+        """The sorted runtimes ``v``, their suffix sums (``suffix[i]`` = sum of ``v[i:]``, ``suffix[n]`` = 0) and
+        their median (the mean of the two middle values for an even count)."""
+        if self._suffix is None:
+            v = self.values
+            self._suffix = [*itertools.accumulate(reversed(v)), 0.0][-2::-1] + [0.0]
+            n = len(v)
+            self._median = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
+        return self.values, self._suffix, self._median
 
 
 class RuntimeHistory:
@@ -93,14 +92,17 @@ class RuntimeHistory:
 
     def __init__(self, sim):
         self.sim = sim
-        self.vc = np.asarray(sim.workload.vc, dtype=np.int64)  # known at submission
-        self.gpus = np.asarray(sim.job_gpus_n, dtype=np.int64)
+        self.vc = np.asarray(sim.workload.vc, dtype=np.int64).tolist()  # known at submission
+        self.gpus = np.asarray(sim.job_gpus_n, dtype=np.int64).tolist()
         self.by_vc_gpus: dict[tuple[int, int], _Runtimes] = {}
         self.by_gpus: dict[int, _Runtimes] = {}
         self.all = _Runtimes()
         self.recorded = 0  # finished jobs recorded
         self._live = np.zeros(0, dtype=np.int64)  # jobs in the system at the last sync
         self._arrived = 0  # jobs arrived by the last sync
+        # job -> (jobs recorded, attained time, statistics) when last computed: a queued job's row is reused until
+        # a job finishes or it runs again
+        self._cache: dict[int, tuple[int, float, tuple]] = {}
         self.sync()
 
     def sync(self) -> None:
@@ -118,13 +120,14 @@ class RuntimeHistory:
                 runtime = sim.allocated_time[done]
                 for j, r in zip(done.tolist(), runtime.tolist(), strict=True):
                     self._add(j, r)
+                    self._cache.pop(j, None)
         self._arrived = arrived
         self._live = np.fromiter(
             itertools.chain(sim.queue, sim.running), dtype=np.int64, count=len(sim.queue) + len(sim.running)
         )
 
     def _add(self, job: int, runtime: float) -> None:
-        g, v = int(self.gpus[job]), int(self.vc[job])
+        g, v = self.gpus[job], self.vc[job]
         for table, key in ((self.by_vc_gpus, (v, g)), (self.by_gpus, g)):
             runs = table.get(key)
             if runs is None:
@@ -135,12 +138,15 @@ class RuntimeHistory:
 
     def kind_of(self, job: int) -> tuple[int, _Runtimes | None]:
         """The level used for ``job`` (an index of :data:`HISTORY_LEVELS`) and its runtimes (None at "none")."""
-        g = int(self.gpus[job])
-        for level, runs in enumerate(
-            (self.by_vc_gpus.get((int(self.vc[job]), g)), self.by_gpus.get(g), self.all)
-        ):
-            if runs is not None and len(runs.values) >= MIN_SAMPLES:
-                return level, runs
+        g = self.gpus[job]
+        runs = self.by_vc_gpus.get((self.vc[job], g))
+        if runs is not None and len(runs.values) >= MIN_SAMPLES:
+            return 0, runs
+        runs = self.by_gpus.get(g)
+        if runs is not None and len(runs.values) >= MIN_SAMPLES:
+            return 1, runs
+        if len(self.all.values) >= MIN_SAMPLES:
+            return 2, self.all
         return len(HISTORY_LEVELS) - 1, None
 
     def statistics(self, job: int, attained: float) -> tuple[int, int, float, float, float]:
@@ -150,14 +156,13 @@ class RuntimeHistory:
         level, runs = self.kind_of(job)
         if runs is None:
             return level, 0, 0.0, 0.0, 0.0
-        v, suffix, median = runs.arrays()
+        v, suffix, median = runs.summary()
         n = len(v)
-        first_longer = int(np.searchsorted(v, attained, side="right"))
+        first_longer = bisect.bisect_right(v, attained)
         longer = n - first_longer
         if not longer:
             return level, n, median, 0.0, 0.0
-        remaining = float(suffix[first_longer]) / longer - attained
-        return level, n, median, longer / n, remaining
+        return level, n, median, longer / n, suffix[first_longer] / longer - attained
 
     def write_rows(
         self,
@@ -170,21 +175,26 @@ class RuntimeHistory:
     ) -> None:
         """Write the :data:`HISTORY_JOB_FEATURES` columns (``block[:, first:first + 5]``) of ``jobs`` from row
         ``row0``; ``running``: the jobs hold GPUs now (their current allocation counts in the attained time)."""
+        k = len(jobs)
+        if not k:
+            return
         sim = self.sim
-        now = float(sim.now)
+        attained = sim.allocated_time[jobs]
+        if running:
+            attained = attained + (float(sim.now) - sim.run_start[jobs])
+        stats, cache, stamp = self.statistics, self._cache, self.recorded
+        rows = []
+        for j, a in zip(jobs.tolist(), attained.tolist(), strict=True):
+            hit = cache.get(j)
+            if hit is None or hit[0] != stamp or hit[1] != a:
+                hit = cache[j] = (stamp, a, stats(j, a))
+            rows.append(hit[2])
+        values = np.array(rows, dtype=np.float64)
+        np.log1p(values[:, 1], out=values[:, 1])
         inv = 1.0 / time_scale
-        alloc = sim.allocated_time
-        for i, j in enumerate(jobs.tolist()):
-            attained = float(alloc[j])
-            if running:
-                attained += now - float(sim.run_start[j])
-            level, n, median, survival, remaining = self.statistics(j, attained)
-            row = block[row0 + i]
-            row[first] = level
-            row[first + 1] = np.log1p(n)
-            row[first + _MEDIAN] = np.log1p(median * inv)
-            row[first + _SURVIVAL] = survival
-            row[first + _REMAINING] = np.log1p(remaining * inv)
+        for c in (_MEDIAN, _REMAINING):
+            np.log1p(values[:, c] * inv, out=values[:, c])
+        block[row0 : row0 + k, first : first + len(HISTORY_JOB_FEATURES)] = values
 
 
 def gpu_buckets(gpus: np.ndarray) -> np.ndarray:
