@@ -4,6 +4,7 @@ fragmentation; exact values on a hand-built workload, no peeking at unfinished j
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from types import SimpleNamespace
 
 import numpy as np
@@ -250,3 +251,13 @@ def test_same_seed_determinism():
         assert ta == tb
         for key in oa:
             np.testing.assert_array_equal(oa[key], ob[key])
+
+
+def test_encoder_pickles_with_its_history_columns():
+    env = make_env(obs_mode="flat", preemption=True)
+    obs, _ = env.reset(seed=0)
+    enc = pickle.loads(pickle.dumps(env.encoder))
+    assert enc.job_feature_names == env.encoder.job_feature_names
+    assert enc.extra_job_column == env.encoder.extra_job_column == 10
+    np.testing.assert_array_equal(enc.observation()["obs"], obs["obs"])
+    assert enc.observation_space() == env.observation_space
