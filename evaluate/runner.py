@@ -219,9 +219,14 @@ def _payload(cell: Cell, result: dict, backend: str) -> dict:
     }
 
 
-def _local_stream(todo: list[Cell], pool: ProcessPoolExecutor | None):
-    """Yield ``(cell, result)`` as cells finish, in process (no ``pool``) or on the pool's processes."""
+def _local_stream(todo: list[Cell], workers: int = 1, pool: ProcessPoolExecutor | None = None):
+    """Yield ``(cell, result)`` as cells finish: on ``pool``'s processes, else on a pool of ``workers`` processes
+    started here, or in process (one worker)."""
     tasks = _tasks(todo)
+    if pool is None and workers > 1:
+        with _start_pool(workers, sorted({c.agent.spec for c in todo})) as own:
+            yield from _local_stream(todo, workers, own)
+        return
     if pool is None:
         for task in tasks:
             yield from zip(task, _run_task(*_task_args(task)), strict=True)
@@ -331,7 +336,7 @@ def _run_grid(
     if backend == "local" and workers > 1 and todo and not pools:
         pools.append(_start_pool(workers, agent_specs))
     pool = pools[0] if pools else None
-    stream = _ray_stream(todo, workers, address) if backend == "ray" else _local_stream(todo, pool)
+    stream = _ray_stream(todo, workers, address) if backend == "ray" else _local_stream(todo, workers, pool)
     bar = None
     if progress and todo:
         bar = Progress(
