@@ -80,7 +80,7 @@ class HeuristicMultiAgent:
     @classmethod
     def from_name(cls, name: str) -> HeuristicMultiAgent:
         """``fifo-closest``, ``sjf-consolidate+backfill``, ``srtf-consolidate+backfill+preempt``, ...
-        (ORDER-PLACEMENT[+backfill][+preempt][+coop])."""
+        (`ORDER-PLACEMENT[+backfill][+preempt][+coop]`)."""
         base, *extras = str(name).split("+")
         order, _, placement = base.partition("-")
         if (
