@@ -133,3 +133,23 @@ def test_truncated_gzip(tmp_path):
 def test_zero_duration_dropped(write):
     wl = load_philly(write("p.csv", HEADER + "2017-10-01 00:00:00,0,1,0,a\n2017-10-01 00:00:01,5,1,5,a\n"))
     assert len(wl) == 1 and wl.meta["dropped"]["zero_duration"] == 1
+
+
+def test_a_file_is_parsed_once_per_version(tmp_path):
+    """Loads of the same file share one parse; a changed file is read again; callers get their own arrays."""
+    import os
+
+    from gpusched_envs.workloads import philly as philly_module
+
+    f = tmp_path / "p.csv"
+    f.write_text(HEADER + "2017-10-01 00:00:00,100,1,100,a\n2017-10-01 00:01:00,50,2,100,b\n")
+    philly_module._parse_philly.cache_clear()
+    first = load_philly(f)
+    first.duration[0] = -1.0  # a caller's change stays its own
+    second = load_philly(f)
+    assert philly_module._parse_philly.cache_info().hits == 1
+    assert second.duration.tolist() == [100.0, 50.0]
+    f.write_text(HEADER + "2017-10-01 00:00:00,70,4,280,a\n")
+    os.utime(f, ns=(1, 1))  # a new version even on a coarse clock
+    third = load_philly(f)
+    assert third.duration.tolist() == [70.0] and third.num_gpus.tolist() == [4]
