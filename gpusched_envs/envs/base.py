@@ -120,8 +120,6 @@ class ClusterEnv(EnvCore, gym.Env):
         )
         self.observation_space = self.encoder.observation_space()
         self.sim: Simulator | None = None
-        # compiled entry points of the kernels this env calls, bound to its arguments' types on first use
-        self._fast = _kernels.BoundKernels()
         self._static_cluster: Cluster | None = None
         self._terminated = False
         self.last_invalid_reason = ""
@@ -259,10 +257,7 @@ class ClusterEnv(EnvCore, gym.Env):
             sim.free_gpus(),
             FULL_GPU,
         )
-        kernel = self._fast.get("count_fits")
-        if kernel is None:
-            kernel = self._fast["count_fits"] = _kernels.bind(_kernels.count_fits, args)
-        special = kernel(*args)
+        special = _kernels.count_fits(*args)
         if special:
             # a job with a pool / type constraint or a GPU share counts the GPUs it may use (a fractional job asks
             # for one GPU: the workload validation allows no fractional multi-GPU job)

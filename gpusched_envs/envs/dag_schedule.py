@@ -289,8 +289,6 @@ class DAGScheduleEnv(gym.Env):
                 f"max_edges={self.max_edges}; pass larger ones"
             )
         self.dag = dag
-        # the writers' compiled entry points, bound to this episode's argument types on first use
-        self._fast = _kernels.BoundKernels()
         self.runtime = runtime_matrix(dag, self.speed, self.gpu_types)  # (N, G)
         self.allowed = np.isfinite(self.runtime)
         self.time_scale = float(self.time_scale_arg or max(dag.total_work / self.num_gpus, 1e-9))
@@ -506,12 +504,8 @@ class DAGScheduleEnv(gym.Env):
 
     def _observe(self) -> dict:
         ts, logs, cur = self.time_scale, self._logs, self.current
-        fast = self._fast
         args = (logs, self.start, self.finish, self.gpu_free, float(self.makespan), ts)
-        kernel = fast.get("dag_log_args")
-        if kernel is None:
-            kernel = fast["dag_log_args"] = _kernels.bind(_kernels.dag_log_args, args)
-        kernel(*args)
+        _kernels.dag_log_args(*args)
         np.log1p(logs, out=logs)  # numpy's log1p, as the columns always had
         construct = self.mode == "construct"
         graph = self.obs_mode == "graph"
@@ -546,10 +540,7 @@ class DAGScheduleEnv(gym.Env):
             self.max_edges,
             self.max_tasks,
         )
-        kernel = fast.get("dag_observe")
-        if kernel is None:
-            kernel = fast["dag_observe"] = _kernels.bind(_kernels.dag_observe, args)
-        kernel(*args)
+        _kernels.dag_observe(*args)
         return self._snapshot()
 
     def _snapshot(self) -> dict:

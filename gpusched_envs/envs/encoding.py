@@ -309,8 +309,8 @@ class ClusterEncoder:
         self._grow_log1p_counts(lo.window + lo.num_gpus)
         self._log1p_table = np.zeros(0)
         self._grow_tables(lo.num_gpus)
-        # the writers' compiled entry points, bound to the argument types of this encoder and simulator
-        self._fast = _kernels.BoundKernels()
+        # the job block's per-job arrays of the simulator last encoded (the same arrays until it is reset)
+        self._sim_arrays = _kernels.TransientCache()
 
     # ------------------------------------------------------------------ pickling
     # The feature blocks are views into the observation buffers; pickle would turn them into separate copies, so
@@ -491,9 +491,6 @@ class ClusterEncoder:
         caller cannot leak remaining times into it."""
         G = self.G
         logs = self._logs
-        fast = self._fast
-        if fast.get("jf") is not getattr(sim, "_jf", sim):  # a new (or reset) simulator: bind them again
-            self._bind_simulator(sim)
         if gpu_seconds is None:
             args = (
                 logs,
@@ -510,10 +507,7 @@ class ClusterEncoder:
                 1.0 / self.time_scale,
                 sim.rack_crossing,
             )
-            kernel = fast.get("gpu_time_args")
-            if kernel is None:
-                kernel = fast["gpu_time_args"] = _kernels.bind(_kernels.gpu_time_args, args)
-            kernel(*args)
+            _kernels.gpu_time_args(*args)
         elif self.information != CLAIRVOYANT:
             raise ValueError(
                 "a non-clairvoyant encoder computes its GPU time column itself: pass gpu_seconds=None"
@@ -555,15 +549,11 @@ class ClusterEncoder:
             table[r],
             table[queued_beyond],
         )
-        kernel = fast.get("cluster_dynamic")
-        if kernel is None:
-            kernel = fast["cluster_dynamic"] = _kernels.bind(_kernels.cluster_dynamic, args)
-        kernel(*args)
+        _kernels.cluster_dynamic(*args)
 
-    def _bind_simulator(self, sim) -> None:
-        """Forget the entry points bound to the previous simulator; keep the job block's per-job arrays of this
-        one (the same arrays until it is reset)."""
-        fast = self._fast
+    def _take_simulator(self, sim) -> None:
+        """Keep the job block's per-job arrays of this simulator (the same arrays until it is reset)."""
+        fast = self._sim_arrays
         fast.clear()
         fast["jf"] = getattr(sim, "_jf", sim)
         fast["job_arrays"] = (
@@ -605,9 +595,9 @@ class ClusterEncoder:
         with ``running_rows``, ``running`` (r,) running ids with ``preemptible`` (r,) bool in the rows after them."""
         if running is None or not self.running_rows:
             running, preemptible = _NO_JOBS, _NO_FITS
-        fast = self._fast
-        if fast.get("jf") is not getattr(sim, "_jf", sim):
-            self._bind_simulator(sim)
+        fast = self._sim_arrays
+        if fast.get("jf") is not getattr(sim, "_jf", sim):  # a new (or reset) simulator
+            self._take_simulator(sim)
         while True:
             args = (
                 self.job_features,
@@ -628,10 +618,7 @@ class ClusterEncoder:
                 self._log2_table,
                 self._log1p_table,
             )
-            kernel = fast.get("job_block")
-            if kernel is None:
-                kernel = fast["job_block"] = _kernels.bind(_kernels.job_block, args)
-            short = kernel(*args)
+            short = _kernels.job_block(*args)
             if short < 0:
                 break
             # a job size or preemption count beyond the tables: extend them (numpy's own log2 / log1p values)

@@ -43,8 +43,6 @@ class RunningTotals:
         self.live = np.zeros(0, dtype=np.int64)
         self.done_weighted = 0.0
         self.done_goodput = 0.0
-        # the compiled counter's entry point, bound to the types of ``live`` (int64 ids) and the simulator's states
-        self._fast = _kernels.BoundKernels()
         self.sync()
 
     def sync(self, now_live: np.ndarray | None = None) -> None:
@@ -52,12 +50,7 @@ class RunningTotals:
         queue then running order, as another total of the same simulator computed them at this instant."""
         sim = self.sim
         live = self.live
-        count = self._fast.get("count_in_state")
-        if count is None:
-            count = self._fast["count_in_state"] = _kernels.bind(
-                _kernels.count_in_state, (live, sim.status, DONE)
-            )
-        if len(live) and count(live, sim.status, DONE):
+        if len(live) and _kernels.count_in_state(live, sim.status, DONE):
             newly = live[sim.status[live] == DONE]
             if len(newly):
                 self.done_weighted += float(

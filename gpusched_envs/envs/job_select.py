@@ -328,10 +328,7 @@ class JobSelectEnv(ClusterEnv):
             can_wait,
             self.work_conserving,
         )
-        kernel = self._fast.get("job_select_mask")
-        if kernel is None:
-            kernel = self._fast["job_select_mask"] = _kernels.bind(_kernels.job_select_mask, args)
-        kernel(*args)
+        _kernels.job_select_mask(*args)
         ctx = enc.context
         if self.clairvoyant:  # v0 context: reveals how many jobs the workload still holds
             ctx[0] = sim.finished / max(sim.to_finish, 1)

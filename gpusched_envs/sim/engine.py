@@ -31,7 +31,6 @@ from gpusched_envs.sim import engine_kernels as _ek
 from gpusched_envs.sim import loop_kernels as _lk
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.defaults import sim_defaults
-from gpusched_envs.sim.kernels import BoundKernels, bind
 from gpusched_envs.sim.metrics import compute_metrics
 from gpusched_envs.sim.status import (  # noqa: F401  (re-exported: policies and envs import them from here)
     COMPLETION,
@@ -239,7 +238,6 @@ class Simulator:
     def __setstate__(self, state: dict) -> None:
         state = {k: v for k, v in state.items() if k != "_shape"}  # a view made on access, not state
         self.__dict__.update(state)
-        self.__dict__.setdefault("_fast", BoundKernels())
         if "_jf" in state:
             for name, (packed, row) in _ROW_VIEWS.items():
                 setattr(self, name, getattr(self, packed)[row])
@@ -502,8 +500,6 @@ class Simulator:
         self._last_integral_time = self.now
         self.changed = True
         self.on_progress = None  # optional callable(sim) called every 4096 events
-        # compiled entry points of the kernels the per-event code calls, bound to this state's types on first use
-        self._fast = BoundKernels()
 
     # ------------------------------------------------------------------ properties used by policies and envs
     @property
@@ -640,10 +636,7 @@ class Simulator:
             self._si, self._sf, self._rf, self._mf, cat.iteration_time, self._overhead, cat.colocation_slowdown,
             cat.space_sharing_by_type, self._params, self._gbuf, self._places, out,
         )  # fmt: skip
-        kernel = self._fast.get("start_job")
-        if kernel is None:
-            kernel = self._fast["start_job"] = bind(_ek.start_job, args)
-        lost = kernel(*args)
+        lost = _ek.start_job(*args)
         if k:
             self._push_completions(order, out)
         return lost
@@ -1054,13 +1047,9 @@ class Simulator:
         del self.running[job]
         self.job_gpus[job] = None
         neighbours.discard(job)
-        fast = self._fast
         if not neighbours:  # nothing to refresh: the release alone
             args = (job, complete, self.now, self.status, self._jf, self._ji, self._gi, self._si, self._gbuf)
-            kernel = fast.get("release")
-            if kernel is None:
-                kernel = fast["release"] = bind(_ek.release, args)
-            self._free_total += kernel(*args)
+            self._free_total += _ek.release(*args)
             return
         order = list(neighbours)
         k = len(order)
@@ -1071,10 +1060,7 @@ class Simulator:
             job, complete, self.now, jobs, self.status, self._jf, self._ji, self._gi, self._si, self._sf,
             self._rf, self._mf, c.colocation_slowdown, c.space_sharing_by_type, self._params, self._gbuf, out,
         )  # fmt: skip
-        kernel = fast.get("release_job")
-        if kernel is None:
-            kernel = fast["release_job"] = bind(_ek.release_job, args)
-        self._free_total += kernel(*args)
+        self._free_total += _ek.release_job(*args)
         self._push_completions(order, out)
 
     def _complete(self, job: int) -> None:

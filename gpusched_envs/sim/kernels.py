@@ -17,22 +17,12 @@ _TRUE = np.bool_(True)
 _FALSE = np.bool_(False)
 
 
-def bind(kernel, args: tuple):
-    """``kernel``'s compiled entry point for the types of ``args`` (compiled, or loaded from numba's cache, now).
-    Calling it skips numba's per-call type dispatch (about a microsecond for a kernel of many arguments). Only for
-    a call site whose arguments keep these types (dtypes, dimensions, layouts) on every call: the entry point does
-    not check them. Without numba's compiler (``NUMBA_DISABLE_JIT``) it is the kernel itself."""
-    if not hasattr(kernel, "compile"):
-        return kernel
-    return kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
-
-
-class BoundKernels(dict):
-    """Entry points of :func:`bind` by name, filled on first use; a pickled or copied holder starts empty (entry
-    points are not picklable and are bound again on the first call)."""
+class TransientCache(dict):
+    """A dict of values derived from one simulator (its arrays, by name), which a pickled or copied holder does
+    not carry: it starts empty and is filled again on first use."""
 
     def __reduce__(self):
-        return (BoundKernels, ())
+        return (TransientCache, ())
 
 
 @njit(cache=True)
