@@ -71,15 +71,17 @@ class MaskedDiscretePolicy(MaskableMultiInputActorCriticPolicy):
     def _fast(self, action_masks) -> bool:
         return action_masks is not None and isinstance(self.action_space, spaces.Discrete)
 
+    def _latents(self, obs) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's and the critic's latent features of ``obs`` (as sb3's ``forward`` computes them)."""
+        features = self.extract_features(obs)
+        if self.share_features_extractor:
+            return self.mlp_extractor(features)
+        return self.mlp_extractor.forward_actor(features[0]), self.mlp_extractor.forward_critic(features[1])
+
     def forward(self, obs, deterministic: bool = False, action_masks=None):
         if not self._fast(action_masks):
             return super().forward(obs, deterministic, action_masks)
-        features = self.extract_features(obs)
-        if self.share_features_extractor:
-            latent_pi, latent_vf = self.mlp_extractor(features)
-        else:
-            latent_pi = self.mlp_extractor.forward_actor(features[0])
-            latent_vf = self.mlp_extractor.forward_critic(features[1])
+        latent_pi, latent_vf = self._latents(obs)
         values = self.value_net(latent_vf)
         log_probs, _ = self._masked_log_probs(latent_pi, action_masks)
         probs = F.softmax(log_probs, dim=-1)
@@ -96,12 +98,7 @@ class MaskedDiscretePolicy(MaskableMultiInputActorCriticPolicy):
     def evaluate_actions(self, obs, actions: torch.Tensor, action_masks=None):
         if not self._fast(action_masks):
             return super().evaluate_actions(obs, actions, action_masks)
-        features = self.extract_features(obs)
-        if self.share_features_extractor:
-            latent_pi, latent_vf = self.mlp_extractor(features)
-        else:
-            latent_pi = self.mlp_extractor.forward_actor(features[0])
-            latent_vf = self.mlp_extractor.forward_critic(features[1])
+        latent_pi, latent_vf = self._latents(obs)
         log_probs, masks = self._masked_log_probs(latent_pi, action_masks)
         value, log_pmf = torch.broadcast_tensors(actions.long().unsqueeze(-1), log_probs)
         log_prob = log_pmf.gather(-1, value[..., :1]).squeeze(-1)

@@ -100,6 +100,7 @@ class ClusterEnv(EnvCore, gym.Env):
         information: str = NON_CLAIRVOYANT,
         running_rows: int = 0,
         max_invalid_repeats: int = DEFAULT_MAX_INVALID_REPEATS,
+        extra_job_features: tuple[str, ...] = (),
     ):
         self._set_common_args(
             obs_mode, render_mode, invalid_action, information, window, time_scale, invalid_penalty
@@ -116,7 +117,7 @@ class ClusterEnv(EnvCore, gym.Env):
         )
         names = self.context_names if len(self.context_names) == context_size else None
         self.encoder = ClusterEncoder(
-            self.layout, obs_mode, self.time_scale, information, running_rows, names
+            self.layout, obs_mode, self.time_scale, information, running_rows, names, extra_job_features
         )
         self.observation_space = self.encoder.observation_space()
         self.sim: Simulator | None = None

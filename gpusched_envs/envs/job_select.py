@@ -16,7 +16,7 @@ from gpusched_envs.envs.base import (
     check_int,
     check_number,
 )
-from gpusched_envs.envs.encoding import CLAIRVOYANT, NON_CLAIRVOYANT, ClusterEncoder
+from gpusched_envs.envs.encoding import CLAIRVOYANT, NON_CLAIRVOYANT
 from gpusched_envs.envs.history import (
     HISTORY_CONTEXT_FEATURES,
     HISTORY_JOB_FEATURES,
@@ -235,18 +235,8 @@ class JobSelectEnv(ClusterEnv):
             num_actions=window + running + 1,
             information=information,
             running_rows=running,
+            extra_job_features=HISTORY_JOB_FEATURES if self.history_features else (),
         )
-        if self.history_features:  # the same encoder with the history job columns appended
-            self.encoder = ClusterEncoder(
-                self.layout,
-                obs_mode,
-                self.time_scale,
-                information,
-                running,
-                self.context_names,
-                HISTORY_JOB_FEATURES,
-            )
-            self.observation_space = self.encoder.observation_space()
         if isinstance(placement, str):
             self.place = get_placement(placement)
             self.exact_from_counts = placement in COUNT_EXACT_PLACEMENTS
