@@ -8,17 +8,20 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from gpusched_lab.agents.nets.common import NetworkConfig, mlp, param_view, run_mlp
-from torch_geometric.nn import MessagePassing
 
 from gpusched_envs.envs.encoding import KINDS
 from gpusched_envs.graph import to_pyg
 
 
-class LevelConv(MessagePassing):
-    """One hop of the hierarchy: ``h_dst ← h_dst + MLP([h_dst, mean_src MLP([h_src, edge])])``."""
+class LevelConv(nn.Module):
+    """One hop of the hierarchy: ``h_dst ← h_dst + MLP([h_dst, mean_src MLP([h_src, edge])])``.
+
+    The parameters of every implementation; :meth:`forward` is the ``torch_geometric`` message passing of
+    ``impl="pyg"`` (torch_geometric's mean aggregation, imported there, so the dense and scatter paths never load it).
+    """
 
     def __init__(self, hidden: int, edge_dim: int):
-        super().__init__(aggr="mean")
+        super().__init__()
         self.message_mlp = mlp([hidden + edge_dim, hidden, hidden], last_activation=True)
         self.update_mlp = mlp([2 * hidden, hidden, hidden])
         self.norm = nn.LayerNorm(hidden)
@@ -27,7 +30,10 @@ class LevelConv(MessagePassing):
         self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor, dst: torch.Tensor
     ) -> torch.Tensor:
         """``dst``: the nodes with an incoming edge (only they are updated; one level is a small share of them)."""
-        agg = self.propagate(edge_index, h=h, edge_attr=edge_attr)
+        from torch_geometric.utils import scatter
+
+        msg = self.message(h[edge_index[0]], edge_attr)  # source → target, as MessagePassing's default flow
+        agg = scatter(msg, edge_index[1], dim=0, dim_size=h.shape[0], reduce="mean")
         delta = torch.zeros_like(h).index_copy(0, dst, self.update_mlp(torch.cat([h[dst], agg[dst]], dim=-1)))
         return self.norm(h + delta)
 
