@@ -87,7 +87,8 @@ def plot(runs: list[Path], out: Path, title: str = "") -> Path:
         ax.set_xlabel("env steps")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
