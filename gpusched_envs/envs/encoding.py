@@ -435,8 +435,6 @@ class ClusterEncoder:
             np.arange(G) - cluster.server_first_gpu[cluster.gpu_server], dtype=np.int64
         )
         self._logs = np.zeros(G + R)  # the arguments of the GPU time and rack crossing columns' log1p
-        self._gpu_server = np.ascontiguousarray(cluster.gpu_server, dtype=np.int64)
-        self._server_rack = np.ascontiguousarray(cluster.server_rack, dtype=np.int64)
         self.inv_server_gpus = np.ascontiguousarray(self.inv_server_gpus, dtype=np.float64)
         if self.mode == "graph":
             Gm, Sm, Rm = lo.num_gpus, lo.num_servers, lo.num_racks
@@ -494,12 +492,8 @@ class ClusterEncoder:
         if gpu_seconds is None:
             args = (
                 logs,
-                sim.gpu_job,
-                sim.run_start,
-                sim.job_work,
-                sim.done_work,
-                sim.rate,
-                sim.last_update,
+                sim._gi,
+                sim._jf,
                 float(sim.now),
                 float(sim.restart_delay),
                 self.information == CLAIRVOYANT,
@@ -533,14 +527,12 @@ class ClusterEncoder:
             self._block_spans,
             self.cluster,
             self._image_arg,
-            self._gpu_server,
             self.gpu_slot,
             logs,
-            sim.gpu_free_milli,
-            sim.server_free,
-            np.fromiter(map(len, sim.server_jobs), dtype=np.int64, count=self.S),
+            sim._gi,
+            sim._si,
+            sim._ji,
             self.inv_server_gpus,
-            self._server_rack,
             self.inv_rack_gpus,
             placement,
             has_placement,

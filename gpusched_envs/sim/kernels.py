@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpusched_envs.sim import engine_kernels as _ek
+
 # constant arguments of calls between kernels as numpy scalars (typed int64 / bool, not as literals that numba
 # would compile the callee once more for)
 _ZERO = np.int64(0)
@@ -35,36 +37,60 @@ def time_in_use(out, gpu_job, run_start, now):
 
 
 @njit(cache=True)
-def gpu_time_args(
-    out, gpu_job, run_start, job_work, done_work, rate, last_update, now, restart_delay, clairvoyant, any_running,
-    inv_time_scale, rack_crossing,
-):  # fmt: skip
+def gpu_time_args(out, gi, jf, now, restart_delay, clairvoyant, any_running, inv_time_scale, rack_crossing):
     """The arguments of the GPU time column's and the rack crossing column's ``log1p``, written into ``out``
     ((G + R,) float64): seconds × ``inv_time_scale`` per GPU (time in use, or remaining time when ``clairvoyant``,
-    as :func:`time_in_use` and ``gpu_remaining_time`` compute them), then each rack's crossing jobs."""
-    G = len(gpu_job)
+    as :func:`time_in_use` and ``gpu_remaining_time`` compute them), then each rack's crossing jobs. ``gi`` and
+    ``jf`` are the simulator's packed per-GPU int and per-job float state (:mod:`gpusched_envs.sim.engine_kernels`)."""
+    G = gi.shape[1]
     for g in range(G):
-        j = gpu_job[g]
+        j = gi[_ek.G_JOB, g]
         if clairvoyant:
             s = 0.0
             if any_running and j >= 0:
-                r = rate[j]
-                left = job_work[j] - done_work[j] - r * (now - last_update[j])
+                r = jf[_ek.RATE, j]
+                left = jf[_ek.WORK, j] - jf[_ek.DONE, j] - r * (now - jf[_ek.LAST, j])
                 s = left / r if r > 0 else restart_delay
                 if not (s >= 0.0 or s != s):  # np.maximum(s, 0.0)
                     s = 0.0
         else:
-            s = now - run_start[j] if j >= 0 else 0.0
+            s = now - jf[_ek.RSTART, j] if j >= 0 else 0.0
         out[g] = s * inv_time_scale
     for r in range(len(rack_crossing)):
         out[G + r] = float(rack_crossing[r])
 
 
 @njit(cache=True)
+def server_job_count(s, gi, si, ji):
+    """Jobs holding GPUs on server ``s`` (``len(sim.server_jobs[s])``): the distinct holders of its whole GPUs and
+    every sharer of its shared GPUs (a fractional job holds one GPU, so sharers are never counted twice)."""
+    lo = si[_ek.S_FIRST, s]
+    hi = lo + si[_ek.S_NUM, s]
+    n = 0
+    for g in range(lo, hi):
+        if gi[_ek.G_FREE, g] >= _ek.FULL_GPU:
+            continue
+        h = gi[_ek.G_JOB, g]
+        if h >= 0 and ji[_ek.MILLI, h] >= _ek.FULL_GPU:
+            seen = False
+            for e in range(lo, g):
+                if gi[_ek.G_JOB, e] == h and gi[_ek.G_FREE, e] < _ek.FULL_GPU:
+                    seen = True
+                    break
+            if not seen:
+                n += 1
+        else:
+            q = gi[_ek.G_SHHEAD, g]
+            while q >= 0:
+                n += 1
+                q = ji[_ek.SHNEXT, q]
+    return n
+
+
+@njit(cache=True)
 def cluster_dynamic(
-    gpu_base, server_base, rack_base, blocks, cluster, image, gpu_server, gpu_slot, logs, free_milli, server_free,
-    server_jobs, inv_server_gpus, server_rack, inv_rack_gpus, in_placement, has_placement, cluster_free,
-    cluster_queued, cluster_running, cluster_beyond,
+    gpu_base, server_base, rack_base, blocks, cluster, image, gpu_slot, logs, gi, si, ji, inv_server_gpus,
+    inv_rack_gpus, in_placement, has_placement, cluster_free, cluster_queued, cluster_running, cluster_beyond,
 ):  # fmt: skip
     """Write every dynamic cluster column: per GPU busy, time (``logs[:G]``, already ``log1p``-ed) and
     in_placement; per server free, jobs and in_placement; per rack free and crossing jobs (``logs[G:]``); the
@@ -76,7 +102,9 @@ def cluster_dynamic(
     gpu = gpu_base[blocks[0] : blocks[1], blocks[2] : blocks[3]]
     server = server_base[blocks[4] : blocks[5], blocks[6] : blocks[7]]
     rack = rack_base[blocks[8] : blocks[9], blocks[10] : blocks[11]]
-    G, S, R = len(free_milli), len(server_free), len(inv_rack_gpus)
+    free_milli, gpu_server = gi[_ek.G_FREE], gi[_ek.G_SERVER]
+    server_free, server_rack = si[_ek.S_FREE], si[_ek.S_RACK]
+    G, S, R = gi.shape[1], si.shape[1], len(inv_rack_gpus)
     placed = np.zeros(S)
     img = image.shape[0] > 0
     for g in range(G):
@@ -95,7 +123,7 @@ def cluster_dynamic(
     rack_free = np.zeros(R)
     for s in range(S):
         server[s, 3] = server_free[s] * inv_server_gpus[s]
-        server[s, 4] = server_jobs[s]
+        server[s, 4] = server_job_count(s, gi, si, ji)
         server[s, 5] = placed[s] * inv_server_gpus[s] if has_placement else 0.0
         rack_free[server_rack[s]] += float(server_free[s])
     for r in range(R):
