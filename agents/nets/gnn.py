@@ -347,12 +347,16 @@ class GraphEncoder(nn.Module):
         self.cluster_out = mlp([2 * h + context_dim, h, h], last_activation=True)
         self._trees: list[_Tree] = []  # dense impl: the trees seen lately (not parameters, not saved)
 
-    def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def forward(
+        self, obs: dict[str, torch.Tensor], with_jobs: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """``(cluster (B, h), jobs (B, W, h), servers (B, S, h))``; ``with_jobs=False``: jobs is None (a caller
+        that embeds the window's jobs itself, :meth:`ActionScorer.scores_and_embedding`)."""
         g, s, _ = tree_blocks(obs)
         if self.impl == "dense":
             tree = self.tree_of(obs, g, s)
             if tree is not None:
-                return self._forward_dense(obs, tree)
+                return self._forward_dense(obs, tree, with_jobs)
             h = self._propagate_scatter(obs, g, s)  # samples of different clusters in one batch
         elif self.impl == "scatter":
             h = self._propagate_scatter(obs, g, s)
@@ -362,7 +366,7 @@ class GraphEncoder(nn.Module):
         cluster_node = h[:, -1]
         gpu_mask = node_mask[:, :g].unsqueeze(-1)
         gpu_mean = (h[:, :g] * gpu_mask).sum(1) / gpu_mask.sum(1).clamp(min=1.0)
-        jobs = run_mlp(self.job_in, obs["job_features"])  # (B, W, h)
+        jobs = run_mlp(self.job_in, obs["job_features"]) if with_jobs else None  # (B, W, h)
         cluster = run_mlp(self.cluster_out, torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
         return cluster, jobs, h[:, g : g + s]
 
@@ -398,7 +402,7 @@ class GraphEncoder(nn.Module):
             self.__dict__["_frozen_params"] = (views, out)
         return out
 
-    def _forward_dense(self, obs: dict[str, torch.Tensor], tree: _Tree):
+    def _forward_dense(self, obs: dict[str, torch.Tensor], tree: _Tree, with_jobs: bool = True):
         """The dense implementation, node-major: each block of the tree is a contiguous ``(rows · B, h)`` matrix
         (rows of one node are its B samples), so every layer is one 2-D matmul, the children's mean is
         ``(P, C) @ (C, B·h)``, a child reading its parent one ``index_select`` of rows, and a level's LayerNorm one
@@ -509,7 +513,7 @@ class GraphEncoder(nn.Module):
             w = rows.weight * obs["node_mask"].reshape(-1).index_select(0, rows.node).unsqueeze(-1).float()
             gpu_sum = hs[0].new_zeros(b, hd).index_add(0, rows.sample, hs[0] * w)
         gpu_mean = gpu_sum / gpu_mask.sum(1, keepdim=True).clamp(min=1.0)
-        jobs = run_mlp(self.job_in, obs["job_features"])  # (B, W, h)
+        jobs = run_mlp(self.job_in, obs["job_features"]) if with_jobs else None  # (B, W, h)
         cluster = run_mlp(self.cluster_out, torch.cat([cluster_node, gpu_mean, obs["context"]], dim=-1))
         return cluster, jobs, servers
 

@@ -81,6 +81,11 @@ __all__ = [
 ]
 
 
+# batches of at least this many observations embed and score only the filled window slots of JobSelect's GNN
+# network, plus one empty slot per sample (:meth:`ActionScorer._job_scores_distinct`)
+DISTINCT_JOBS_BATCH = 16
+
+
 # ---------------------------------------------------------------------------------------------------------- MLP
 class FlatMLP(nn.Module):
     """An MLP over the ``flat`` observation ⊕ context."""
@@ -141,7 +146,18 @@ class ActionScorer(nn.Module):
         return self.scores_and_embedding(obs)[0]
 
     def scores_and_embedding(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        cluster, jobs, servers = self.encoder(obs)
+        if (
+            self.cfg.slots == "jobs"
+            and isinstance(self.encoder, GraphEncoder)
+            and obs["job_features"].shape[0] >= DISTINCT_JOBS_BATCH
+        ):
+            cluster, _, _ = self.encoder(obs, with_jobs=False)
+            out = self._job_scores_distinct(obs, cluster)
+            if out is not None:
+                return out
+            jobs, servers = run_mlp(self.encoder.job_in, obs["job_features"]), None
+        else:
+            cluster, jobs, servers = self.encoder(obs)
         if self.cfg.slots == "none":
             return self.generic(cluster), cluster
         if self.cfg.slots == "jobs":
@@ -153,6 +169,45 @@ class ActionScorer(nn.Module):
             summary = jobs[:, 0]
         ctx = cluster.unsqueeze(1).expand(-1, slots.shape[1], -1)
         slot_scores = run_mlp(self.slot_head, torch.cat([slots, ctx], dim=-1)).squeeze(-1)  # (B, K)
+        last = run_mlp(self.last_head, torch.cat([cluster, summary], dim=-1))  # (B, 1)
+        return torch.cat([slot_scores, last], dim=-1), cluster
+
+    def _job_scores_distinct(
+        self, obs: dict[str, torch.Tensor], cluster: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The ``slots="jobs"`` scores of a GNN batch with the window's empty slots computed once per sample: a
+        slot whose features are all zero (padding) embeds to ``job_in(0)`` whatever its sample, and scores
+        ``slot_head([job_in(0), cluster])`` in every empty slot of its sample, so the job MLP runs on the
+        filled slots and one zero row, the slot head on the filled slots and one row per sample; every row is
+        the input it was (the same values, the same ops), gathered back into ``(B, W)``. None when most slots
+        are filled (then the plain computation costs no more)."""
+        x = obs["job_features"]
+        b, w, f = x.shape
+        flat = x.reshape(b * w, f)
+        with torch.no_grad():
+            filled = torch.nonzero((flat != 0).any(-1)).squeeze(1)  # flat (sample, slot) of the filled slots
+            r = filled.numel()
+            if 2 * r > b * w:
+                return None
+            sample = torch.div(filled, w, rounding_mode="floor")
+            # each slot's row among [filled slots, the zero row] (job embeddings) and among [filled slots, one
+            # empty-slot row per sample] (scores)
+            emb_row = torch.full((b * w,), r, dtype=torch.long, device=x.device)
+            emb_row[filled] = torch.arange(r, device=x.device)
+            score_row = r + torch.arange(b, device=x.device).repeat_interleave(w)
+            score_row[filled] = torch.arange(r, device=x.device)
+        emb = run_mlp(self.encoder.job_in, torch.cat([flat.index_select(0, filled), flat.new_zeros(1, f)]))
+        jobs = emb.index_select(0, emb_row).view(b, w, -1)
+        jm = obs.get("job_mask", obs["action_mask"][:, :-1]).float().unsqueeze(-1)
+        summary = (jobs * jm).sum(1) / jm.sum(1).clamp(min=1.0)
+        head_in = torch.cat(
+            [
+                torch.cat([emb[:r], cluster.index_select(0, sample)], dim=-1),
+                torch.cat([emb[r:].expand(b, -1), cluster], dim=-1),
+            ]
+        )
+        scores = run_mlp(self.slot_head, head_in).squeeze(-1)  # (r + B,)
+        slot_scores = scores.index_select(0, score_row).view(b, w)
         last = run_mlp(self.last_head, torch.cat([cluster, summary], dim=-1))  # (B, 1)
         return torch.cat([slot_scores, last], dim=-1), cluster
 
