@@ -458,7 +458,7 @@ class DDQN:
     def _gradient_step(self) -> float:
         a = self.args
         batch = self.buffer.sample(a.batch_size, self.rng, self.device)
-        with torch.no_grad():
+        with torch.inference_mode():  # no autograd bookkeeping at all (views, version counters)
             target = double_q_targets(
                 self.q(batch.next_obs),
                 self.q_target(batch.next_obs),
@@ -466,6 +466,7 @@ class DDQN:
                 batch.returns,
                 batch.discounts,
             )
+        target = target.clone()  # a normal tensor: the loss saves it for backward
         q_all = self.q(batch.obs)
         q = q_all.gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
         loss = F.smooth_l1_loss(q, target)

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from gpusched_lab.agents.common import resolve_device, seed_everything, set_torch_threads
 from gpusched_lab.agents.nets.common import FlatAdam
 from gpusched_lab.agents.nets.networks import ActionScorer, NetworkConfig, build_network
 from gymnasium import spaces
+from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.utils import explained_variance
 
 
 class ScorerExtractor(BaseFeaturesExtractor):
@@ -109,6 +112,96 @@ class MaskedDiscretePolicy(MaskableMultiInputActorCriticPolicy):
         return values, log_prob, -p_log_p.sum(-1)
 
 
+class FlatMaskablePPO(MaskablePPO):
+    """``sb3_contrib.MaskablePPO`` whose update clips the gradients through the policy's :class:`FlatAdam`
+    (:meth:`FlatAdam.clip_grad_norm_`: torch's norms and arithmetic, the gradients scaled as one flat buffer
+    instead of ~90 tensors), else through ``torch.nn.utils.clip_grad_norm_`` as sb3_contrib does; everything else
+    is sb3_contrib's update, step for step: the same minibatches, losses, logs and weights, bit for bit. Saved
+    models load with ``MaskablePPO.load`` too (they then update the plain way)."""
+
+    def train(self) -> None:
+        """sb3_contrib's ``MaskablePPO.train`` (n_epochs passes of minibatches over the rollout, the clipped
+        surrogate, value and entropy losses, the optional KL early stop) with the flat gradient clipping."""
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        clip_range = self.clip_range(self._current_progress_remaining)
+        if self.clip_range_vf is not None:
+            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)
+        optimizer = self.policy.optimizer
+        # the optimizer's parameters are the policy's, in order (then its clipping is torch's over them)
+        flat_clip = isinstance(optimizer, FlatAdam) and [id(p) for p in self.policy.parameters()] == [
+            id(p) for g in optimizer.param_groups for p in g["params"]
+        ]
+
+        entropy_losses = []
+        pg_losses, value_losses = [], []
+        clip_fractions = []
+        continue_training = True
+        for epoch in range(self.n_epochs):
+            approx_kl_divs = []
+            for rollout_data in self.rollout_buffer.get(self.batch_size):
+                actions = rollout_data.actions
+                if isinstance(self.action_space, spaces.Discrete):
+                    actions = rollout_data.actions.long().flatten()
+                values, log_prob, entropy = self.policy.evaluate_actions(
+                    rollout_data.observations, actions, action_masks=rollout_data.action_masks
+                )
+                values = values.flatten()
+                advantages = rollout_data.advantages
+                if self.normalize_advantage:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                ratio = torch.exp(log_prob - rollout_data.old_log_prob)
+                policy_loss_1 = advantages * ratio
+                policy_loss_2 = advantages * torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
+                policy_loss = -torch.min(policy_loss_1, policy_loss_2).mean()
+                pg_losses.append(policy_loss.item())
+                clip_fractions.append(torch.mean((torch.abs(ratio - 1) > clip_range).float()).item())
+                if self.clip_range_vf is None:
+                    values_pred = values
+                else:
+                    values_pred = rollout_data.old_values + torch.clamp(
+                        values - rollout_data.old_values, -clip_range_vf, clip_range_vf
+                    )
+                value_loss = F.mse_loss(rollout_data.returns, values_pred)
+                value_losses.append(value_loss.item())
+                entropy_loss = -torch.mean(-log_prob) if entropy is None else -torch.mean(entropy)
+                entropy_losses.append(entropy_loss.item())
+                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                with torch.no_grad():
+                    log_ratio = log_prob - rollout_data.old_log_prob
+                    approx_kl_div = torch.mean((torch.exp(log_ratio) - 1) - log_ratio).cpu().numpy()
+                    approx_kl_divs.append(approx_kl_div)
+                if self.target_kl is not None and approx_kl_div > 1.5 * self.target_kl:
+                    continue_training = False
+                    if self.verbose >= 1:
+                        print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl_div:.2f}")
+                    break
+                optimizer.zero_grad()
+                loss.backward()
+                if flat_clip:
+                    optimizer.clip_grad_norm_(self.max_grad_norm)
+                else:
+                    torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                optimizer.step()
+            self._n_updates += 1
+            if not continue_training:
+                break
+        explained_var = explained_variance(
+            self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()
+        )
+        self.logger.record("train/entropy_loss", np.mean(entropy_losses))
+        self.logger.record("train/policy_gradient_loss", np.mean(pg_losses))
+        self.logger.record("train/value_loss", np.mean(value_losses))
+        self.logger.record("train/approx_kl", np.mean(approx_kl_divs))
+        self.logger.record("train/clip_fraction", np.mean(clip_fractions))
+        self.logger.record("train/loss", loss.item())
+        self.logger.record("train/explained_variance", explained_var)
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+        if self.clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", clip_range_vf)
+
+
 @dataclass
 class PPOArgs:
     encoder: str = "gnn"
@@ -190,9 +283,8 @@ def init_action_net_identity(model, num_actions: int) -> None:
 def make_ppo(
     env, network_config: NetworkConfig, args: PPOArgs, tensorboard_log: str | None = None, verbose: int = 0
 ):
-    """``MaskablePPO("MultiInputPolicy", env, policy_kwargs=dict(features_extractor_class=...))``."""
-    from sb3_contrib import MaskablePPO
-
+    """``MaskablePPO("MultiInputPolicy", env, policy_kwargs=dict(features_extractor_class=...))`` (as a
+    :class:`FlatMaskablePPO`)."""
     seed_everything(args.seed)
     set_torch_threads(args.torch_threads)
     device = resolve_device(args.device)
@@ -205,7 +297,7 @@ def make_ppo(
         optimizer_class=FlatAdam,
         optimizer_kwargs=dict(eps=1e-5),
     )
-    model = MaskablePPO(
+    model = FlatMaskablePPO(
         MaskedDiscretePolicy,
         env,
         learning_rate=linear_lr(args.learning_rate, args.lr_final_fraction),

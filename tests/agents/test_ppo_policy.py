@@ -64,3 +64,37 @@ def test_masked_policy_equals_sb3s_forward_and_evaluate_actions(encoder):
     with torch.no_grad():
         b = Sb3Policy.forward(policy, obs)
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("max_grad_norm", [0.5, 1e-3])
+def test_flat_update_equals_sb3_contribs_update(max_grad_norm):
+    """FlatMaskablePPO's update (gradients clipped through FlatAdam) gives sb3_contrib's weights, optimizer state
+    and logged losses bit for bit, whether the clip binds (a tiny max norm) or not."""
+    from gpusched_lab.agents.algos.ppo import FlatMaskablePPO
+    from sb3_contrib import MaskablePPO
+
+    env = make_env("gpusched/JobSelect-v1", KW, "graph")
+    runs = []
+    for plain in (False, True):
+        venv = make_vec_env("gpusched/JobSelect-v1", KW, "graph", 4, seed=0)
+        args = PPOArgs(
+            encoder="gnn",
+            device="cpu",
+            seed=0,
+            n_steps=16,
+            batch_size=16,
+            n_epochs=2,
+            max_grad_norm=max_grad_norm,
+        )
+        model = make_ppo(venv, config_for_env(env, "gnn", args.hidden, args.layers), args)
+        assert isinstance(model, FlatMaskablePPO)
+        if plain:
+            model.train = lambda m=model: MaskablePPO.train(m)
+        model.learn(128)
+        logged = dict(model.logger.name_to_value)
+        runs.append((model.policy.state_dict(), model.policy.optimizer.state_dict(), logged))
+    (w0, o0, l0), (w1, o1, l1) = runs
+    assert w0.keys() == w1.keys() and all(torch.equal(w0[k], w1[k]) for k in w0)
+    for a, b in zip(o0["state"].values(), o1["state"].values(), strict=True):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert l0 == l1 and "train/loss" in l0
