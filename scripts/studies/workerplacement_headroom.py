@@ -42,9 +42,9 @@ Per setting this measures
     nice -n 10 python scripts/studies/workerplacement_headroom.py --out docs/data/workerplacement_headroom.json
     python scripts/studies/workerplacement_headroom.py --quick        # seconds: one 20-job drifting task
 
-The default run is the one of ``docs/headroom.md`` (section WorkerPlacement): held-out seeds 0-4 (the suites'),
-held-in seeds 100-102, six held-out and four held-in tasks per drifting setting, the rollouts on the seeds and
-strides of the ``--rollout`` / ``--stride`` defaults. Finished (case, seed) results are kept in ``OUT.partial.json``
+The default run is the one of ``docs/headroom.md`` (section WorkerPlacement): held-out seeds 0-9 (the standard
+suite's), held-in seeds 100-102, eight held-out and four held-in tasks per drifting setting, the rollouts on the
+seeds of the ``--rollout`` default, searching every choice. Finished (case, seed) results are kept in ``OUT.partial.json``
 as they come (the result file itself is rewritten after every rollout), and a rerun resumes from them: the same run
 cut short, or one with more seeds.
 """
@@ -75,10 +75,10 @@ HELDIN_TASK_SEED, HELDOUT_TASK_SEED = 1, 2  # env.reset(seed=...) before sample_
 DRIFT = re.compile(r"drift-(\d+)")
 DEFAULTS = {
     "settings": "topdrl-placement,topdrl-worker-placement,drift-100,drift-300",
-    "seeds": "0-4",
+    "seeds": "0-9",
     "heldin_seeds": "100-102",
-    "rollout": "topdrl-placement=0-4,topdrl-worker-placement=0-1,drift-100=0-2,drift-300=0-1",
-    "stride": "topdrl-worker-placement=8,drift-300=2",
+    "rollout": "topdrl-placement=0-9,topdrl-worker-placement=0-4,drift-100=0-4,drift-300=0-4",
+    "stride": "",
 }
 QUICK = [
     "--settings", "drift-20", "--seeds", "0", "--heldin-seeds", "100", "--tasks", "2", "--heldin-tasks", "1",
@@ -451,7 +451,7 @@ def parse_args(argv):
         default=DEFAULTS["heldin_seeds"],
         help="seeds of the held-in pairs the best rule is chosen on (A-B or A,B)",
     )
-    ap.add_argument("--tasks", type=int, default=6, help="held-out tasks per drifting setting (>= 1)")
+    ap.add_argument("--tasks", type=int, default=8, help="held-out tasks per drifting setting (>= 1)")
     ap.add_argument("--heldin-tasks", type=int, default=4, help="held-in tasks per drifting setting (>= 1)")
     ap.add_argument(
         "--rollout",
