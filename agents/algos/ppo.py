@@ -84,6 +84,12 @@ class MaskedDiscretePolicy(MaskableMultiInputActorCriticPolicy):
     def forward(self, obs, deterministic: bool = False, action_masks=None):
         if not self._fast(action_masks):
             return super().forward(obs, deterministic, action_masks)
+        if not torch.is_grad_enabled():  # a rollout step: no autograd bookkeeping at all (the same numbers)
+            with torch.inference_mode():
+                return self._forward(obs, deterministic, action_masks)
+        return self._forward(obs, deterministic, action_masks)
+
+    def _forward(self, obs, deterministic: bool, action_masks):
         latent_pi, latent_vf = self._latents(obs)
         values = self.value_net(latent_vf)
         log_probs, _ = self._masked_log_probs(latent_pi, action_masks)
