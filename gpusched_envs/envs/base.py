@@ -284,8 +284,7 @@ class ClusterEnv(EnvCore, gym.Env):
         sim = self.sim
         enc = self.encoder
         queued_beyond = max(0, len(sim.queue) - len(jobs))
-        enc.encode_cluster(sim, sim.free_gpus(), None, in_placement, queued_beyond)
-        enc.encode_jobs(sim, jobs, fits, self.log_sensitivity, running, preemptible)
+        enc.encode(sim, jobs, fits, self.log_sensitivity, running, preemptible, in_placement, queued_beyond)
         return enc.observation()
 
     def action_masks(self) -> np.ndarray:

@@ -483,7 +483,20 @@ class ClusterEncoder:
         in_placement: np.ndarray | None,
         queued_beyond: int,
     ) -> None:
-        """Write the GPU/server/rack/cluster columns that change. ``gpu_seconds`` (G,): the GPU time column in
+        """Write the GPU/server/rack/cluster columns that change (:meth:`_cluster_args`)."""
+        _kernels.cluster_dynamic(
+            *self._cluster_args(sim, free_gpus, gpu_seconds, in_placement, queued_beyond)
+        )
+
+    def _cluster_args(
+        self,
+        sim,
+        free_gpus: int,
+        gpu_seconds: np.ndarray | None,
+        in_placement: np.ndarray | None,
+        queued_beyond: int,
+    ) -> tuple:
+        """The arguments of the compiled cluster writer, after the GPU time and rack crossing columns' ``log1p``. ``gpu_seconds`` (G,): the GPU time column in
         seconds, or None (preferred) to compute it for this encoder's information setting: remaining time
         (clairvoyant) or time in use (non-clairvoyant). A non-clairvoyant encoder refuses a given array, so that a
         caller cannot leak remaining times into it."""
@@ -522,7 +535,7 @@ class ClusterEncoder:
         if max(q, r, queued_beyond) >= len(table):
             self._grow_log1p_counts(max(q, r, queued_beyond))
             table = self._log1p_counts
-        args = (
+        return (
             *self._block_bases,
             self._block_spans,
             self.cluster,
@@ -541,25 +554,19 @@ class ClusterEncoder:
             table[r],
             table[queued_beyond],
         )
-        _kernels.cluster_dynamic(*args)
 
     def _take_simulator(self, sim) -> None:
         """Keep the job block's per-job arrays of this simulator (the same arrays until it is reset)."""
         fast = self._sim_arrays
         fast.clear()
-        fast["jf"] = getattr(sim, "_jf", sim)
+        fast["jf"] = sim._jf
         fast["job_arrays"] = (
+            sim._jf,
             sim.job_gpus_n,
             sim.workload.submit_time,
             sim.workload.duration,
-            sim.done_work,
-            sim.rate,
-            sim.last_update,
-            sim.job_work,
             sim.job_ideal_iter,
             sim.needs_restart,
-            sim.attained,
-            sim.run_start,
             sim.preemptions,
         )
 
@@ -585,38 +592,72 @@ class ClusterEncoder:
     ) -> None:
         """Write the job rows: ``jobs`` (k,) queued ids in window order with ``fits`` (k,) bool in the queue rows;
         with ``running_rows``, ``running`` (r,) running ids with ``preemptible`` (r,) bool in the rows after them."""
-        if running is None or not self.running_rows:
-            running, preemptible = _NO_JOBS, _NO_FITS
-        fast = self._sim_arrays
-        if fast.get("jf") is not getattr(sim, "_jf", sim):  # a new (or reset) simulator
-            self._take_simulator(sim)
         while True:
-            args = (
-                self.job_features,
-                self.job_mask,
-                self._job_mask_arg,
-                self.queue_rows,
-                np.ascontiguousarray(jobs, dtype=np.int64),
-                np.ascontiguousarray(fits, dtype=np.bool_),
-                np.ascontiguousarray(running, dtype=np.int64),
-                np.ascontiguousarray(preemptible, dtype=np.bool_),
-                self.information == CLAIRVOYANT,
-                self.running_rows > 0,
-                float(sim.now),
-                1.0 / self.G,
-                1.0 / self.time_scale,
-                *fast["job_arrays"],
-                np.ascontiguousarray(log_sensitivity, dtype=np.float64),
-                self._log2_table,
-                self._log1p_table,
+            short = _kernels.job_block(
+                *self._job_args(sim, jobs, fits, log_sensitivity, running, preemptible)
             )
-            short = _kernels.job_block(*args)
             if short < 0:
                 break
             # a job size or preemption count beyond the tables: extend them (numpy's own log2 / log1p values)
             self._grow_tables(int(short))
         times = self._job_times
         np.log1p(times, out=times)  # numpy's float32 log1p of the time columns (log1p(0) = 0 on empty rows)
+
+    def encode(
+        self,
+        sim,
+        jobs: np.ndarray,
+        fits: np.ndarray,
+        log_sensitivity: np.ndarray,
+        running: np.ndarray | None = None,
+        preemptible: np.ndarray | None = None,
+        in_placement: np.ndarray | None = None,
+        queued_beyond: int = 0,
+    ) -> None:
+        """:meth:`encode_cluster` (the GPU time column for this encoder's information setting) and
+        :meth:`encode_jobs` in one compiled call: the same columns."""
+        cluster = self._cluster_args(sim, sim.free_gpus(), None, in_placement, queued_beyond)
+        job = self._job_args(sim, jobs, fits, log_sensitivity, running, preemptible)
+        if _kernels.encode_blocks(*cluster, *job) >= 0:
+            self.encode_jobs(sim, jobs, fits, log_sensitivity, running, preemptible)  # grows the tables
+            return
+        times = self._job_times
+        np.log1p(times, out=times)  # numpy's float32 log1p of the time columns (log1p(0) = 0 on empty rows)
+
+    def _job_args(
+        self,
+        sim,
+        jobs: np.ndarray,
+        fits: np.ndarray,
+        log_sensitivity: np.ndarray,
+        running: np.ndarray | None,
+        preemptible: np.ndarray | None,
+    ) -> tuple:
+        """The arguments of the compiled job block writer."""
+        if running is None or not self.running_rows:
+            running, preemptible = _NO_JOBS, _NO_FITS
+        fast = self._sim_arrays
+        if fast.get("jf") is not sim._jf:  # a new (or reset) simulator
+            self._take_simulator(sim)
+        return (
+            self.job_features,
+            self.job_mask,
+            self._job_mask_arg,
+            self.queue_rows,
+            np.ascontiguousarray(jobs, dtype=np.int64),
+            np.ascontiguousarray(fits, dtype=np.bool_),
+            np.ascontiguousarray(running, dtype=np.int64),
+            np.ascontiguousarray(preemptible, dtype=np.bool_),
+            self.information == CLAIRVOYANT,
+            self.running_rows > 0,
+            float(sim.now),
+            1.0 / self.G,
+            1.0 / self.time_scale,
+            *fast["job_arrays"],
+            np.ascontiguousarray(log_sensitivity, dtype=np.float64),
+            self._log2_table,
+            self._log1p_table,
+        )
 
     def _grow_tables(self, n: int) -> None:
         """Tables of numpy's ``log2`` and ``log1p`` of the counts 0..n at least (GPUs asked, preemptions)."""

@@ -332,8 +332,10 @@ class JobSelectEnv(ClusterEnv):
             return self._encode(self._jobs, startable, None, self._running, self._preemptible)
         self.history.sync()
         write_context(ctx[2:], sim, self._gpu_bucket, self.layout.max_server_gpus)
-        enc.encode_cluster(sim, sim.free_gpus(), None, None, max(0, len(sim.queue) - len(self._jobs)))
-        enc.encode_jobs(sim, self._jobs, startable, self.log_sensitivity, self._running, self._preemptible)
+        beyond = max(0, len(sim.queue) - len(self._jobs))
+        enc.encode(
+            sim, self._jobs, startable, self.log_sensitivity, self._running, self._preemptible, None, beyond
+        )
         first, scale = enc.extra_job_column, self.time_scale
         self.history.write_rows(enc.job_features, first, self._jobs, 0, False, scale)
         if self.preemption:

@@ -137,14 +137,16 @@ def cluster_dynamic(
 
 @njit(cache=True)
 def job_rows(
-    jf, job_mask, first, jobs, fits, running, clairvoyant, running_cols, now, inv_g, inv_time_scale, job_gpus_n,
-    submit, duration, done_work, rate, last_update, job_work, job_ideal_iter, needs_restart, attained, run_start,
-    preemptions, log_sensitivity, log2_table, log1p_table,
+    jf, job_mask, first, jobs, fits, running, clairvoyant, running_cols, now, inv_g, inv_time_scale, state,
+    job_gpus_n, submit, duration, job_ideal_iter, needs_restart, preemptions, log_sensitivity, log2_table,
+    log1p_table,
 ):  # fmt: skip
     """Write the rows ``first ..`` of the job block for ``jobs``: the columns of ``JOB_FEATURES`` (and the running
     columns when ``running_cols``), the time columns (2..4) scaled by ``inv_time_scale`` in float32 and left for the
-    caller's ``log1p``. Returns -1, or a job size / preemption count the tables do not reach (the caller grows them
-    and calls again)."""
+    caller's ``log1p``. ``state`` is the simulator's packed per-job float state (``Simulator._jf``). Returns -1, or
+    a job size / preemption count the tables do not reach (the caller grows them and calls again)."""
+    done_work, rate, last_update = state[_ek.DONE], state[_ek.RATE], state[_ek.LAST]
+    job_work, attained, run_start = state[_ek.WORK], state[_ek.ATT], state[_ek.RSTART]
     k = len(jobs)
     for i in range(k):
         j = jobs[i]
@@ -433,8 +435,8 @@ def count_owned(owner, status, agent, state):
 @njit(cache=True)
 def job_block(
     jf, job_mask, flat_mask, queue_rows, jobs, fits, running, preemptible, clairvoyant, running_cols, now, inv_g,
-    inv_time_scale, job_gpus_n, submit, duration, done_work, rate, last_update, job_work, job_ideal_iter,
-    needs_restart, attained, run_start, preemptions, log_sensitivity, log2_table, log1p_table,
+    inv_time_scale, state, job_gpus_n, submit, duration, job_ideal_iter, needs_restart, preemptions,
+    log_sensitivity, log2_table, log1p_table,
 ):  # fmt: skip
     """The whole job block: cleared, the queued ``jobs`` (with ``fits``) from row 0 and, when ``running_cols``, the
     ``running`` jobs (with ``preemptible``) from row ``queue_rows`` (:func:`job_rows`); ``flat_mask`` (empty: none)
@@ -455,16 +457,37 @@ def job_block(
     jf[:, :] = 0.0
     job_mask[:] = 0
     job_rows(
-        jf, job_mask, _ZERO, jobs, fits, _FALSE, clairvoyant, running_cols, now, inv_g, inv_time_scale, job_gpus_n, submit,
-        duration, done_work, rate, last_update, job_work, job_ideal_iter, needs_restart, attained, run_start,
-        preemptions, log_sensitivity, log2_table, log1p_table,
+        jf, job_mask, _ZERO, jobs, fits, _FALSE, clairvoyant, running_cols, now, inv_g, inv_time_scale, state,
+        job_gpus_n, submit, duration, job_ideal_iter, needs_restart, preemptions, log_sensitivity, log2_table,
+        log1p_table,
     )  # fmt: skip
     if running_cols:
         job_rows(
             jf, job_mask, queue_rows, running, preemptible, _TRUE, clairvoyant, running_cols, now, inv_g,
-            inv_time_scale, job_gpus_n, submit, duration, done_work, rate, last_update, job_work, job_ideal_iter,
-            needs_restart, attained, run_start, preemptions, log_sensitivity, log2_table, log1p_table,
+            inv_time_scale, state, job_gpus_n, submit, duration, job_ideal_iter, needs_restart, preemptions,
+            log_sensitivity, log2_table, log1p_table,
         )  # fmt: skip
     for r in range(len(flat_mask)):
         flat_mask[r] = job_mask[r]
     return -1
+
+
+@njit(cache=True)
+def encode_blocks(
+    gpu_base, server_base, rack_base, blocks, cluster, image, gpu_slot, logs, gi, si, ji, inv_server_gpus,
+    inv_rack_gpus, in_placement, has_placement, cluster_free, cluster_queued, cluster_running, cluster_beyond,
+    jf, job_mask, flat_mask, queue_rows, jobs, fits, running, preemptible, clairvoyant, running_cols, now, inv_g,
+    inv_time_scale, state, job_gpus_n, submit, duration, job_ideal_iter, needs_restart, preemptions,
+    log_sensitivity, log2_table, log1p_table,
+):  # fmt: skip
+    """:func:`cluster_dynamic` then :func:`job_block` (one call per observation); returns what the job block
+    returns."""
+    cluster_dynamic(
+        gpu_base, server_base, rack_base, blocks, cluster, image, gpu_slot, logs, gi, si, ji, inv_server_gpus,
+        inv_rack_gpus, in_placement, has_placement, cluster_free, cluster_queued, cluster_running, cluster_beyond,
+    )  # fmt: skip
+    return job_block(
+        jf, job_mask, flat_mask, queue_rows, jobs, fits, running, preemptible, clairvoyant, running_cols, now, inv_g,
+        inv_time_scale, state, job_gpus_n, submit, duration, job_ideal_iter, needs_restart, preemptions,
+        log_sensitivity, log2_table, log1p_table,
+    )  # fmt: skip
