@@ -46,6 +46,12 @@ from gpusched_envs.sim.metrics import METRIC_KEYS
 from gpusched_envs.sim.sensitivity import job_sensitivities
 from gpusched_envs.sim.topology import Cluster
 
+# the info's counts as numpy scalars (immutable: one object serves every info), and its metrics before the end
+_NUM_INT64 = 4096
+_INT64 = tuple(np.int64(i) for i in range(_NUM_INT64))
+_MINUS_ONE = np.int64(-1)
+_ZERO_METRICS = metrics_info(None, METRIC_KEYS)
+
 
 class EpisodeMetrics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Fills ``info["metrics"]`` (and sets ``info["episode_done"]``) when a wrapper inside it truncates the episode:
@@ -209,10 +215,18 @@ class ClusterEnv(EnvCore, gym.Env):
             penalty, forced = self.invalid_penalty, True
             a = self.safe_action()
         self._invalid_run = 0
-        mark = self._pending_mark if self._pending_mark is not None else self._mark()
-        self._pending_mark = None
+        mark = self._pending_mark
+        if mark is None:
+            mark = self._mark()
+        else:
+            self._pending_mark = None
         self._apply(a)
-        reward = self._reward_since(mark) - penalty if forced else self._reward_since(mark)
+        now = self._last_mark  # _reward_since, inlined
+        if now is None or now[0] != self.sim.now:
+            now = self._mark()
+        reward = 0.0 if now[0] == mark[0] else self.reward_integral.between(mark, now)
+        if forced:
+            reward = reward - penalty
         self.steps += 1
         terminated = self.drained
         truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
@@ -246,19 +260,14 @@ class ClusterEnv(EnvCore, gym.Env):
     def _count_fits(self, jobs: np.ndarray) -> np.ndarray:
         """(k,) whether enough GPUs are free (in the job's pool / type, with its share) for each job."""
         sim = self.sim
-        fits = np.empty(len(jobs), dtype=bool)
-        if not len(jobs):
+        k = len(jobs)
+        fits = np.empty(k, dtype=bool)
+        if not k:
             return fits
-        args = (
-            fits,
-            np.ascontiguousarray(jobs, dtype=np.int64),
-            sim.job_gpus_n,
-            sim.job_allowed,
-            sim.job_milli,
-            sim.free_gpus(),
-            FULL_GPU,
+        jobs = np.ascontiguousarray(jobs, dtype=np.int64)
+        special = _kernels.count_fits(
+            fits, jobs, sim.job_gpus_n, sim.job_allowed, sim.job_milli, sim.free_gpus(), FULL_GPU
         )
-        special = _kernels.count_fits(*args)
         if special:
             # a job with a pool / type constraint or a GPU share counts the GPUs it may use (a fractional job asks
             # for one GPU: the workload validation allows no fractional multi-GPU job)
@@ -325,14 +334,15 @@ class ClusterEnv(EnvCore, gym.Env):
         section Info)."""
         sim = self.sim
         done = terminated or truncated
+        q, r = len(sim.queue), len(sim.running)
         return {
             "time": np.float64(sim.now),
-            "queued": np.int64(len(sim.queue)),
-            "running": np.int64(len(sim.running)),
-            "invalid_action": np.bool_(invalid),
-            "forced_action": np.int64(forced),
-            "episode_done": np.bool_(done),
-            "metrics": metrics_info(sim.metrics() if done else None, METRIC_KEYS),
+            "queued": _INT64[q] if q < _NUM_INT64 else np.int64(q),
+            "running": _INT64[r] if r < _NUM_INT64 else np.int64(r),
+            "invalid_action": np.True_ if invalid else np.False_,
+            "forced_action": _MINUS_ONE if forced == -1 else np.int64(forced),
+            "episode_done": np.True_ if done else np.False_,
+            "metrics": metrics_info(sim.metrics(), METRIC_KEYS) if done else _ZERO_METRICS.copy(),
         }
 
     # ------------------------------------------------------------------ rendering

@@ -292,7 +292,7 @@ class JobSelectEnv(ClusterEnv):
                 if self.preemption:
                     self._running_window()
                     return
-                if self._fits.any():
+                if np.count_nonzero(self._fits):
                     return
             self._advance()
             self._started_now.clear()
