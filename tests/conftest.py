@@ -30,3 +30,49 @@ def _resume_key(tmp_path_factory):
         os.environ.pop("GPUSCHED_RESUME_KEY", None)
     else:
         os.environ["GPUSCHED_RESUME_KEY"] = old
+
+
+class _NumbaCompileClock:
+    """Wall time this test process spends compiling numba kernels (numba's ``numba:compile`` events: cache misses
+    only, loads from numba's on-disk cache are not counted; a callee compiled inside its caller's compile counts
+    once), for the summary line at the end of the run."""
+
+    def __init__(self):
+        import time
+
+        self.clock, self.depth, self.started, self.total, self.count = time.perf_counter, 0, 0.0, 0.0, 0
+
+    def on_start(self, event) -> None:
+        if self.depth == 0:
+            self.started = self.clock()
+        self.depth += 1
+
+    def on_end(self, event) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.total += self.clock() - self.started
+            self.count += 1
+
+
+_NUMBA_CLOCK = _NumbaCompileClock()
+
+
+def pytest_configure(config):
+    from numba.core import event
+
+    class _Listener(event.Listener):
+        def on_start(self, ev):
+            _NUMBA_CLOCK.on_start(ev)
+
+        def on_end(self, ev):
+            _NUMBA_CLOCK.on_end(ev)
+
+    event.register("numba:compile", _Listener())
+
+
+def pytest_terminal_summary(terminalreporter):
+    c = _NUMBA_CLOCK
+    terminalreporter.write_line(
+        f"numba: {c.total:.1f} s compiling {c.count} kernels in the test process (cache misses; on a fresh clone "
+        "the cache is cold, and a kernel first used in a test's subprocess compiles there, uncounted)"
+    )
