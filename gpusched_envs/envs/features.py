@@ -41,6 +41,7 @@ class RunningTotals:
         share = sim.job_gpus_n * sim.job_milli / 1000.0  # GPUs x share of each (1..1000 milli, validated)
         self.gpu_seconds_per_unit = sim.job_ideal_iter * share  # ideal GPU-seconds per unit of work
         self.live = np.zeros(0, dtype=np.int64)
+        self._one = np.zeros(2)  # the banked terms of a single finished job
         self.done_weighted = 0.0
         self.done_goodput = 0.0
         self.sync()
@@ -50,13 +51,28 @@ class RunningTotals:
         queue then running order, as another total of the same simulator computed them at this instant."""
         sim = self.sim
         live = self.live
-        if len(live) and _kernels.count_in_state(live, sim.status, DONE):
-            newly = live[sim.status[live] == DONE]
-            if len(newly):
+        if len(live):
+            work, one = sim.job_work, self._one
+            args = (
+                live,
+                sim.status,
+                DONE,
+                self.weight,
+                sim.finish_time,
+                self.submit,
+                work,
+                self.gpu_seconds_per_unit,
+            )
+            finished = _kernels.one_finished(*args, one)
+            if finished == 1:  # the usual case: one job finished since the last sync
+                self.done_weighted += float(one[0])
+                self.done_goodput += float(one[1])
+            elif finished:
+                newly = live[sim.status[live] == DONE]
                 self.done_weighted += float(
                     np.dot(self.weight[newly], sim.finish_time[newly] - self.submit[newly])
                 )
-                self.done_goodput += float(np.dot(sim.job_work[newly], self.gpu_seconds_per_unit[newly]))
+                self.done_goodput += float(np.dot(work[newly], self.gpu_seconds_per_unit[newly]))
         if now_live is not None:
             self.live = now_live
             return

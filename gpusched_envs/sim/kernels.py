@@ -221,6 +221,22 @@ def count_in_state(jobs, status, state):
 
 
 @njit(cache=True)
+def one_finished(jobs, status, state, weight, finish, submit, work, per_unit, out):
+    """How many of ``jobs`` have ``status == state``; when exactly one, ``out[0] = weight * (finish - submit)`` and
+    ``out[1] = work * per_unit`` of it (what ``np.dot`` gives over a single entry)."""
+    n = 0
+    last = -1
+    for i in range(len(jobs)):
+        if status[jobs[i]] == state:
+            n += 1
+            last = jobs[i]
+    if n == 1:
+        out[0] = weight[last] * (finish[last] - submit[last])
+        out[1] = work[last] * per_unit[last]
+    return n
+
+
+@njit(cache=True)
 def job_select_mask(mask, fits, preemptible, first_preempt, wait, drained, can_wait, work_conserving):
     """JobSelect's action mask: the window jobs that can start (``fits``, already cleared of the jobs preempted at
     this instant), the running jobs that may be preempted, and waiting (when it cannot deadlock, or when nothing
