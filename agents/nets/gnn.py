@@ -219,7 +219,9 @@ class _GpuRows:
         b, n, f = nf.shape
         g, k = tree.bounds[1], tree.gpus_per_server
         s = g // k
-        with torch.no_grad():
+        # normal tensors even when built in torch.inference_mode (DDQN's targets): a later forward with autograd
+        # on the very same batch reuses them (_gpu_rows) and saves them for backward
+        with torch.inference_mode(False), torch.no_grad():
             mask = obs["node_mask"].to(nf.dtype).unsqueeze(-1)
             feats = torch.cat([nf[:, :g], mask[:, :g]], dim=-1).view(b, s, k, f + 1)
             first, keep, _ = self._firsts(feats)  # (B, S, k)

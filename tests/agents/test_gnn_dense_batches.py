@@ -113,6 +113,28 @@ def test_two_networks_on_one_batch_build_its_distinct_rows_once(monkeypatch):
     gnn._ROWS_CACHE.clear()
 
 
+def test_rows_built_in_inference_mode_serve_a_later_training_forward_on_the_same_batch():
+    """Rows first built inside torch.inference_mode (DDQN's targets, a rollout step) are normal tensors: a forward
+    with autograd on the very same batch reuses them, trains, and gives the scores and gradients of rows built
+    afresh."""
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 40, "load": 1.2}, "graph")
+    dense, _ = dense_and_reference(env)
+    batch = stack(observations(env, 24, seed=6))
+    gnn._ROWS_CACHE.clear()
+    with torch.inference_mode():
+        first = dense(batch)
+    reused = dense(batch)
+    reused.square().sum().backward()
+    grads = [p.grad.clone() for p in dense.parameters()]
+    dense.zero_grad()
+    gnn._ROWS_CACHE.clear()
+    fresh = dense({k: v.clone() for k, v in batch.items()})
+    fresh.square().sum().backward()
+    assert torch.equal(first, fresh.detach()) and torch.equal(reused.detach(), fresh.detach())
+    assert all(torch.equal(a, p.grad) for a, p in zip(grads, dense.parameters(), strict=True))
+    gnn._ROWS_CACHE.clear()
+
+
 def test_distinct_gpu_rows_stand_for_every_gpu_once():
     """Each distinct row is a GPU of its own sample; the counts add up to every GPU of every sample; every GPU
     equals (features and node mask) the row of its server that stands for it; no two rows of one server are
