@@ -147,5 +147,16 @@ def test_compiled_writers_equal_numpy(env_id, kwargs, information):
         assert same_bits(enc.job_mask, mask)
         if enc.mode == "flat":
             assert same_bits(enc._job_mask_f, mask.astype(np.float32))
+        # the one-call writer (the envs' path) writes the same buffers as the two above
+        written = {k: v.copy() for k, v in enc.buffers.items()}
+        G, S, R = enc.G, enc.S, enc.R
+        enc.gpu[:G, 1:], enc.server[:S, 3:], enc.rack[:R, 1:], enc.cluster[:] = np.nan, np.nan, np.nan, np.nan
+        enc.job_features[...], enc.job_mask[...] = np.nan, 0
+        if enc.mode == "image":
+            c = e.cluster
+            enc.image[np.array([0, 1, 4])[:, None], c.gpu_server[None, :], enc.gpu_slot[None, :]] = np.nan
+        enc.encode(sim, jobs, fits, e.log_sensitivity, running, preemptible, placement, beyond)
+        for k, v in written.items():
+            assert same_bits(enc.buffers[k], v), k
         checked += len(jobs) + len(running)
     assert checked > 50  # the states held jobs to write

@@ -282,3 +282,38 @@ def test_a_copied_simulator_keeps_its_arrays_linked_and_runs_the_same(how):
         twin_policy.schedule(twin)
     assert sim.finish_time.tobytes() == twin.finish_time.tobytes()
     assert {k: repr(v) for k, v in sim.metrics().items()} == {k: repr(v) for k, v in twin.metrics().items()}
+
+
+@pytest.mark.parametrize("name", sorted(CLUSTERS))
+@pytest.mark.parametrize("fractional", [False, True])
+def test_server_job_counts_equal_the_engine_dicts(name, fractional):
+    """The compiled count of jobs per server (the encoders' ``jobs`` column) is ``len(sim.server_jobs[s])`` through
+    starts, completions and preemptions, shared GPUs included."""
+    from gpusched_envs.sim import kernels as kn
+
+    cluster = CLUSTERS[name]()
+    rng = np.random.default_rng(7)
+    sim = Simulator(cluster, _random_jobs(cluster, rng, 60, fractional), SimConfig(seed=0))
+    _fill(sim, rng)
+    checked = shared = 0
+    for _ in range(40):
+        counts = [kn.server_job_count(s, sim._gi, sim._si, sim._ji) for s in range(cluster.num_servers)]
+        assert counts == [len(d) for d in sim.server_jobs]
+        checked += sum(counts)
+        running = list(sim.running)
+        if running and rng.random() < 0.3:
+            sim.preempt(running[int(rng.integers(len(running)))])
+        if not sim.next_decision():
+            break
+        for job in list(sim.queue):
+            free = np.flatnonzero(sim.free_mask(job))
+            n = int(sim.job_gpus_n[job])
+            if len(free) < n or rng.random() < 0.3:
+                continue
+            if sim.job_milli[job] < FULL_GPU:  # best fit: onto a GPU already shared where one has room
+                sim.start(job, free[np.argmin(sim.gpu_free_milli[free])][None])
+                shared = max(shared, max(map(len, sim.gpu_sharers.values()), default=0))
+            else:
+                sim.start(job, np.sort(rng.choice(free, size=n, replace=False)))
+    assert checked > 0
+    assert shared >= (2 if fractional else 0)  # shared GPUs were counted
