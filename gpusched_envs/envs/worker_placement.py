@@ -233,6 +233,8 @@ class WorkerPlacementEnv(ClusterEnv):
         self._chosen: list[int] = []
         self._taken = np.zeros(self.cluster.num_gpus)
         self._gpu_server = np.ascontiguousarray(self.cluster.gpu_server, dtype=np.int64)
+        self._win_jobs = np.empty(self.window, dtype=np.int64)  # the observation's window and its fits
+        self._win_fits = np.empty(self.window, dtype=bool)
         self._deferred: set[int] = set()
         self._reported_version = np.full(self.sim.num_jobs, -1, dtype=np.int64)
         self._pending_iter: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -290,7 +292,8 @@ class WorkerPlacementEnv(ClusterEnv):
             epoch, queued, queued_fits = self._queue_fits
             if epoch == self._epoch:  # the queue's fits, computed when the head was chosen, still hold
                 # the head, then the others among the queue's first jobs; the head fits (that is why it is the head)
-                jobs, fits = _kernels.window_with_head(queued, queued_fits, head, self.window)
+                n = _kernels.window_with_head(queued, queued_fits, head, self._win_jobs, self._win_fits)
+                jobs, fits = self._win_jobs[:n], self._win_fits[:n]
             else:
                 rest = [j for j in itertools.islice(sim.queue, self.window) if j != head][: self.window - 1]
                 jobs = np.array([head, *rest], dtype=np.int64)

@@ -288,12 +288,11 @@ def worker_gpu(free_milli, need_milli, allowed, taken, lo, hi, best_fit):
 
 
 @njit(cache=True)
-def window_with_head(queued, queued_fits, head, window):
-    """The window of WorkerPlacement: the head, then the first ``window - 1`` other jobs among the queue's first
-    ``window``; and their fits (the head's True)."""
+def window_with_head(queued, queued_fits, head, jobs, fits):
+    """The window of WorkerPlacement, written into ``jobs`` and ``fits`` (the window's length): the head, then the
+    first other jobs among the queue's first ``len(jobs)``; and their fits (the head's True). Returns its length."""
+    window = len(jobs)
     k = min(len(queued), window)
-    jobs = np.empty(window, dtype=np.int64)
-    fits = np.empty(window, dtype=np.bool_)
     jobs[0] = head
     fits[0] = True
     n = 1
@@ -302,7 +301,7 @@ def window_with_head(queued, queued_fits, head, window):
             jobs[n] = queued[i]
             fits[n] = queued_fits[i]
             n += 1
-    return jobs[:n], fits[:n]
+    return n
 
 
 @njit(cache=True)
