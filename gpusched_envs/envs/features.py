@@ -52,7 +52,7 @@ class RunningTotals:
         sim = self.sim
         live = self.live
         if len(live):
-            work, one = sim.job_work, self._one
+            one = self._one
             args = (
                 live,
                 sim.status,
@@ -60,7 +60,7 @@ class RunningTotals:
                 self.weight,
                 sim.finish_time,
                 self.submit,
-                work,
+                sim._jf,
                 self.gpu_seconds_per_unit,
             )
             finished = _kernels.one_finished(*args, one)
@@ -72,7 +72,7 @@ class RunningTotals:
                 self.done_weighted += float(
                     np.dot(self.weight[newly], sim.finish_time[newly] - self.submit[newly])
                 )
-                self.done_goodput += float(np.dot(work[newly], self.gpu_seconds_per_unit[newly]))
+                self.done_goodput += float(np.dot(sim.job_work[newly], self.gpu_seconds_per_unit[newly]))
         if now_live is not None:
             self.live = now_live
             return

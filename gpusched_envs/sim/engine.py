@@ -549,7 +549,7 @@ class Simulator:
         if gpus.ndim != 1 or len(gpus) != n:
             raise SimulationError(f"start: job {job} needs {n} GPUs, got {np.size(gpus)}")
         ids = gpus.tolist()
-        num_gpus = len(self._gi[0])
+        num_gpus = self._gi.shape[1]
         if n == 1:
             bad = not 0 <= ids[0] < num_gpus
         else:

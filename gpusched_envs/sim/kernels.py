@@ -221,9 +221,10 @@ def count_in_state(jobs, status, state):
 
 
 @njit(cache=True)
-def one_finished(jobs, status, state, weight, finish, submit, work, per_unit, out):
+def one_finished(jobs, status, state, weight, finish, submit, jf, per_unit, out):
     """How many of ``jobs`` have ``status == state``; when exactly one, ``out[0] = weight * (finish - submit)`` and
-    ``out[1] = work * per_unit`` of it (what ``np.dot`` gives over a single entry)."""
+    ``out[1] = work * per_unit`` of it (what ``np.dot`` gives over a single entry; ``work`` is the ``WORK`` row of
+    the simulator's packed per-job state ``jf``)."""
     n = 0
     last = -1
     for i in range(len(jobs)):
@@ -232,7 +233,7 @@ def one_finished(jobs, status, state, weight, finish, submit, work, per_unit, ou
             last = jobs[i]
     if n == 1:
         out[0] = weight[last] * (finish[last] - submit[last])
-        out[1] = work[last] * per_unit[last]
+        out[1] = jf[_ek.WORK, last] * per_unit[last]
     return n
 
 
