@@ -2,10 +2,13 @@
 rliable (Agarwal et al., NeurIPS 2021) — interquartile mean (IQM) of scenario-normalised scores with
 stratified-bootstrap intervals, and performance profiles.
 
-IQM and its stratified-bootstrap interval come from ``rliable`` (imported lazily: it pulls in ``arch`` and
-``statsmodels``). rliable needs the same number of runs in every scenario; a grid with unequal seed counts per
-scenario falls back to the same stratified resampling written out below. Every bootstrap uses a fixed seed, so the
-same results give the same tables.
+IQM and its stratified-bootstrap interval are rliable's numbers, computed without rliable: the IQM is its
+``aggregate_iqm`` (scipy's 25% ``trim_mean``: a partition, then the mean of the middle), and the interval draws the
+very resamples of its ``get_interval_estimates`` (numpy's legacy generator seeded with :data:`BOOTSTRAP_SEED`, one
+``(runs, scenarios)`` index draw per resample, in order) but evaluates the IQM or the mean of all of them in one
+vectorised pass instead of one call per resample (the tests compare both with rliable itself). That path needs the
+same number of runs in every scenario; a grid with unequal seed counts per scenario falls back to the stratified
+resampling written out below. Every bootstrap uses a fixed seed, so the same results give the same tables.
 
 Normalised score (higher is better, 1 = the bound): lower-bound average JCT ÷ average JCT, per scenario and seed
 (the bound is the mean ideal runtime of the same workload, :mod:`gpusched_envs.sim.metrics`).
@@ -56,10 +59,47 @@ def interval(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES)
 
 
 def iqm(scores: np.ndarray) -> float:
-    """Interquartile mean of all scores (rliable's ``aggregate_iqm``: 25% trimmed mean of the flattened array)."""
-    from rliable import metrics
+    """Interquartile mean of all scores (rliable's ``aggregate_iqm``: the 25% trimmed mean of the flattened array,
+    as scipy's ``trim_mean`` computes it); NaN when there are no scores or one is NaN."""
+    return float(iqm_rows(np.asarray(scores, dtype=np.float64).reshape(1, -1))[0])
 
-    return float(metrics.aggregate_iqm(np.asarray(scores, dtype=np.float64).reshape(1, -1)))
+
+def mean_score(scores: np.ndarray) -> float:
+    """Mean of all scores (the flattened array)."""
+    return float(np.mean(np.asarray(scores, dtype=np.float64)))
+
+
+def iqm_rows(x: np.ndarray) -> np.ndarray:
+    """:func:`iqm` of every row of ``x`` ``(R, n)`` at once, each the same float as that row alone gives: the row
+    partitioned at the cuts of scipy's ``trim_mean`` (a quarter of ``n``, rounded down, off each end), the mean of
+    its middle slice."""
+    x = np.asarray(x, dtype=np.float64)
+    rows, n = x.shape
+    if n == 0:
+        return np.full(rows, np.nan)
+    cut = int(0.25 * n)
+    middle = np.mean(np.partition(x, (cut, n - cut - 1), axis=1)[:, cut : n - cut], axis=1)
+    return np.where(np.isnan(x).any(axis=1), np.nan, middle)
+
+
+def mean_rows(x: np.ndarray) -> np.ndarray:
+    """:func:`mean_score` of every row of ``x`` ``(R, n)`` at once."""
+    return np.mean(np.asarray(x, dtype=np.float64), axis=1)
+
+
+ROW_STATISTICS = {iqm: iqm_rows, mean_score: mean_rows}
+"""The statistics :func:`stratified_bootstrap_ci` evaluates on all resamples at once (any other is called once per
+resample)."""
+
+
+def stratified_resample_indices(runs: int, scenarios: int, resamples: int = RESAMPLES) -> np.ndarray:
+    """The run indices of rliable's ``StratifiedBootstrap`` resamples, ``(resamples, runs, scenarios)``: resample
+    ``r`` takes run ``idx[r, i, j]`` of scenario ``j`` as its run ``i``. rliable draws them with
+    ``np.random.choice(runs, (runs, scenarios))`` once per resample from numpy's global generator, which
+    :func:`stratified_bootstrap_ci` seeds with :data:`BOOTSTRAP_SEED`; one draw of all of them from a generator
+    seeded the same gives the same numbers in the same order (tested)."""
+    state = np.random.RandomState(BOOTSTRAP_SEED)  # noqa: NPY002 - the legacy generator rliable draws from
+    return state.choice(runs, size=(resamples, runs, scenarios), replace=True)
 
 
 def stratified_bootstrap_ci(
@@ -70,37 +110,32 @@ def stratified_bootstrap_ci(
 ) -> tuple[float, float, float]:
     """Point estimate and stratified-bootstrap interval of ``statistic`` over scores grouped by scenario: each
     resample draws runs (seeds) with replacement within every scenario separately (rliable's
-    ``get_interval_estimates`` on the runs × scenarios matrix)."""
+    ``get_interval_estimates`` on the runs × scenarios matrix, percentile method: the same resamples and the same
+    numbers). :func:`iqm` and :func:`mean_score` are evaluated on all resamples at once; another ``statistic`` is
+    called once per resample with its ``(runs, scenarios)`` matrix."""
     groups = [np.asarray(g, dtype=np.float64) for g in per_scenario if len(g)]
     if not groups:
         return (float("nan"),) * 3
     point = statistic(np.concatenate(groups))
+    a = (1.0 - confidence) / 2.0
     if len({len(g) for g in groups}) == 1:
-        from rliable import library as rly
-
         matrix = np.stack(groups, axis=1)  # (runs, scenarios)
-        # rliable's StratifiedBootstrap draws its indices from numpy's global generator (np.random.choice), not from
-        # random_state: seed that generator for the call and put its state back afterwards.
-        state = np.random.get_state()  # noqa: NPY002
-        np.random.seed(BOOTSTRAP_SEED)  # noqa: NPY002
-        try:
-            _, intervals = rly.get_interval_estimates(
-                {"agent": matrix},
-                lambda x: np.array([statistic(x)]),
-                reps=resamples,
-                confidence_interval_size=confidence,
-                random_state=np.random.RandomState(BOOTSTRAP_SEED),
-            )
-        finally:
-            np.random.set_state(state)  # noqa: NPY002
-        low, high = intervals["agent"][:, 0]
+        runs, scenarios = matrix.shape
+        idx = stratified_resample_indices(runs, scenarios, resamples)
+        samples = matrix[idx, np.arange(scenarios)]  # (resamples, runs, scenarios)
+        rows = ROW_STATISTICS.get(statistic)
+        if rows is not None:
+            draws = rows(samples.reshape(resamples, -1))
+        else:
+            draws = np.array([statistic(s) for s in samples], dtype=np.float64)
+        # arch's percentile interval (which rliable calls): np.percentile at 100·a and 100·(1 − a)
+        low, high = np.percentile(draws, [100 * a, 100 * (1.0 - a)])
         return point, float(low), float(high)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     draws = np.empty(resamples)
     idx = [rng.integers(0, len(g), size=(resamples, len(g))) for g in groups]
     for r in range(resamples):
         draws[r] = statistic(np.concatenate([g[i[r]] for g, i in zip(groups, idx, strict=True)]))
-    a = (1.0 - confidence) / 2.0
     return point, float(np.quantile(draws, a)), float(np.quantile(draws, 1.0 - a))
 
 

@@ -13,7 +13,7 @@ from gpusched_lab.evaluate.report.document import NORMALISATION, REPORT_SCHEMA, 
 from gpusched_lab.evaluate.report.files import clean, csv_text, json_text, write_text
 from gpusched_lab.evaluate.report.tables import cell_text, md_row, md_rule, num, seed_text
 from gpusched_lab.evaluate.runner import GridResult
-from gpusched_lab.evaluate.stats import interval, normalised_score, stratified_bootstrap_ci
+from gpusched_lab.evaluate.stats import interval, mean_score, normalised_score, stratified_bootstrap_ci
 
 # the names this module had before the shared writers (kept for importers)
 _clean = clean
@@ -97,7 +97,7 @@ def aggregate(result: GridResult, summary: list[dict]) -> list[dict]:
         if not groups:
             continue
         iqm, iqm_lo, iqm_hi = stratified_bootstrap_ci(groups)
-        mean, mean_lo, mean_hi = stratified_bootstrap_ci(groups, statistic=lambda s: float(np.mean(s)))
+        mean, mean_lo, mean_hi = stratified_bootstrap_ci(groups, statistic=mean_score)
         rows = [r for r in summary if r["agent"] == agent.name]
         out.append(
             {
