@@ -157,7 +157,10 @@ def test_quick_run_is_deterministic_and_resumes_from_its_file(hr, tmp_path, monk
         (["--settings", "drift-20", "--stride", "drift-20"], "not SETTING=VALUE"),
         (["--settings", "drift-20", "--seeds", "0", "--rollout", "drift-20=3"], "not all in --seeds"),
         (["--settings", "drift-20", "--tasks", "0"], "--tasks must be >= 1"),
-        (["--settings", "topdrl-placement", "--seeds", "0-4", "--heldin-seeds", "4-5"], "overlap"),
+        (
+            ["--settings", "topdrl-placement", "--seeds", "0-4", "--heldin-seeds", "4-5", "--rollout", ""],
+            "overlap",
+        ),
     ],
 )
 def test_bad_input_gets_one_clear_error(hr, argv, message):
