@@ -178,9 +178,10 @@ class ActionScorer(nn.Module):
         """The ``slots="jobs"`` scores of a GNN batch with the window's empty slots computed once per sample: a
         slot whose features are all zero (padding) embeds to ``job_in(0)`` whatever its sample, and scores
         ``slot_head([job_in(0), cluster])`` in every empty slot of its sample, so the job MLP runs on the
-        filled slots and one zero row, the slot head on the filled slots and one row per sample; every row is
-        the input it was (the same values, the same ops), gathered back into ``(B, W)``. None when most slots
-        are filled (then the plain computation costs no more)."""
+        filled slots and one zero row, the slot head on the filled slots and one row per sample; every row goes
+        through the same layers with the same values (a matmul over fewer rows may round its last bit
+        differently), gathered back into ``(B, W)``. None when most slots are filled (then the plain
+        computation costs no more)."""
         x = obs["job_features"]
         b, w, f = x.shape
         flat = x.reshape(b * w, f)
