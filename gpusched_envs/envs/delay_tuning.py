@@ -163,13 +163,21 @@ class DelayTuningEnv(ClusterEnv):
         self.preemption, self.min_run = bool(preemption), float(min_run)
         self.action_space = spaces.Discrete(num_actions)
         self.timers = np.zeros(self.num_classes)
+        # every action's timers (row a: timer_levels[(a // L**k) % L] for each class k), for these timer levels
+        digits = (np.arange(num_actions)[:, None] // len(levels) ** np.arange(self.num_classes)) % len(levels)
+        self._timer_table = (levels, levels[digits])
 
     # ------------------------------------------------------------------ actions
     def timers_of(self, action: int) -> np.ndarray:
         """(K,) seconds per class that ``action`` sets."""
-        L = len(self.timer_levels)
-        digits = (int(action) // L ** np.arange(self.num_classes)) % L
-        return self.timer_levels[digits]
+        a = int(action)
+        levels = self.timer_levels
+        table = self._timer_table
+        if table[0] is levels and 0 <= a < len(table[1]):
+            return table[1][a].copy()  # the row the digits below give, made once per env
+        L = len(levels)
+        digits = (a // L ** np.arange(self.num_classes)) % L
+        return levels[digits]
 
     def action_of(self, level_indices) -> int:
         """The action setting class ``k`` to ``timer_levels[level_indices[k]]``."""
