@@ -5,8 +5,8 @@ resumes where it stopped.
 Workers receive only plain data (the scenario as a dict, the agent spec, the seeds) and resolve the agent
 themselves (once per process); the driver alone writes cache files. The missing seeds of one (scenario, agent) whose
 agent steps several envs together (a checkpoint: one batched forward pass per step, the same actions as one pass
-per env) are one task; other cells are a task each. Tasks start longest first (checkpoint groups, then the rest), so
-the workers finish together.
+per env) are one task; other cells are a task each. Tasks start longest first (checkpoint groups by their estimated
+cost, then the rest), so the workers finish together.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpusched_lab.evaluate.agents import EvalAgent, code_version, resolve_agent
+import numpy as np
+from gpusched_lab.evaluate.agents import EVAL_TORCH_THREADS, EvalAgent, code_version, resolve_agent
 from gpusched_lab.evaluate.cache import cell_key, cell_path, read_cell, write_cell
 from gpusched_lab.evaluate.scenarios import Scenario
 from rich.console import Console
@@ -116,7 +117,7 @@ def run_cells(scenario_doc: dict, agent_spec: str, seeds: list[int]) -> list[dic
 
 def _tasks(todo: list[Cell]) -> list[list[Cell]]:
     """The cells to compute, as tasks: the seeds of one (scenario, agent) together when its agent batches them,
-    every other cell alone; longest first (groups by size, then single cells in grid order)."""
+    every other cell alone; longest first (groups by their :func:`_cost`, then single cells in grid order)."""
     groups: dict[tuple[int, int], list[Cell]] = {}
     single: list[list[Cell]] = []
     for cell in todo:
@@ -124,16 +125,51 @@ def _tasks(todo: list[Cell]) -> list[list[Cell]]:
             groups.setdefault((id(cell.scenario), id(cell.agent)), []).append(cell)
         else:
             single.append([cell])
-    batched = sorted(groups.values(), key=lambda g: (-len(g), -_weight(g[0].agent)))
+    batched = sorted(groups.values(), key=lambda g: (-_cost(g[0].scenario, g[0].agent), -len(g)))
     return batched + single
 
 
 def _weight(agent: EvalAgent) -> int:
-    """A rough relative cost of one step of the agent (graph networks cost most, periodic rounds mean more steps)."""
+    """A rough relative cost of one step of the agent (graph networks cost most)."""
     meta = getattr(agent, "meta", None) or {}
-    kwargs = meta.get("env_kwargs") or {}
-    graph = 4 if meta.get("obs_mode") == "graph" else 1
-    return graph * (4 if kwargs.get("decision_interval") else 1)
+    return 4 if meta.get("obs_mode") == "graph" else 1
+
+
+def _cost(scenario: Scenario, agent: EvalAgent) -> float:
+    """A rough relative cost of one episode of the agent on the scenario: its cost per step (:func:`_weight`) times
+    its decisions, about one per job, plus, for an agent asked in periodic rounds, one per round while the jobs'
+    GPU time keeps the cluster busy (:func:`_busy_seconds`). A long trace at a short interval is many rounds: such a
+    group can take as long as all the other cells together, so it must start first."""
+    meta = getattr(agent, "meta", None) or {}
+    interval = (meta.get("env_kwargs") or {}).get("decision_interval")
+    jobs, busy = _busy_seconds(scenario)
+    rounds = busy / float(interval) if interval and busy > 0 else 0.0
+    return _weight(agent) * (jobs + rounds)
+
+
+_BUSY: dict[str, tuple[int, float]] = {}
+
+
+def _busy_seconds(scenario: Scenario) -> tuple[int, float]:
+    """(jobs, GPU time of the jobs ÷ the cluster's GPUs) of the scenario's workload for its first seed, from the
+    env's episode spec (no simulator is built); (0, 0.0) when the env has none (cached per scenario)."""
+    key = scenario.content_hash()
+    if key not in _BUSY:
+        jobs, busy = 0, 0.0
+        try:
+            env = scenario.make_env()
+            try:
+                episode = env.unwrapped.episode
+                workload = episode.workload(int(scenario.seeds[0]))
+                gpus = float(episode.cluster.num_gpus)
+                jobs = len(workload.duration)
+                busy = float(np.sum(np.asarray(workload.duration) * np.asarray(workload.num_gpus))) / gpus
+            finally:
+                env.close()
+        except Exception:  # noqa: BLE001 - an estimate only: the order, never a result, depends on it
+            jobs, busy = 0, 0.0
+        _BUSY[key] = (jobs, busy)
+    return _BUSY[key]
 
 
 def _run_task(scenario_doc: dict, agent_spec: str, seeds: list[int]) -> list[dict]:
@@ -147,15 +183,20 @@ def _task_args(task: list[Cell]) -> tuple[dict, str, list[int]]:
 
 
 def _worker_init(preload: tuple[str, ...] = ()) -> None:
-    """A worker's start: one thread per process, then the ``preload`` agents resolved and their weights loaded
-    (torch imported) while the driver still plans the grid. Best effort: an agent that fails here fails in its
-    cells, with its own error."""
+    """A worker's start: one thread per process and, when ``preload`` names checkpoints, the imports their
+    episodes need (torch and the checkpoint loader), done while the driver still plans the grid. Each checkpoint is
+    loaded by the first task that runs it (a worker loads only the ones it runs). Best effort: an import that fails
+    here fails in the cells that need it, with its own error."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    for spec in preload:
-        try:
-            resolve_agent(spec).check_loadable()
-        except Exception:  # noqa: BLE001, S112 - reported by the cells that use the agent
-            continue
+    if not preload:
+        return
+    try:
+        import torch
+        from gpusched_lab.agents import checkpoint  # noqa: F401 - imported for the tasks
+
+        torch.set_num_threads(EVAL_TORCH_THREADS)
+    except Exception:  # noqa: BLE001, S110 - reported by the cells that need it
+        pass
 
 
 def _noop() -> None:
@@ -163,8 +204,8 @@ def _noop() -> None:
 
 
 def _start_pool(workers: int, agent_specs: list[str]) -> ProcessPoolExecutor:
-    """The local backend's worker processes, started at once (their imports and checkpoint loading overlap the
-    driver's planning); checkpoint specs (existing paths) are preloaded."""
+    """The local backend's worker processes, started at once (their imports overlap the driver's planning); with
+    checkpoint specs (existing paths) among the agents, torch is imported too (:func:`_worker_init`)."""
     preload = tuple(s for s in agent_specs if Path(s.strip()).exists())
     pool = ProcessPoolExecutor(
         workers, mp_context=mp.get_context("spawn"), initializer=_worker_init, initargs=(preload,)

@@ -139,7 +139,7 @@ def test_checkpoint_seeds_are_one_task_and_the_grid_resumes_cell_by_cell(tmp_pat
 
 
 def test_a_pool_of_workers_gives_the_cells_computed_in_process(tmp_path):
-    """Two spawned workers (started before planning, the checkpoint preloaded): the same metrics, every cell."""
+    """Two spawned workers (started before planning, torch imported there): the same metrics, every cell."""
     specs = ["sjf", MLP, "definitely-not-an-agent.py:nothing"]
     with pytest.raises(Exception, match="definitely-not-an-agent"):
         run_grid([SCENARIO], specs, tmp_path / "bad", workers=2, progress=False)
@@ -148,3 +148,62 @@ def test_a_pool_of_workers_gives_the_cells_computed_in_process(tmp_path):
     assert pooled.computed == alone.computed == 6 and not pooled.failed
     assert [c["metrics"] for c in pooled.cells] == [c["metrics"] for c in alone.cells]
     assert [c["key"] for c in pooled.cells] == [c["key"] for c in alone.cells]
+
+
+def test_act_many_feeds_the_network_the_tensors_obs_to_tensors_gives():
+    """The batch act_many stacks straight into the network's dtypes holds the values obs_to_tensors gives."""
+    from gpusched_lab.agents.nets.common import obs_to_tensors
+
+    for spec in (GNN, MLP, CNN):
+        agent = resolve_agent(spec)
+        envs = [SCENARIO.make_env(**agent.env_overrides()) for _ in range(3)]
+        obs = [env.reset(seed=seed)[0] for seed, env in enumerate(envs)]
+        expected = obs_to_tensors({k: np.stack([o[k] for o in obs]) for k in obs[0]}, batched=True)
+        got = checkpoint._stacked(obs)
+        assert list(got) == list(expected)
+        for k, t in expected.items():
+            assert got[k].dtype == t.numpy().dtype and np.array_equal(got[k], t.numpy()), (spec, k)
+
+
+def test_the_costliest_group_starts_first(tmp_path):
+    """A periodic agent on a long trace makes many more decisions than on short jobs: its group goes first; the
+    cost is weight x (jobs + GPU time / GPUs / decision interval) of the scenario's first-seed workload."""
+    from gpusched_lab.evaluate.runner import _busy_seconds, _cost
+
+    long = suite_from_dict(
+        {
+            "name": "two",
+            "defaults": {
+                "env_id": "gpusched/JobSelect-v1",
+                "seeds": "0-1",
+                "env_kwargs": {"obs_mode": "flat"},
+            },
+            "scenarios": [
+                {"name": "short", "env_kwargs": SCENARIO.env_kwargs},
+                {
+                    "name": "trace",
+                    "env_kwargs": {"cluster": "topdrl", "workload": "philly:jobs=40,load=0.9,gpus=32"},
+                },
+            ],
+        },
+        "test suite",
+    )
+    short, trace = long.scenarios
+    _, cells, _ = plan([short, trace], ["fifo", CNN, GNN], tmp_path)
+    tasks = _tasks(cells)
+    firsts = [(t[0].agent.spec, t[0].scenario.name, len(t)) for t in tasks[:4]]
+    assert firsts == [
+        (GNN, "trace", 2),
+        (GNN, "short", 2),
+        (CNN, "short", 2),
+        (CNN, "trace", 2),
+    ]  # CNN: a tie
+    assert all(len(t) == 1 and t[0].agent.spec == "fifo" for t in tasks[4:])
+
+    env = trace.make_env()
+    workload = env.unwrapped.episode.workload(0)
+    busy = float(np.sum(workload.duration * workload.num_gpus)) / 32
+    assert _busy_seconds(trace) == (40, busy)
+    interval = resolve_agent(GNN).meta["env_kwargs"]["decision_interval"]
+    assert _cost(trace, resolve_agent(GNN)) == 4 * (40 + busy / interval)
+    assert _cost(trace, resolve_agent(CNN)) == 40  # asked per decision, not in rounds: one per job
