@@ -513,10 +513,9 @@ def run_ppo(
     cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
 ) -> dict:
     """Train MaskablePPO per ``cfg`` into ``out``; returns the final evaluation."""
-    from gpusched_lab.agents.algos.ppo import PPOArgs, make_ppo
+    from gpusched_lab.agents.algos.ppo import FlatMaskablePPO, PPOArgs, make_ppo
     from gpusched_lab.agents.nets.networks import config_for_env
     from gpusched_lab.train.config import build_args
-    from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
     sb3_path = out / CHECKPOINT_DIR / SB3_FILE
@@ -543,7 +542,7 @@ def run_ppo(
     network = config_for_env(eval_env, args.encoder, args.hidden, args.layers)
     if resume:  # SB3's zip holds cloudpickled objects: signed by this user's runs only
         trust.verify(sb3_path, trust_resume)
-        model = MaskablePPO.load(sb3_path, env=venv, device=resolve_device(args.device))
+        model = FlatMaskablePPO.load(sb3_path, env=venv, device=resolve_device(args.device))
         model.set_random_seed(cfg.seed + model.num_timesteps)
         venv.seed(cfg.seed + model.num_timesteps)
     else:
