@@ -343,14 +343,15 @@ def write_outputs(
     html.write_provenance(out, prov)
     svgs = None
     if make_plots:
-        from gpusched_lab.evaluate.report.plots import leaderboard_figures, save_png, svg_text
+        from gpusched_lab.evaluate.report.files import write_bytes
+        from gpusched_lab.evaluate.report.plots import leaderboard_figures, render_all
 
         quantiles: dict[tuple[str, str], list[list[float]]] = {}
         for c in result.cells:
             quantiles.setdefault((c["scenario"], c["agent"]), []).append(c.get("jct_quantiles") or [])
         svgs = {}
-        for name, fig in leaderboard_figures(doc, quantiles).items():
-            save_png(fig, out / "plots" / name)
-            svgs[name] = svg_text(fig)
+        for name, (png, svg) in render_all(leaderboard_figures(doc, quantiles)).items():
+            write_bytes(out / "plots" / name, png)
+            svgs[name] = svg
     html.write_page(out / html.PAGE, doc, svgs, prov)
     return doc

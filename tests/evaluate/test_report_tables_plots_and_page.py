@@ -181,3 +181,33 @@ def test_a_run_writes_the_page_and_report_rebuilds_it_from_the_folder(tmp_path):
     assert [a["agent"] for a in doc["aggregate"]] == ["sjf+closest", "fifo+closest"] or len(
         doc["aggregate"]
     ) == 2
+
+
+def test_figures_rendered_in_two_processes_are_the_figures_rendered_in_one(monkeypatch):
+    """render_all: the forked child's share and this process's share are byte for byte what rendering every
+    figure here gives; a child that fails leaves its figures to this process."""
+    import os
+    import sys
+
+    from gpusched_lab.evaluate.report import plots
+
+    doc, quantiles = _doc(3)
+    alone = {name: plots.rendered(fig) for name, fig in leaderboard_figures(doc, quantiles).items()}
+    forks = []
+    real_fork = os.fork
+
+    def fork():
+        forks.append(1)
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
+    assert plots.render_all(leaderboard_figures(doc, quantiles)) == alone
+    assert len(forks) == (1 if sys.platform.startswith("linux") else 0)
+
+    def failed(pid, r):  # the child's pipe closed unread: it fails writing
+        os.close(r)
+        os.waitpid(pid, 0)
+        return {}
+
+    monkeypatch.setattr(plots, "_collect", failed)
+    assert plots.render_all(leaderboard_figures(doc, quantiles)) == alone
