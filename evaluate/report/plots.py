@@ -156,9 +156,10 @@ def _fork_render(figures: dict[str, object], names: list[str]) -> tuple[int, int
         code = 1
         try:
             os.close(r)
-            data = pickle.dumps({name: rendered(figures[name]) for name in names})
-            with os.fdopen(w, "wb") as fh:
-                fh.write(data)
+            data = memoryview(pickle.dumps({name: rendered(figures[name]) for name in names}))
+            while data:
+                data = data[os.write(w, data) :]
+            os.close(w)
             code = 0
         finally:
             os._exit(code)
@@ -168,8 +169,13 @@ def _fork_render(figures: dict[str, object], names: list[str]) -> tuple[int, int
 
 def _collect(pid: int, r: int) -> dict[str, tuple[bytes, str]]:
     """What the child of :func:`_fork_render` rendered, or nothing when it failed."""
-    with os.fdopen(r, "rb") as fh:
-        data = fh.read()
+    chunks = []
+    try:
+        while chunk := os.read(r, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+    data = b"".join(chunks)
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         return {}
