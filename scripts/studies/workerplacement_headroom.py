@@ -66,6 +66,9 @@ from gpusched_envs.policies.placement import get_placement
 from gpusched_envs.policies.schedulers import FIFO
 from gpusched_envs.sim.engine import FULL_GPU
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jobselect_headroom import choose_best, clone, parse_stride  # noqa: E402  (the sibling JobSelect study)
+
 ENV_ID = "gpusched/WorkerPlacement-v1"
 # the placement rules of WorkerPlacement-v1's heuristic class (gpusched_lab.evaluate.compare.PLACEMENT_HEURISTICS)
 PLACEMENTS = ("consolidate", "closest", "pack", "first-fit", "spread", "random")
@@ -96,16 +99,6 @@ def portfolio(base: str) -> list[str]:
     if base not in PLACEMENTS:
         raise ValueError(f"unknown placement rule {base!r}; choose one of: {', '.join(PLACEMENTS)}")
     return [base, *(p for p in PLACEMENTS if p != base)]
-
-
-# simulator attributes that stay the same through a run: copies share them instead of copying them
-SHARED = ("cluster", "workload", "config", "_share", "_submit", "_milli_list", "_n_list", "_allowed_list")
-
-
-def clone(sim):
-    """A deep copy of ``sim`` that shares its run-constant parts (:data:`SHARED`) with it."""
-    memo = {id(v): v for v in (getattr(sim, k, None) for k in SHARED) if v is not None}
-    return copy.deepcopy(sim, memo)
 
 
 def propose(sim, job: int, place) -> tuple[np.ndarray | None, dict | None]:
@@ -241,16 +234,6 @@ def rollout(sim, base: str, stride: int = 1, share: bool = True, rules=None, pro
     }
 
 
-def choose_best(rows: list[dict], candidates=PLACEMENTS) -> str:
-    """The candidate with the lowest geometric mean of average JCT over ``rows`` (each maps names to average JCT):
-    scale-free, so every (case, seed) counts alike whatever its JCT scale; ties: the earlier candidate."""
-    if not rows:
-        raise ValueError("choose_best: no rows to choose on")
-    candidates = list(candidates)
-    log_mean = {c: float(np.mean([np.log(r[c]) for r in rows])) for c in candidates}
-    return min(candidates, key=lambda c: (log_mean[c], candidates.index(c)))
-
-
 def heuristic_row(sim) -> dict:
     """Average JCT of each placement rule under the head rule and of Tiresias from the fresh ``sim`` (left
     untouched), and the lower bound."""
@@ -329,12 +312,6 @@ def parse_per_setting(text: str, settings, what: str, parse) -> dict:
         if name in settings:
             out[name] = parse(value.strip())
     return out
-
-
-def parse_stride(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"--stride: expected an integer >= 1, got {value!r}")
-    return int(value)
 
 
 class Partial:
@@ -570,7 +547,7 @@ def main(argv=None) -> dict:
     for name in settings:  # 1. choose on the held-in pairs; 2. every heuristic on every held-out pair
         heldin = setting_cases(name, "heldin", a.heldin_tasks)
         heldin_rows = heuristic_rows("heldin", name, heldin, heldin_seeds)
-        best = choose_best(heldin_rows)
+        best = choose_best(heldin_rows, PLACEMENTS)
         say(f"{name}: chosen on the held-in pairs: {best}")
         cases = setting_cases(name, "heldout", a.tasks)
         state[name] = {
