@@ -285,16 +285,21 @@ class DDQN:
         return masked(self.q(t), t["action_mask"]).argmax(dim=-1).cpu().numpy()
 
     def _select(self, obs: list[dict]) -> list[int]:
-        batch = {k: np.stack([o[k] for o in obs]) for k in obs[0]}
-        greedy = self.greedy(batch)
-        actions = []
-        for i, o in enumerate(obs):
+        """ε-greedy actions, one per env. The draws are made first, in the same order as always (explore or not,
+        then which valid action when exploring); the greedy forward, which draws nothing and changes nothing, runs
+        on the whole batch as before, and only when some env takes its greedy action."""
+        picks: list[int | None] = []
+        for o in obs:
+            pick = None
             if self.rng.random() < self.epsilon:
                 valid = np.flatnonzero(o["action_mask"])
-                actions.append(int(self.rng.choice(valid)) if len(valid) else int(greedy[i]))
-            else:
-                actions.append(int(greedy[i]))
-        return actions
+                if len(valid):
+                    pick = int(self.rng.choice(valid))
+            picks.append(pick)
+        if any(p is None for p in picks):
+            greedy = self.greedy({k: np.stack([o[k] for o in obs]) for k in obs[0]})
+            picks = [int(greedy[i]) if p is None else p for i, p in enumerate(picks)]
+        return picks  # type: ignore[return-value]
 
     def _select_batch(self, obs: dict) -> np.ndarray:
         """ε-greedy actions for a batch of observations: one greedy forward, then two draws per env (explore or

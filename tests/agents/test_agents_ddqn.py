@@ -190,3 +190,44 @@ def test_bc_resume_keeps_demonstration_flags():
     assert np.array_equal(again.buffer.demo, algo.buffer.demo) and again.buffer.demo.any()
     again.learn(60)  # no second pre-training on resume
     assert again.updates > algo.updates and again.pretrain_stats is None
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_epsilon_greedy_skips_the_forward_only_when_every_env_explores(num_envs):
+    """The actions and the generator's state after ε-greedy selection equal those of selecting with the greedy
+    forward always run first (the draws come in the same order), and the forward runs only when some env acts
+    greedily."""
+    env_list = [make_env("gpusched/JobSelect-v1", TINY, "flat") for _ in range(num_envs)]
+    algo = DDQN(DDQNArgs(encoder="mlp", seed=5, **SMALL_ARGS), env_list)
+    obs = [env.reset(seed=i)[0] for i, env in enumerate(env_list)]
+    calls = []
+    real_greedy = algo.greedy
+
+    def counted(batch):
+        calls.append(len(batch["action_mask"]))
+        return real_greedy(batch)
+
+    algo.greedy = counted
+    for eps in (0.0, 0.3, 0.7, 1.0):
+        algo.epsilon = eps
+        for _ in range(20):
+            state = algo.rng.bit_generator.state
+            calls.clear()
+            got = algo._select(obs)
+            after = algo.rng.bit_generator.state
+            # the reference: forward first, then the same draws
+            algo.rng.bit_generator.state = state
+            greedy = real_greedy({k: np.stack([o[k] for o in obs]) for k in obs[0]})
+            want = []
+            for i, o in enumerate(obs):
+                if algo.rng.random() < eps:
+                    valid = np.flatnonzero(o["action_mask"])
+                    want.append(int(algo.rng.choice(valid)) if len(valid) else int(greedy[i]))
+                else:
+                    want.append(int(greedy[i]))
+            assert got == want
+            assert algo.rng.bit_generator.state == after
+            if eps == 0.0:
+                assert calls == [num_envs]
+            if eps == 1.0:
+                assert calls == []
