@@ -40,6 +40,84 @@ P_SPINE, P_UNIFORM, P_INTERFERENCE, P_DURATION, P_OVERHEAD, P_STAMP = range(6)
 P_SIZE = 6
 
 
+# ------------------------------------------------------------------ orders shared by the kernels
+# Small explicit sorts: numba's np.sort / np.argsort compile a large generic implementation into every kernel that
+# calls them; these give the same results (a stable order is unique, and so is a sorted list of integers).
+@njit(cache=True)
+def _key_before(a, b):
+    """numpy's sort order: ``a < b``, NaN after every number."""
+    return a < b or (b != b and a == a)
+
+
+@njit(cache=True)
+def stable_order(keys, n, order, tmp):
+    """Write to ``order[:n]`` the indices of ``keys[:n]`` in ascending order, equal keys in index order: what
+    ``np.argsort(keys[:n], kind="stable")`` gives (NaN last). ``tmp`` is scratch space of at least ``n``."""
+    width = 8  # runs of this length by insertion, then merged pairwise
+    for lo in range(0, n, width):
+        hi = min(lo + width, n)
+        for i in range(lo, hi):
+            v = i
+            j = i
+            while j > lo and _key_before(keys[v], keys[order[j - 1]]):
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = v
+    src = order
+    dst = tmp
+    in_order = True
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            k = lo
+            while i < mid and j < hi:
+                if _key_before(keys[src[j]], keys[src[i]]):
+                    dst[k] = src[j]
+                    j += 1
+                else:
+                    dst[k] = src[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+        src, dst = dst, src
+        in_order = not in_order
+        width *= 2
+    if not in_order:
+        for i in range(n):
+            order[i] = tmp[i]
+
+
+@njit(cache=True)
+def sort_ints(a, n):
+    """Sort the integers ``a[:n]`` ascending in place (``a[:n] = np.sort(a[:n])``)."""
+    if n <= 32:
+        for i in range(1, n):
+            v = a[i]
+            j = i
+            while j > 0 and v < a[j - 1]:
+                a[j] = a[j - 1]
+                j -= 1
+            a[j] = v
+        return
+    order = np.empty(n, dtype=np.int64)
+    tmp = np.empty(n, dtype=np.int64)
+    stable_order(a, n, order, tmp)
+    for i in range(n):
+        tmp[i] = a[order[i]]
+    for i in range(n):
+        a[i] = tmp[i]
+
+
 @njit(cache=True)
 def _overlap(compute, communication, gamma):
     if communication <= 0.0:
@@ -104,8 +182,8 @@ def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, pa
             si[S_STAMP, s] = stamp
             places[0, ns] = s
             ns += 1
-    srv = np.sort(places[0, :ns])
-    places[0, :ns] = srv
+    srv = places[0]
+    sort_ints(srv, ns)
     nr = 0
     for i in range(ns):
         r = si[S_RACK, srv[i]]
@@ -117,7 +195,7 @@ def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, pa
         if not seen:
             places[1, nr] = r
             nr += 1
-    places[1, :nr] = np.sort(places[1, :nr])
+    sort_ints(places[1], nr)
     # the placement's shape (throughput.placement_shape, the same arithmetic)
     model = ji[MODEL, job]
     has_overhead = params[P_OVERHEAD] > 0.0

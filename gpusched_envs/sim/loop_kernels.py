@@ -92,7 +92,9 @@ def heap_push(h, n, t, seq, job, version, kind):
     """Push an event; returns the heap (a larger copy when it was full)."""
     if n == h.shape[1]:
         bigger = np.empty((5, 2 * n + 64))
-        bigger[:, :n] = h[:, :n]
+        for r in range(5):
+            for i in range(n):
+                bigger[r, i] = h[r, i]
         h = bigger
     h[0, n] = t
     h[1, n] = seq
@@ -164,7 +166,7 @@ def _servers_of(job, ji, gi, si, gbuf, srv, rck):
         if not seen:
             srv[ns] = s
             ns += 1
-    srv[:ns] = np.sort(srv[:ns])
+    _ek.sort_ints(srv, ns)
     nr = 0
     for i in range(ns):
         r = si[_ek.S_RACK, srv[i]]
@@ -176,7 +178,7 @@ def _servers_of(job, ji, gi, si, gbuf, srv, rck):
         if not seen:
             rck[nr] = r
             nr += 1
-    rck[:nr] = np.sort(rck[:nr])
+    _ek.sort_ints(rck, nr)
     return ns, nr
 
 
@@ -227,11 +229,15 @@ def _rack_crossers(r, gi, si, ji, on_network, jnr, rack_first, rack_servers, mar
 @njit(cache=True)
 def _by_stamp(buf, k, stamp):
     """``buf[:k]`` in start order (a copy)."""
-    part = buf[:k].copy()
     keys = np.empty(k, dtype=np.int64)
     for i in range(k):
-        keys[i] = stamp[part[i]]
-    return part[np.argsort(keys)]
+        keys[i] = stamp[buf[i]]
+    order = np.empty(k, dtype=np.int64)
+    part = np.empty(k, dtype=np.int64)
+    _ek.stable_order(keys, k, order, part)
+    for i in range(k):
+        part[i] = buf[order[i]]
+    return part
 
 
 @njit(cache=True)
@@ -298,7 +304,8 @@ def _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, o
 def _log_put(log, pos, v):
     if pos >= len(log):
         bigger = np.empty(2 * len(log) + 1024, dtype=np.int64)
-        bigger[: len(log)] = log
+        for i in range(len(log)):
+            bigger[i] = log[i]
         log = bigger
     log[pos] = v
     return log, pos + 1
@@ -384,9 +391,10 @@ def _has_tie(times, k):
             m += 1
     if m < 2:
         return False
-    vals = np.sort(vals[:m])
+    order = np.empty(m, dtype=np.int64)
+    _ek.stable_order(vals, m, order, np.empty(m, dtype=np.int64))
     for i in range(1, m):
-        if vals[i] == vals[i - 1]:
+        if vals[order[i]] == vals[order[i - 1]]:
             return True
     return False
 
@@ -648,7 +656,8 @@ def run_queue(
     pq_head = np.zeros(len(blocked), dtype=np.int64)
     for p in range(1, len(blocked)):
         pq_head[p] = pq_head[p - 1] + pq_end[p - 1]
-    pq_end[:] = pq_head
+    for p in range(len(blocked)):
+        pq_end[p] = pq_head[p]
     pq_store = np.empty(max(1, num_jobs), dtype=np.int64)
     if merge:
         for i in range(st_i[I_QLEN]):
@@ -798,11 +807,11 @@ def run_queue(
                 if status[j] == RUNNING or status[j] == RESTARTING:
                     if nc == len(cand):
                         bigger = np.empty(2 * nc, dtype=np.int64)
-                        bigger[:nc] = cand
+                        for i in range(nc):
+                            bigger[i] = cand[i]
                         cand = bigger
                     cand[nc] = j
                     nc += 1
-            cand = cand[:nc]
             k1 = np.empty(nc)
             k2 = np.empty(nc)
             for i in range(nc):
@@ -824,10 +833,23 @@ def run_queue(
                     else:  # (queue level, submit, job)
                         k1[i] = float(level)
                     k2[i] = submit[j]
-            order = np.argsort(cand, kind="mergesort")
-            order = order[np.argsort(k2[order], kind="mergesort")]
-            order = order[np.argsort(k1[order], kind="mergesort")]
-            ranked = cand[order]
+            # by (k1, k2, job): stable sorts by the job, then k2, then k1
+            order = np.empty(nc, dtype=np.int64)
+            step = np.empty(nc, dtype=np.int64)
+            tmp = np.empty(nc, dtype=np.int64)
+            fkeys = np.empty(nc)
+            _ek.stable_order(cand, nc, order, tmp)
+            for key in (k2, k1):
+                for i in range(nc):
+                    fkeys[i] = key[order[i]]
+                _ek.stable_order(fkeys, nc, step, tmp)
+                for i in range(nc):
+                    tmp[i] = order[step[i]]
+                for i in range(nc):
+                    order[i] = tmp[i]
+            ranked = np.empty(nc, dtype=np.int64)
+            for i in range(nc):
+                ranked[i] = cand[order[i]]
             budget = capacity.copy()
             chosen = np.empty(nc, dtype=np.int64)
             num_chosen = 0
@@ -848,16 +870,20 @@ def run_queue(
                     victims[num_victims] = j
                     num_victims += 1
         elif opts[O_RANK] > 0:
-            chosen = qj[:m].copy()
             keys = np.empty(m, dtype=np.int64)
             for i in range(m):
-                keys[i] = rank[chosen[i]]
-            chosen = chosen[np.argsort(keys)]
+                keys[i] = rank[qj[i]]
+            order = np.empty(m, dtype=np.int64)
+            _ek.stable_order(keys, m, order, np.empty(m, dtype=np.int64))
+            chosen = np.empty(m, dtype=np.int64)
+            for i in range(m):
+                chosen[i] = qj[order[i]]
         if not preemptive and st_i[I_FREE] == 0 and not fractional:
             continue  # QueuePolicy.schedule: nothing can start
         # pools with waiting jobs not yet visited and not blocked: the pass ends when none is left
         blocked[:] = False
-        left[:] = pool_waiting
+        for p in range(len(left)):
+            left[p] = pool_waiting[p]
         open_pools = 0
         for p in range(len(left)):
             if left[p] > 0:
@@ -962,7 +988,8 @@ def run_queue(
             st_i[I_GOFF] = goff + len(gpus)
             if goff + len(gpus) > len(gbuf):  # every start's GPU list is appended: a larger buffer
                 bigger = np.empty(2 * len(gbuf) + len(gpus), dtype=np.int64)
-                bigger[: len(gbuf)] = gbuf
+                for c in range(len(gbuf)):
+                    bigger[c] = gbuf[c]
                 gbuf = bigger
             restart = needs_restart[job] and restart_delay > 0
             if restart:
@@ -978,8 +1005,10 @@ def run_queue(
                 needs_restart[job] = False
             ns, nr, lost = _ek.allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params,
                                         gbuf, goff, places)  # fmt: skip
-            srv[:ns] = places[0, :ns]
-            rck[:nr] = places[1, :nr]
+            for c in range(ns):
+                srv[c] = places[0, c]
+            for c in range(nr):
+                rck[c] = places[1, c]
             jf[_ek.RSTART, job] = now
             if jf[_ek.FSTART, job] != jf[_ek.FSTART, job]:
                 jf[_ek.FSTART, job] = now

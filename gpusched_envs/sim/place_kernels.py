@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpusched_envs.sim import engine_kernels as _ek
+
 FULL_GPU = 1000
 # constant arguments of calls between kernels as numpy scalars (typed int64, not as literals that numba would
 # compile the callee once more for)
@@ -90,10 +92,10 @@ def whole_gpus(
             usable[s] = counts[s]
         else:
             usable[s] = 0
-    rack_free = np.zeros(num_racks)
+    rack_free = np.zeros(num_racks, dtype=np.int64)
     for s in range(S):
         rack_free[server_rack[s]] += usable[s]
-    total = 0.0
+    total = 0
     for r in range(num_racks):
         total += rack_free[r]
     if total < n:
@@ -102,11 +104,19 @@ def whole_gpus(
     for r in range(num_racks):
         if rack_free[r] >= n and (best_rack < 0 or rack_free[r] < rack_free[best_rack]):
             best_rack = r
+    # scratch: sort keys, orders and a copy of the servers being reordered
+    size = max(S, num_racks)
+    keys = np.empty(size, dtype=np.int64)
+    order = np.empty(size, dtype=np.int64)
+    tmp = np.empty(size, dtype=np.int64)
     if best_rack >= 0:
         racks = np.empty(1, dtype=np.int64)
         racks[0] = best_rack
-    else:
-        racks = np.argsort(-rack_free, kind="mergesort")
+    else:  # by decreasing free GPUs, lowest index on ties
+        for r in range(num_racks):
+            keys[r] = -rack_free[r]
+        racks = np.empty(num_racks, dtype=np.int64)
+        _ek.stable_order(keys, num_racks, racks, tmp)
     servers = np.empty(S, dtype=np.int64)
     num = _ZERO
     for r in racks:
@@ -115,14 +125,21 @@ def whole_gpus(
             if server_rack[s] == r and usable[s] > 0:
                 servers[num] = s
                 num += 1
-        if num - start > 1:
-            order = np.argsort(-usable[servers[start:num]], kind="mergesort")
-            servers[start:num] = servers[start:num][order]
+        m = num - start
+        if m > 1:  # the rack's servers by decreasing usable GPUs, lowest index on ties
+            for i in range(m):
+                keys[i] = -usable[servers[start + i]]
+            _ek.stable_order(keys, m, order, tmp)
+            for i in range(m):
+                tmp[i] = servers[start + order[i]]
+            for i in range(m):
+                servers[start + i] = tmp[i]
     # whole free servers only (unless spread): _take visits only the listed servers, all with usable > 0
     got = _take(free, free_milli, servers, num, server_first, server_num, n, out)
     if got < n:
         return out[:0]
-    return np.sort(out)
+    _ek.sort_ints(out, n)
+    return out
 
 
 @njit(cache=True)
@@ -177,5 +194,10 @@ def spread_gpus(free, gpu_server, gpu_rack, num_servers, num_racks, n):
             idx[k] = g
             key[k] = (slot * (num_servers + 1) + server_rank[s]) * (num_racks + 1) + gpu_rack[g]
             k += 1
-    order = np.argsort(key, kind="mergesort")
-    return np.sort(idx[order[:n]])
+    order = np.empty(total, dtype=np.int64)
+    _ek.stable_order(key, total, order, np.empty(total, dtype=np.int64))
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        out[i] = idx[order[i]]
+    _ek.sort_ints(out, n)
+    return out
