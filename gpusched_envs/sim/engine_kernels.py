@@ -43,7 +43,7 @@ P_SIZE = 6
 # ------------------------------------------------------------------ orders shared by the kernels
 # Small explicit sorts: numba's np.sort / np.argsort compile a large generic implementation into every kernel that
 # calls them; these give the same results (a stable order is unique, and so is a sorted list of integers).
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _key_before(a, b):
     """numpy's sort order: ``a < b``, NaN after every number."""
     return a < b or (b != b and a == a)
@@ -118,14 +118,14 @@ def sort_ints(a, n):
         a[i] = tmp[i]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _overlap(compute, communication, gamma):
     if communication <= 0.0:
         return compute
     return (compute**gamma + communication**gamma) ** (1.0 / gamma)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _all_reduce(n, gradient, bandwidth, latency):
     if n <= 1:
         return 0.0
@@ -144,7 +144,7 @@ def check_gpus(gpus, need, free_milli, allowed):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params, gbuf, goff, places):
     """Give ``gpus`` to ``job``: the GPUs' free shares, holder and sharer list, the servers' free counts, the GPU
     list at ``gbuf[goff:]`` and the placement's shape (compute, bandwidth, latency, traffic). Writes the distinct
@@ -259,7 +259,7 @@ def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, pa
     return ns, nr, lost
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _bank(job, now, status, jf):
     """Credit progress at the current rate up to now (``Simulator._bank``)."""
     dt = now - jf[LAST, job]
@@ -317,7 +317,7 @@ def release(job, complete, now, status, jf, ji, gi, si, gbuf):
     return gained
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _slowdown_and_share(job, model, jf, ji, gi, si, colo, spsh, uniform, interference, gbuf):
     """Co-location slowdown (worst pair with the other jobs on the job's servers; a fractional job's GPU sharers
     count through space sharing only) and the throughput share left by its GPU sharers."""
@@ -418,7 +418,7 @@ def refresh(jobs, now, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, g
         out[i] = now + max(0.0, remaining) / rate
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _multi_gpu_rate(job, model, n, compute, slowdown, share, jf, ji, gi, si, sf, rf, mf, gbuf):
     """Rate and communication share of a multi-GPU job: throughput.iteration_time_of_shape with the engine's
     NIC and uplink loads."""

@@ -135,7 +135,7 @@ def cluster_dynamic(
     cluster[3] = cluster_beyond
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def job_rows(
     jf, job_mask, first, jobs, fits, running, clairvoyant, running_cols, now, inv_g, inv_time_scale, state,
     job_gpus_n, submit, duration, job_ideal_iter, needs_restart, preemptions, log_sensitivity, log2_table,
@@ -260,7 +260,7 @@ def job_select_mask(mask, fits, preemptible, first_preempt, wait, drained, can_w
         mask[wait] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _may_take(g, free_milli, need_milli, allowed, taken):
     """GPU ``g`` has the share ``need_milli`` free, is allowed (``allowed`` empty: every GPU) and not taken."""
     return free_milli[g] >= need_milli and (len(allowed) == 0 or allowed[g]) and taken[g] == 0

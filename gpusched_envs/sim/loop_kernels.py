@@ -58,12 +58,12 @@ _FALSE = np.bool_(False)
 
 
 # ------------------------------------------------------------------ the event heap: (5, capacity) time, seq, job, version, kind
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _before(h, a, b):
     return h[0, a] < h[0, b] or (h[0, a] == h[0, b] and h[1, a] < h[1, b])
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _swap(h, a, b):
     for r in range(5):
         x = h[r, a]
@@ -71,7 +71,7 @@ def _swap(h, a, b):
         h[r, b] = x
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _sift_down(h, i, n):
     while True:
         left = 2 * i + 1
@@ -112,7 +112,7 @@ def heap_push(h, n, t, seq, job, version, kind):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _heap_pop(h, n):
     """Remove the first event (read it before); returns the new size."""
     n -= 1
@@ -140,7 +140,7 @@ def reseq(h, n, seq0, new_seq):
 
 
 # ------------------------------------------------------------------ small helpers
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _integrate(st_f):
     """``Simulator._integrate_to_now``."""
     dt = st_f[F_NOW] - st_f[F_LAST]
@@ -151,11 +151,11 @@ def _integrate(st_f):
         st_f[F_LAST] = st_f[F_NOW]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _servers_of(job, ji, gi, si, gbuf, srv, rck):
     """Distinct servers and racks (ascending) of a job's GPUs into ``srv`` / ``rck``; returns their counts."""
     goff, n = ji[_ek.GOFF, job], ji[_ek.GLEN, job]
-    ns = 0
+    ns = _ZERO
     for i in range(goff, goff + n):
         s = gi[_ek.G_SERVER, gbuf[i]]
         seen = False
@@ -167,7 +167,7 @@ def _servers_of(job, ji, gi, si, gbuf, srv, rck):
             srv[ns] = s
             ns += 1
     _ek.sort_ints(srv, ns)
-    nr = 0
+    nr = _ZERO
     for i in range(ns):
         r = si[_ek.S_RACK, srv[i]]
         seen = False
@@ -182,7 +182,7 @@ def _servers_of(job, ji, gi, si, gbuf, srv, rck):
     return ns, nr
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _add(job, mark, bid, buf, k):
     if mark[job] != bid:
         mark[job] = bid
@@ -191,7 +191,7 @@ def _add(job, mark, bid, buf, k):
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _server_jobs(s, gi, si, ji, on_network, net_only, mark, bid, buf, k):
     """Add the jobs on server ``s`` (only those on the network when ``net_only``) to ``buf[k:]``."""
     lo = si[_ek.S_FIRST, s]
@@ -211,7 +211,7 @@ def _server_jobs(s, gi, si, ji, on_network, net_only, mark, bid, buf, k):
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _rack_crossers(r, gi, si, ji, on_network, jnr, rack_first, rack_servers, mark, bid, buf, k):
     """Add the jobs on the network whose ring crosses racks and uses rack ``r`` to ``buf[k:]``."""
     for i in range(rack_first[r], rack_first[r + 1]):
@@ -226,7 +226,7 @@ def _rack_crossers(r, gi, si, ji, on_network, jnr, rack_first, rack_servers, mar
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _by_stamp(buf, k, stamp):
     """``buf[:k]`` in start order (a copy)."""
     keys = np.empty(k, dtype=np.int64)
@@ -240,7 +240,7 @@ def _by_stamp(buf, k, stamp):
     return part
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _sum_traffic(members, jf):
     """A link's load: its users' traffic summed in their insertion order (``Simulator._sum_load``)."""
     acc = 0.0
@@ -249,13 +249,13 @@ def _sum_traffic(members, jf):
     return acc
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _next_bid(mark_state):
     mark_state[0] += 1
     return mark_state[0]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _network(job, join, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jnr, rack_crossing, rack_first,
              rack_servers, stamp, mark, mark_state, buf):  # fmt: skip
     """``Simulator._join_network`` / ``_leave_network``: the loads of the job's NICs and uplinks summed afresh over
@@ -277,7 +277,7 @@ def _network(job, join, srv, ns, rck, nr, jf, gi, si, sf, rf, ji, on_network, jn
             rf[_ek.R_UPLOAD, r] = _sum_traffic(_by_stamp(buf, k, stamp), jf)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, on_network, jnr, rack_first,
                 rack_servers, mark, bid, buf, k):  # fmt: skip
     """Add the jobs whose speed depends on ``job`` (``Simulator._neighbours``, any order) to ``buf[k:]``."""
@@ -300,7 +300,7 @@ def _neighbours(job, srv, ns, rck, nr, net, interference, own_gpu, gi, si, ji, o
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _log_put(log, pos, v):
     if pos >= len(log):
         bigger = np.empty(2 * len(log) + 1024, dtype=np.int64)
@@ -311,7 +311,7 @@ def _log_put(log, pos, v):
     return log, pos + 1
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _log_segment(log, pos, members):
     log, pos = _log_put(log, pos, len(members))
     for j in members:
@@ -319,7 +319,7 @@ def _log_segment(log, pos, members):
     return log, pos
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu, batch, k, times, seq0, gi, si,
                ji, on_network, jnr, rack_first, rack_servers, stamp, jstamp, mark, mark_state, buf):  # fmt: skip
     """Append a batch with tied completion times to the log: the dicts the engine's neighbour set is built from
@@ -381,9 +381,9 @@ def _log_batch(log, st_i, op, job, srv, ns, rck, nr, net, interference, own_gpu,
     return log
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _has_tie(times, k):
-    m = 0
+    m = _ZERO
     vals = np.empty(k)
     for i in range(k):
         if times[i] == times[i]:
@@ -399,7 +399,7 @@ def _has_tie(times, k):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _push_batch(h, st_i, ji, batch, k, times):
     """``Simulator._push_completions``: the batch's completion events, in its order."""
     n = st_i[I_HLEN]
@@ -417,7 +417,7 @@ def _push_batch(h, st_i, ji, batch, k, times):
 
 
 # ------------------------------------------------------------------ the policy's pass and its placements
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid, largest, rows,
            num_racks, gpu_server, pool_first, pool_servers, free_buf, counts):  # fmt: skip
     """``closest`` (``opts[O_SPREAD]``) or ``consolidate`` of :mod:`gpusched_envs.policies.placement`: the GPU ids,
@@ -491,7 +491,7 @@ def _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, serv
     )
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _release_job(job, complete, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf,
                  share, stamp, jstamp, jnr, on_network, rack_crossing, job_milli, rack_first, rack_servers, mark,
                  mark_state, buf, batch, times, srv, rck):  # fmt: skip
@@ -532,7 +532,7 @@ def _release_job(job, complete, h, log, st_f, st_i, status, jf, ji, gi, si, sf, 
     return h, log
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, stamp,
                   jstamp, jnr, on_network, rack_crossing, job_milli, rack_first, rack_servers, mark, mark_state, buf,
                   batch, times, srv, rck, ns, nr, op):  # fmt: skip
@@ -566,7 +566,7 @@ def _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, c
     return h, log
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _live(qj, qs, i, status, qstamp):
     """Whether queue entry ``i`` is a waiting job (not one that left since, nor an earlier entry of a job that came
     back)."""
@@ -574,7 +574,7 @@ def _live(qj, qs, i, status, qstamp):
     return status[j] == QUEUED and qs[i] == qstamp[j]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _queue_put(job, q, st_i, status, qstamp):
     """The job (re)enters the queue at its end (``q``: the jobs and the stamps of their entries)."""
     qj = q[0]
@@ -596,7 +596,7 @@ def _queue_put(job, q, st_i, status, qstamp):
     st_i[I_QN] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _attained(job, now, status, jf, job_n):
     """``Simulator.attained_service``."""
     a = jf[_ek.ATT, job]
@@ -605,10 +605,34 @@ def _attained(job, now, status, jf, job_n):
     return a
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _level(a, thresholds):
-    """``Tiresias.queue_level``: searchsorted(thresholds, a, side="right")."""
-    return np.searchsorted(thresholds, a, side="right")
+    """``Tiresias.queue_level``: ``np.searchsorted(thresholds, a, side="right")``, numpy's binary search (a NaN
+    ``a`` after every threshold)."""
+    lo = _ZERO
+    hi = np.int64(len(thresholds))
+    nan = a != a
+    while lo < hi:
+        mid = lo + ((hi - lo) >> 1)
+        if nan or thresholds[mid] <= a:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, no_cpython_wrapper=True)
+def _class_of(bounds, n):
+    """``min(np.searchsorted(bounds, n, side="left"), len(bounds) - 1)`` for integers, numpy's binary search."""
+    lo = _ZERO
+    hi = np.int64(len(bounds))
+    while lo < hi:
+        mid = lo + ((hi - lo) >> 1)
+        if bounds[mid] < n:
+            lo = mid + 1
+        else:
+            hi = mid
+    return min(lo, len(bounds) - 1)
 
 
 @njit(cache=True)
@@ -641,7 +665,11 @@ def run_queue(
     counts = np.empty(si.shape[1], dtype=np.int64)
     none = np.zeros(0, dtype=np.bool_)
     # per pool (pool -1: the last entry): blocked in this pass, waiting jobs, waiting jobs not yet visited
-    blocked = np.zeros((job_pool.max() if num_jobs else 0) + 2, dtype=np.bool_)
+    top_pool = job_pool[0] if num_jobs else 0  # job_pool.max()
+    for j in range(1, num_jobs):
+        if job_pool[j] > top_pool:
+            top_pool = job_pool[j]
+    blocked = np.zeros(top_pool + 2, dtype=np.bool_)
     pool_waiting = np.zeros(len(blocked), dtype=np.int64)
     for i in range(st_i[I_QLEN]):
         if _live(qj, qs, i, status, qstamp):
@@ -826,9 +854,7 @@ def run_queue(
                 else:
                     level = _level(_attained(j, now, status, jf, job_n), thresholds)
                     if prio == PRIO_GITTINS:  # (-index, submit, job)
-                        cls = min(
-                            np.searchsorted(gittins_bounds, job_n[j], side="left"), len(gittins_bounds) - 1
-                        )
+                        cls = _class_of(gittins_bounds, job_n[j])
                         k1[i] = -gittins[cls, level]
                     else:  # (queue level, submit, job)
                         k1[i] = float(level)

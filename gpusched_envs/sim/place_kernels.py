@@ -36,7 +36,7 @@ def free_counts(free_milli, allowed, within, gpu_server, num_servers, free, coun
             counts[gpu_server[g]] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _take(free, free_milli, servers, num, server_first, server_num, n, out):
     """The first ``n`` free GPUs of ``servers[:num]`` in that order, written to ``out``; returns how many. Free:
     ``free[g]``, or where ``free`` is empty, ``free_milli[g]`` a whole GPU."""
