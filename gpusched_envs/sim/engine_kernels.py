@@ -38,6 +38,9 @@ RF_ROWS = 2
 # entries of the settings vector (``Simulator._params``)
 P_SPINE, P_UNIFORM, P_INTERFERENCE, P_DURATION, P_OVERHEAD, P_STAMP = range(6)
 P_SIZE = 6
+# an integer constant as a numpy scalar: a counter started from it is typed int64 from the start, so the kernels it
+# is passed to are not compiled once more for a literal 0 while numba infers its type
+_ZERO = np.int64(0)
 
 
 # ------------------------------------------------------------------ orders shared by the kernels
@@ -175,7 +178,7 @@ def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, pa
     # distinct servers and racks, ascending (a stamp per call marks the servers seen)
     params[P_STAMP] += 1.0
     stamp = np.int64(params[P_STAMP])
-    ns = 0
+    ns = _ZERO
     for i in range(n):
         s = gi[G_SERVER, gpus[i]]
         if si[S_STAMP, s] != stamp:
@@ -184,7 +187,7 @@ def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, pa
             ns += 1
     srv = places[0]
     sort_ints(srv, ns)
-    nr = 0
+    nr = _ZERO
     for i in range(ns):
         r = si[S_RACK, srv[i]]
         seen = False

@@ -826,7 +826,7 @@ def run_queue(
         num_victims = 0
         if preemptive:  # PreemptivePolicy.schedule: priority order over the waiting and running jobs
             cand = np.empty(m + num_gpus + 1, dtype=np.int64)
-            nc = 0
+            nc = _ZERO
             for i in range(m):
                 if _live(qj, qs, i, status, qstamp):
                     cand[nc] = qj[i]

@@ -163,7 +163,7 @@ def spread_gpus(free, gpu_server, gpu_rack, num_servers, num_racks, n):
     """The GPUs of ``spread``: the free GPUs ordered by (rank among the free GPUs of its run of one server, rank
     of its server by index among the rack's servers with free GPUs, rack), the first ``n`` of them ascending;
     empty when fewer than ``n`` are free."""
-    total = 0
+    total = _ZERO
     for g in range(len(free)):
         if free[g]:
             total += 1
