@@ -345,6 +345,33 @@ def _stacked(observations: list[dict]) -> dict[str, np.ndarray]:
     }
 
 
+def _batched_choice(raw: np.ndarray, action_mask: np.ndarray) -> tuple[list[int], list[int] | None]:
+    """:meth:`Agent.act_many`'s decision from a batch's raw scores ``(B, A)``: each row's masked argmax (a row
+    without a valid action stays unmasked, as :func:`masked`), and the rows that :meth:`Agent.act` must decide
+    instead (None when there are none): those whose best score is not finite, or does not lead the second best by
+    more than :data:`ACT_MANY_MARGIN` × (1 + the row's largest finite magnitude)."""
+    valid = action_mask > 0
+    if not valid.any(axis=-1).all():
+        valid |= ~valid.any(axis=-1, keepdims=True)
+    scores = np.where(valid, raw, -np.inf)
+    idx = scores.argmax(axis=-1)
+    out = idx.tolist()
+    rows = np.arange(len(out))
+    best = scores[rows, idx]
+    if scores.shape[-1] == 1:
+        sure = np.isfinite(best)
+    else:  # a second best of -inf (one valid action) leads by +inf
+        finite = np.isfinite(scores)
+        scale = np.abs(scores, where=finite, out=np.zeros_like(scores)).max(axis=-1)
+        scores[rows, idx] = -np.inf
+        second = scores.max(axis=-1)
+        with np.errstate(invalid="ignore"):
+            sure = np.isfinite(best) & (best - second > ACT_MANY_MARGIN * (1.0 + scale))
+    if sure.all():
+        return out, None
+    return out, np.flatnonzero(~sure).tolist()
+
+
 class Agent:
     """A loaded policy: ``act(obs) -> int`` (deterministic masked argmax); ``agent(env)`` acts on an env's current
     observation (checking the env once). Its forward passes run in ``torch.inference_mode`` (the numbers of
@@ -398,21 +425,10 @@ class Agent:
             return [self.act(observations[0])]
         batch = _stacked(observations)
         raw = self.module({k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}).cpu().numpy()
-        valid = batch["action_mask"] > 0
-        valid |= ~valid.any(axis=-1, keepdims=True)  # a row without a valid action stays unmasked (masked())
-        scores = np.where(valid, raw, -np.inf)
-        out = scores.argmax(axis=-1).tolist()
-        if scores.shape[-1] > 1:  # a second best of -inf (one valid action) leads by +inf
-            top = np.partition(scores, -2, axis=-1)
-            best, second = top[:, -1], top[:, -2]
-            finite = np.isfinite(scores)
-            scale = np.abs(np.where(finite, scores, 0.0)).max(axis=-1)
-            with np.errstate(invalid="ignore"):
-                sure = np.isfinite(best) & (best - second > ACT_MANY_MARGIN * (1.0 + scale))
-        else:
-            sure = np.isfinite(scores[:, 0])
-        for i in np.flatnonzero(~sure).tolist():  # NaN or +-inf best, or a near tie: decided by act()
-            out[i] = self.act(observations[i])
+        out, sure = _batched_choice(raw, batch["action_mask"])
+        if sure is not None:  # NaN or +-inf best, or a near tie: decided by act()
+            for i in sure:
+                out[i] = self.act(observations[i])
         return out
 
     def check_env(self, env) -> None:
