@@ -336,13 +336,16 @@ def check_compatible(meta: dict, where: str, env_id: str | None, obs_mode: str |
 
 def _stacked(observations: list[dict]) -> dict[str, np.ndarray]:
     """The observations stacked key by key, each straight into the dtype :func:`obs_to_tensors` gives it
-    (``edge_index`` int64, every other key float32): one copy per key, the tensors are views of these arrays."""
-    return {
-        k: np.stack([o[k] for o in observations]).astype(
-            np.int64 if k == "edge_index" else np.float32, copy=False
-        )
-        for k in observations[0]
-    }
+    (``edge_index`` int64, every other key float32): one copy per key, written row by row into one new array (the
+    values ``np.stack(...).astype(...)`` gives); the tensors are views of these arrays."""
+    n = len(observations)
+    out = {}
+    for k, first in observations[0].items():
+        buf = np.empty((n, *np.shape(first)), np.int64 if k == "edge_index" else np.float32)
+        for i, o in enumerate(observations):
+            buf[i] = o[k]
+        out[k] = buf
+    return out
 
 
 def _batched_choice(raw: np.ndarray, action_mask: np.ndarray) -> tuple[list[int], list[int] | None]:
