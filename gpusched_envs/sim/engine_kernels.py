@@ -55,70 +55,56 @@ def _key_before(a, b):
 @njit(cache=True)
 def stable_order(keys, n, order, tmp):
     """Write to ``order[:n]`` the indices of ``keys[:n]`` in ascending order, equal keys in index order: what
-    ``np.argsort(keys[:n], kind="stable")`` gives (NaN last). ``tmp`` is scratch space of at least ``n``."""
+    ``np.argsort(keys[:n], kind="stable")`` gives (NaN last). ``tmp`` is scratch space of at least ``n``. A
+    bottom-up merge sort of insertion-sorted runs, written small: every kernel that sorts carries a copy."""
     width = 8  # runs of this length by insertion, then merged pairwise
-    for lo in range(0, n, width):
-        hi = min(lo + width, n)
-        for i in range(lo, hi):
-            v = i
-            j = i
-            while j > lo and _key_before(keys[v], keys[order[j - 1]]):
-                order[j] = order[j - 1]
-                j -= 1
-            order[j] = v
-    src = order
-    dst = tmp
-    in_order = True
+    passes = 0
+    w = width
+    while w < n:
+        passes += 1
+        w *= 2
+    # start in the buffer that makes the last merge write into ``order``
+    src, dst = (order, tmp) if passes % 2 == 0 else (tmp, order)
+    for i in range(n):
+        lo = i - i % width
+        j = i
+        while j > lo and _key_before(keys[i], keys[src[j - 1]]):
+            src[j] = src[j - 1]
+            j -= 1
+        src[j] = i
     while width < n:
         for lo in range(0, n, 2 * width):
             mid = min(lo + width, n)
             hi = min(lo + 2 * width, n)
             i = lo
             j = mid
-            k = lo
-            while i < mid and j < hi:
-                if _key_before(keys[src[j]], keys[src[i]]):
-                    dst[k] = src[j]
-                    j += 1
-                else:
+            for k in range(lo, hi):
+                if j >= hi or (i < mid and not _key_before(keys[src[j]], keys[src[i]])):
                     dst[k] = src[i]
                     i += 1
-                k += 1
-            while i < mid:
-                dst[k] = src[i]
-                i += 1
-                k += 1
-            while j < hi:
-                dst[k] = src[j]
-                j += 1
-                k += 1
+                else:
+                    dst[k] = src[j]
+                    j += 1
         src, dst = dst, src
-        in_order = not in_order
         width *= 2
-    if not in_order:
-        for i in range(n):
-            order[i] = tmp[i]
 
 
 @njit(cache=True)
 def sort_ints(a, n):
-    """Sort the integers ``a[:n]`` ascending in place (``a[:n] = np.sort(a[:n])``)."""
-    if n <= 32:
-        for i in range(1, n):
+    """Sort the integers ``a[:n]`` ascending in place (``a[:n] = np.sort(a[:n])``): a Shell sort (gaps 1, 4, 13,
+    ...), small code and no scratch space."""
+    h = 1
+    while h < n // 3:
+        h = 3 * h + 1
+    while h >= 1:
+        for i in range(h, n):
             v = a[i]
             j = i
-            while j > 0 and v < a[j - 1]:
-                a[j] = a[j - 1]
-                j -= 1
+            while j >= h and v < a[j - h]:
+                a[j] = a[j - h]
+                j -= h
             a[j] = v
-        return
-    order = np.empty(n, dtype=np.int64)
-    tmp = np.empty(n, dtype=np.int64)
-    stable_order(a, n, order, tmp)
-    for i in range(n):
-        tmp[i] = a[order[i]]
-    for i in range(n):
-        a[i] = tmp[i]
+        h //= 3
 
 
 @njit(cache=True, no_cpython_wrapper=True)

@@ -693,7 +693,9 @@ def run_queue(
                 p = job_pool[qj[i]]
                 pq_store[pq_end[p]] = qj[i]
                 pq_end[p] += 1
-    while True:
+    # one exit, after the loop (each return point would release every live array on its own path)
+    code = np.int64(-1)
+    while code < 0:
         phase = st_i[I_PHASE]
         if phase == PH_DECIDE:
             # Simulator._note_fragmentation
@@ -735,17 +737,20 @@ def run_queue(
         if phase == PH_INSTANT:
             if st_i[I_FINISHED] >= st_i[I_TOFINISH]:
                 _integrate(st_f)
-                return RUN_DONE, h, log, gbuf
+                code = RUN_DONE
+                continue
             t_event = h[0, 0] if st_i[I_HLEN] > 0 else np.inf
             nxt = st_i[I_NEXT]
             t_arrival = submit[nxt] if nxt < num_jobs else np.inf
             t = min(t_event, t_arrival)
             if t == np.inf:
-                return RUN_DEADLOCK, h, log, gbuf
+                code = RUN_DEADLOCK
+                continue
             if t > max_time:
                 st_f[F_NOW] = max(st_f[F_NOW], max_time)
                 _integrate(st_f)
-                return RUN_DONE, h, log, gbuf
+                code = RUN_DONE
+                continue
             st_f[F_NOW] = t
             _integrate(st_f)
             st_i[I_TFIRED] = 0
@@ -768,7 +773,8 @@ def run_queue(
         now = st_f[F_NOW]
         while st_i[I_HLEN] > 0 and h[0, 0] <= now:
             if st_i[I_BATCHES] > 0:
-                return RUN_TIES, h, log, gbuf
+                code = RUN_TIES
+                break
             job = np.int64(h[2, 0])
             version = np.int64(h[3, 0])
             kind = np.int64(h[4, 0])
@@ -801,6 +807,8 @@ def run_queue(
                                        rack_first, rack_servers, mark, mark_state, buf, batch, times, srv, rck, ns,
                                        nr, np.int64(OP_OR))  # fmt: skip
             st_i[I_CHANGED] = 1
+        if code >= 0:
+            continue
         if not (st_i[I_QN] > 0 and (st_i[I_CHANGED] != 0 or st_i[I_TFIRED] != 0)):
             st_i[I_CHANGED] = 0
             st_i[I_PHASE] = PH_INSTANT
@@ -1069,3 +1077,4 @@ def run_queue(
                     h, st_i[I_HLEN], soonest, st_i[I_SEQ], np.int64(-1), st_i[I_TVER], np.int64(TIMER)
                 )
                 st_i[I_HLEN] += 1
+    return code, h, log, gbuf
