@@ -239,6 +239,21 @@ def _shapes(space) -> dict:
 
 
 _LOADED: dict[str, object] = {}
+_SPACES: dict[str, tuple] = {}
+
+
+def _spaces(key: tuple, make) -> tuple:
+    """``(observation_space, action_space)`` of the env ``make()`` builds, built once per ``key`` (plain data that
+    names the env and every kwarg it is built with): the layout checks of several checkpoints on one scenario,
+    or of one checkpoint on several scenarios, build each distinct env once."""
+    k = canonical_json(list(key))
+    if k not in _SPACES:
+        env = make()
+        try:
+            _SPACES[k] = (env.observation_space, env.action_space)
+        finally:
+            env.close()
+    return _SPACES[k]
 
 
 def _gym_ids() -> tuple[str, ...]:
@@ -297,28 +312,24 @@ class CheckpointEvalAgent(EvalAgent):
     def _check(self, scenario: Scenario) -> str | None:
         if scenario.env_id != self.meta["env_id"]:
             return f"trained on {self.meta['env_id']}"
-        env = scenario.make_env(**self.env_overrides())
-        trained = gym.make(
-            self.meta["env_id"], **{**(self.meta.get("env_kwargs") or {}), **self.env_overrides()}
+        overrides = self.env_overrides()
+        env_obs, env_act = _spaces(
+            ("scenario", scenario.content_hash(), overrides), lambda: scenario.make_env(**overrides)
         )
-        try:
-            mine, theirs = _shapes(trained.observation_space), _shapes(env.observation_space)
-            encoder = (self.meta.get("network") or {}).get("encoder")
-            if encoder == "gnn":  # size-agnostic: any cluster and window with the same feature columns
-                from gpusched_lab.agents.nets.networks import layout_mismatch
+        kwargs = {**(self.meta.get("env_kwargs") or {}), **overrides}
+        trained_obs, trained_act = _spaces(
+            ("env", self.meta["env_id"], kwargs), lambda: gym.make(self.meta["env_id"], **kwargs)
+        )
+        encoder = (self.meta.get("network") or {}).get("encoder")
+        if encoder == "gnn":  # size-agnostic: any cluster and window with the same feature columns
+            from gpusched_lab.agents.nets.networks import layout_mismatch
 
-                reason = layout_mismatch(
-                    encoder,
-                    trained.observation_space,
-                    env.observation_space,
-                    fixed_actions=self.meta.get("policy") == "logits",
-                )
-                return None if reason is None else f"observation layout differs ({reason})"
-            if mine != theirs or trained.action_space != env.action_space:
-                return "observation layout differs (another cluster size or window)"
-        finally:
-            env.close()
-            trained.close()
+            reason = layout_mismatch(
+                encoder, trained_obs, env_obs, fixed_actions=self.meta.get("policy") == "logits"
+            )
+            return None if reason is None else f"observation layout differs ({reason})"
+        if _shapes(trained_obs) != _shapes(env_obs) or trained_act != env_act:
+            return "observation layout differs (another cluster size or window)"
         return None
 
     def check_loadable(self) -> None:
