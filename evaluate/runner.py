@@ -36,6 +36,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from gpusched_envs.envs.encoding import NON_CLAIRVOYANT
+
 BACKENDS = ("local", "ray")
 
 
@@ -135,16 +137,34 @@ def _weight(agent: EvalAgent) -> int:
     return 4 if meta.get("obs_mode") == "graph" else 1
 
 
+# the rounds of an agent that does not see the jobs' durations count this many times: its queue drains slower than
+# a clairvoyant one's, so the cluster stays busy (and the agent is asked) longer than the GPU time alone says
+NON_CLAIRVOYANT_ROUNDS = 2.0
+
+
 def _cost(scenario: Scenario, agent: EvalAgent) -> float:
     """A rough relative cost of one episode of the agent on the scenario: its cost per step (:func:`_weight`) times
     its decisions, about one per job, plus, for an agent asked in periodic rounds, one per round while the jobs'
-    GPU time keeps the cluster busy (:func:`_busy_seconds`). A long trace at a short interval is many rounds: such a
-    group can take as long as all the other cells together, so it must start first."""
+    GPU time keeps the cluster busy (:func:`_busy_seconds`), :data:`NON_CLAIRVOYANT_ROUNDS` per round for a
+    non-clairvoyant agent (:func:`_information`). A long trace at a short interval is many rounds: such a group can
+    take as long as all the other cells together, so it must start first."""
     meta = getattr(agent, "meta", None) or {}
     interval = (meta.get("env_kwargs") or {}).get("decision_interval")
     jobs, busy = _busy_seconds(scenario)
     rounds = busy / float(interval) if interval and busy > 0 else 0.0
+    if rounds and _information(scenario, agent) == NON_CLAIRVOYANT:
+        rounds *= NON_CLAIRVOYANT_ROUNDS
     return _weight(agent) * (jobs + rounds)
+
+
+def _information(scenario: Scenario, agent: EvalAgent) -> str:
+    """What the agent's env shows of the jobs: a checkpoint's own ``information`` setting (it replaces the
+    scenario's), else the scenario's, else the env's default (non-clairvoyant)."""
+    meta = getattr(agent, "meta", None) or {}
+    for kwargs in (meta.get("env_kwargs") or {}, scenario.env_kwargs or {}):
+        if "information" in kwargs:
+            return str(kwargs["information"])
+    return NON_CLAIRVOYANT
 
 
 _BUSY: dict[str, tuple[int, float]] = {}

@@ -167,7 +167,8 @@ def test_act_many_feeds_the_network_the_tensors_obs_to_tensors_gives():
 
 def test_the_costliest_group_starts_first(tmp_path):
     """A periodic agent on a long trace makes many more decisions than on short jobs: its group goes first; the
-    cost is weight x (jobs + GPU time / GPUs / decision interval) of the scenario's first-seed workload."""
+    cost is weight x (jobs + GPU time / GPUs / decision interval) of the scenario's first-seed workload, the rounds
+    counted twice for a non-clairvoyant agent."""
     from gpusched_lab.evaluate.runner import _busy_seconds, _cost
 
     long = suite_from_dict(
@@ -205,5 +206,50 @@ def test_the_costliest_group_starts_first(tmp_path):
     busy = float(np.sum(workload.duration * workload.num_gpus)) / 32
     assert _busy_seconds(trace) == (40, busy)
     interval = resolve_agent(GNN).meta["env_kwargs"]["decision_interval"]
-    assert _cost(trace, resolve_agent(GNN)) == 4 * (40 + busy / interval)
+    assert _cost(trace, resolve_agent(GNN)) == 4 * (
+        40 + 2 * busy / interval
+    )  # non-clairvoyant: rounds count twice
     assert _cost(trace, resolve_agent(CNN)) == 40  # asked per decision, not in rounds: one per job
+
+
+def test_a_non_clairvoyant_periodic_agent_is_estimated_to_ask_twice_as_many_rounds():
+    """The same periodic checkpoint kind with and without the jobs' durations: the non-clairvoyant one (its queue
+    drains slower) counts its rounds twice and starts first; an agent asked per decision is unaffected; the
+    checkpoint's own information setting wins over the scenario's."""
+    from gpusched_lab.evaluate.runner import _busy_seconds, _cost, _information
+
+    trace = suite_from_dict(
+        {
+            "name": "one",
+            "defaults": {
+                "env_id": "gpusched/JobSelect-v1",
+                "seeds": "0-1",
+                "env_kwargs": {"obs_mode": "flat"},
+            },
+            "scenarios": [
+                {
+                    "name": "trace",
+                    "env_kwargs": {
+                        "cluster": "topdrl",
+                        "workload": "philly:jobs=40,load=0.9,gpus=32",
+                        "information": "clairvoyant",
+                    },
+                }
+            ],
+        },
+        "test suite",
+    ).scenarios[0]
+    las, srtf = resolve_agent(str(CKPT / "cql_las_topdrl")), resolve_agent(MLP)  # no setting / clairvoyant
+    assert las.meta["env_kwargs"].get("information") is None
+    assert srtf.meta["env_kwargs"]["information"] == "clairvoyant"
+    assert _information(SCENARIO, las) == "non-clairvoyant"  # the env's default
+    assert _information(trace, las) == "clairvoyant"  # the scenario's
+    assert _information(SCENARIO, resolve_agent(GNN)) == "non-clairvoyant"  # the checkpoint's own
+    _, busy = _busy_seconds(SCENARIO)
+    interval = las.meta["env_kwargs"]["decision_interval"]
+    assert srtf.meta["env_kwargs"]["decision_interval"] == interval
+    assert _cost(SCENARIO, las) == 40 + 2 * busy / interval
+    assert _cost(SCENARIO, srtf) == 40 + busy / interval
+    assert _cost(SCENARIO, resolve_agent(CNN)) == 40
+    _, cells, _ = plan([SCENARIO], [MLP, str(CKPT / "cql_las_topdrl")], "unused")
+    assert [t[0].agent.name for t in _tasks(cells)] == ["ckpt:cql_las_topdrl", "ckpt:cql_srtf_topdrl"]
