@@ -56,7 +56,7 @@ def _key_before(a, b):
 def stable_order(keys, n, order, tmp):
     """Write to ``order[:n]`` the indices of ``keys[:n]`` in ascending order, equal keys in index order: what
     ``np.argsort(keys[:n], kind="stable")`` gives (NaN last). ``tmp`` is scratch space of at least ``n``. A
-    bottom-up merge sort of insertion-sorted runs, written small: every kernel that sorts carries a copy."""
+    bottom-up merge sort of insertion-sorted runs (two runs already in order are copied without comparing)."""
     width = 8  # runs of this length by insertion, then merged pairwise
     passes = 0
     w = width
@@ -78,13 +78,24 @@ def stable_order(keys, n, order, tmp):
             hi = min(lo + 2 * width, n)
             i = lo
             j = mid
-            for k in range(lo, hi):
-                if j >= hi or (i < mid and not _key_before(keys[src[j]], keys[src[i]])):
-                    dst[k] = src[i]
-                    i += 1
-                else:
-                    dst[k] = src[j]
-                    j += 1
+            k = lo
+            if mid < hi and _key_before(keys[src[mid]], keys[src[mid - 1]]):  # else the two runs are in order
+                while i < mid and j < hi:
+                    if _key_before(keys[src[j]], keys[src[i]]):
+                        dst[k] = src[j]
+                        j += 1
+                    else:
+                        dst[k] = src[i]
+                        i += 1
+                    k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
         src, dst = dst, src
         width *= 2
 
