@@ -96,7 +96,7 @@ class FlatMLP(nn.Module):
         self.out_dim = cfg.hidden
 
     def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, None, None]:
-        return self.net(torch.cat([obs["obs"], obs["context"]], dim=-1)), None, None
+        return run_mlp(self.net, torch.cat([obs["obs"], obs["context"]], dim=-1)), None, None
 
 
 # ---------------------------------------------------------------------------------------------------------- heads

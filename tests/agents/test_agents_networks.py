@@ -164,3 +164,28 @@ def test_one_gnn_runs_on_any_cluster_size(env_id, tmp_path):
         resized = build_network(for_env(cfg, env), env.observation_space)
         resized.load_state_dict(net.state_dict())
         torch.testing.assert_close(resized(batch), scores)
+
+
+def test_flat_mlp_equals_its_module_call_bit_for_bit():
+    """The flat encoder runs its Linear/ReLU layers as plain function calls: the same numbers as calling the
+    ``nn.Sequential``, with and without autograd, and after an optimiser step changed the weights in place."""
+    from gpusched_lab.agents.nets.common import NetworkConfig
+    from gpusched_lab.agents.nets.networks import FlatMLP
+
+    torch.manual_seed(0)
+    cfg = NetworkConfig("mlp", 9, "jobs", 8, 2, 1, 4, 8, hidden=16, layers=2)
+    net = FlatMLP(cfg, 11, 3)
+    obs = {"obs": torch.randn(5, 11), "context": torch.randn(5, 3)}
+    x = torch.cat([obs["obs"], obs["context"]], dim=-1)
+    out = net(obs)[0]
+    assert torch.equal(out, net.net(x))
+    out.sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    net.net(x).sum().backward()
+    assert all(torch.equal(g, p.grad) for g, p in zip(grads, net.parameters(), strict=True))
+    torch.optim.SGD(net.parameters(), lr=0.1).step()
+    with torch.no_grad():
+        assert torch.equal(net(obs)[0], net.net(x))
+    with torch.inference_mode():
+        assert torch.equal(net(obs)[0], net.net(x))
