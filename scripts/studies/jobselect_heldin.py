@@ -49,17 +49,16 @@ def run(checkpoints: list[str], windows: list[dict], seeds: list[int]) -> dict:
     from gpusched_lab.agents.common import run_episode
     from gpusched_lab.evaluate.compare import heuristic_in_env_jct
 
+    loaded = {ck: agents.load(ck) for ck in checkpoints}
     rows = []
     for w in windows:
+        envs = {ck: agent.make_env(**w) for ck, agent in loaded.items()}
         for seed in seeds:
             row = {"window": w["workload"], "seed": seed}
-            env = None
-            for ck in checkpoints:
-                agent = agents.load(ck)
-                env = agent.make_env(**w)
-                row[ck] = float(run_episode(agent.act, env, seed)["metrics"]["avg_jct"])
+            for ck, agent in loaded.items():
+                row[ck] = float(run_episode(agent.act, envs[ck], seed)["metrics"]["avg_jct"])
             for h in HEURISTICS:  # through the last checkpoint's env (the heuristics read no agent features)
-                row[f"{h}@env"] = heuristic_in_env_jct(env, h, "closest", seed)
+                row[f"{h}@env"] = heuristic_in_env_jct(envs[checkpoints[-1]], h, "closest", seed)
             rows.append(row)
             print(json.dumps(row), flush=True)
     ratios = {

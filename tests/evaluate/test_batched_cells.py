@@ -165,29 +165,36 @@ def test_act_many_feeds_the_network_the_tensors_obs_to_tensors_gives():
             assert got[k].dtype == t.numpy().dtype and np.array_equal(got[k], t.numpy()), (spec, k)
 
 
+def _flat_suite(scenarios: list[dict]):
+    """A JobSelect-v1 suite of ``scenarios`` with flat observations and seeds 0-1."""
+    return suite_from_dict(
+        {
+            "name": "test",
+            "defaults": {
+                "env_id": "gpusched/JobSelect-v1",
+                "seeds": "0-1",
+                "env_kwargs": {"obs_mode": "flat"},
+            },
+            "scenarios": scenarios,
+        },
+        "test suite",
+    )
+
+
 def test_the_costliest_group_starts_first(tmp_path):
     """A periodic agent on a long trace makes many more decisions than on short jobs: its group goes first; the
     cost is weight x (jobs + GPU time / GPUs / decision interval) of the scenario's first-seed workload, the rounds
     counted twice for a non-clairvoyant agent."""
     from gpusched_lab.evaluate.runner import _busy_seconds, _cost
 
-    long = suite_from_dict(
-        {
-            "name": "two",
-            "defaults": {
-                "env_id": "gpusched/JobSelect-v1",
-                "seeds": "0-1",
-                "env_kwargs": {"obs_mode": "flat"},
+    long = _flat_suite(
+        [
+            {"name": "short", "env_kwargs": SCENARIO.env_kwargs},
+            {
+                "name": "trace",
+                "env_kwargs": {"cluster": "topdrl", "workload": "philly:jobs=40,load=0.9,gpus=32"},
             },
-            "scenarios": [
-                {"name": "short", "env_kwargs": SCENARIO.env_kwargs},
-                {
-                    "name": "trace",
-                    "env_kwargs": {"cluster": "topdrl", "workload": "philly:jobs=40,load=0.9,gpus=32"},
-                },
-            ],
-        },
-        "test suite",
+        ]
     )
     short, trace = long.scenarios
     _, cells, _ = plan([short, trace], ["fifo", CNN, GNN], tmp_path)
@@ -218,26 +225,17 @@ def test_a_non_clairvoyant_periodic_agent_is_estimated_to_ask_twice_as_many_roun
     checkpoint's own information setting wins over the scenario's."""
     from gpusched_lab.evaluate.runner import _busy_seconds, _cost, _information
 
-    trace = suite_from_dict(
-        {
-            "name": "one",
-            "defaults": {
-                "env_id": "gpusched/JobSelect-v1",
-                "seeds": "0-1",
-                "env_kwargs": {"obs_mode": "flat"},
-            },
-            "scenarios": [
-                {
-                    "name": "trace",
-                    "env_kwargs": {
-                        "cluster": "topdrl",
-                        "workload": "philly:jobs=40,load=0.9,gpus=32",
-                        "information": "clairvoyant",
-                    },
-                }
-            ],
-        },
-        "test suite",
+    trace = _flat_suite(
+        [
+            {
+                "name": "trace",
+                "env_kwargs": {
+                    "cluster": "topdrl",
+                    "workload": "philly:jobs=40,load=0.9,gpus=32",
+                    "information": "clairvoyant",
+                },
+            }
+        ]
     ).scenarios[0]
     las, srtf = resolve_agent(str(CKPT / "cql_las_topdrl")), resolve_agent(MLP)  # no setting / clairvoyant
     assert las.meta["env_kwargs"].get("information") is None
