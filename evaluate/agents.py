@@ -273,7 +273,7 @@ class CheckpointEvalAgent(EvalAgent):
         meta_path = folder / "meta.json"
         if not meta_path.is_file() or not (folder / "model.pt").is_file():
             raise AgentSpecError(f"{folder}: not a checkpoint (expected model.pt + meta.json)")
-        from gpusched_lab.agents.checkpoint import CheckpointError, read_meta, validate_meta
+        from gpusched_lab.agents.meta import CheckpointError, read_meta, validate_meta
 
         try:
             self.meta = read_meta(folder)
@@ -322,7 +322,7 @@ class CheckpointEvalAgent(EvalAgent):
         )
         encoder = (self.meta.get("network") or {}).get("encoder")
         if encoder == "gnn":  # size-agnostic: any cluster and window with the same feature columns
-            from gpusched_lab.agents.nets.networks import layout_mismatch
+            from gpusched_lab.agents.nets.config import layout_mismatch
 
             reason = layout_mismatch(
                 encoder, trained_obs, env_obs, fixed_actions=self.meta.get("policy") == "logits"
@@ -408,7 +408,7 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
 
     def __init__(self, path: str | Path, spec: str | None = None):
         super().__init__(path, spec)
-        from gpusched_lab.agents.methods.metaplace.agent import PERF_FILE
+        from gpusched_lab.agents.methods.metaplace.config import PERF_FILE
 
         if not (self.folder / PERF_FILE).is_file():
             raise AgentSpecError(
@@ -419,7 +419,7 @@ class MetaPlaceEvalAgent(CheckpointEvalAgent):
         self.caution = self._caution()
 
     def _caution(self) -> float:
-        from gpusched_lab.agents.methods.metaplace.agent import MetaArgs
+        from gpusched_lab.agents.methods.metaplace.config import MetaArgs
 
         args = self.meta.get("args") or {}
         return float(

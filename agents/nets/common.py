@@ -5,86 +5,17 @@ conversion of observations (:func:`obs_to_tensors`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-ENCODERS = ("gnn", "cnn", "mlp")
-OBS_MODE_OF_ENCODER = {"gnn": "graph", "cnn": "image", "mlp": "flat"}
-SLOT_KINDS = ("jobs", "servers", "none")
-
-
-@dataclass(frozen=True)
-class NetworkConfig:
-    """Everything needed to rebuild a network (stored in a checkpoint's ``meta.json``)."""
-
-    encoder: str  # gnn | cnn | mlp
-    num_actions: int  # A = action_mask length
-    slots: str  # jobs | servers | none
-    num_gpus: int  # padded layout sizes of the env
-    num_servers: int
-    num_racks: int
-    max_server_gpus: int
-    window: int
-    hidden: int = 64
-    layers: int = 2  # GNN: up/down sweeps; CNN/MLP: hidden layers
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def config_for_env(
-    env, encoder: str, hidden: int = 64, layers: int = 2, slots: str | None = None
-) -> NetworkConfig:
-    """The network config matching an env's layout and action space (``slots`` detected when not given)."""
-    if encoder not in ENCODERS:
-        raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {encoder!r}")
-    u = env.unwrapped
-    a = int(env.observation_space["action_mask"].shape[-1])
-    lo = getattr(u, "layout", None)
-    if lo is None:  # not a cluster env (DAGSchedule-v1): its own GNN (agents.nets.dag) or the MLP
-        env_id = u.spec.id if u.spec is not None else type(u).__name__
-        if encoder == "gnn" and hasattr(u, "max_tasks") and getattr(u, "obs_mode", None) == "graph":
-            return NetworkConfig(encoder, a, "dag", a, 0, 0, 0, int(u.max_tasks), hidden, layers)
-        if encoder != "mlp":
-            raise ValueError(
-                f"encoder {encoder!r} reads the cluster observations of JobSelect, WorkerPlacement and DelayTuning; "
-                f"{env_id} has none: use encoder=mlp (flat), or encoder=gnn with obs_mode='graph' (a DAG env's "
-                "own task-DAG network)"
-            )
-        return NetworkConfig(encoder, a, "none", 0, 0, 0, 0, 0, hidden, layers)
-    if slots is None:
-        if encoder == "mlp":
-            slots = "none"
-        elif a == lo.window + 1 and hasattr(u, "wait_action"):
-            slots = "jobs"
-        elif a == lo.num_servers + 1 and hasattr(u, "defer_action"):
-            slots = "servers"
-        else:
-            slots = "none"
-    if slots not in SLOT_KINDS:
-        raise ValueError(f"slots must be one of {', '.join(SLOT_KINDS)}, got {slots!r}")
-    return config_for_layout(lo, encoder, a, slots, hidden, layers)
-
-
-def config_for_layout(
-    lo, encoder: str, num_actions: int, slots: str, hidden: int = 64, layers: int = 2
-) -> NetworkConfig:
-    """The network config of a cluster encoder's padded layout (``envs.encoding.Layout``)."""
-    return NetworkConfig(
-        encoder=encoder,
-        num_actions=num_actions,
-        slots=slots,
-        num_gpus=lo.num_gpus,
-        num_servers=lo.num_servers,
-        num_racks=lo.num_racks,
-        max_server_gpus=lo.max_server_gpus,
-        window=lo.window,
-        hidden=hidden,
-        layers=layers,
-    )
+from gpusched_lab.agents.nets.config import (  # noqa: F401 - re-exported
+    ENCODERS,
+    OBS_MODE_OF_ENCODER,
+    SLOT_KINDS,
+    NetworkConfig,
+    config_for_env,
+    config_for_layout,
+)
 
 
 def mlp(sizes: list[int], last_activation: bool = False) -> nn.Sequential:

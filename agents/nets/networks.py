@@ -39,6 +39,7 @@ from gpusched_lab.agents.nets.common import (
     param_view,
     run_mlp,
 )
+from gpusched_lab.agents.nets.config import GNN_FEATURE_KEYS, layout_mismatch
 from gpusched_lab.agents.nets.gnn import (
     CONV_PARAMS,
     EDGE_KEYS,
@@ -225,31 +226,6 @@ def build_network(cfg: NetworkConfig, obs_space, gnn_impl: str = "dense") -> Act
 
 
 # the GNN's parameters depend only on these feature widths (last dimension), not on node, edge or window counts
-GNN_FEATURE_KEYS = ("node_features", "edge_features", "job_features", "context")
-
-
-def layout_mismatch(encoder: str, trained_space, env_space, fixed_actions: bool = False) -> str | None:
-    """Why a network trained on ``trained_space`` cannot read ``env_space`` (None when it can). The GNN reads any
-    cluster size and window (same feature columns); the CNN and MLP need the very same shapes. ``fixed_actions``:
-    the policy also needs the same number of actions (a PPO policy's action net is a linear layer over them)."""
-    mine = {k: tuple(s.shape) for k, s in trained_space.spaces.items()}
-    theirs = {k: tuple(s.shape) for k, s in env_space.spaces.items()}
-    if encoder == "gnn":
-        if set(mine) != set(theirs):
-            return f"observation keys differ ({sorted(mine)} vs {sorted(theirs)})"
-        for k in GNN_FEATURE_KEYS:
-            if k in mine and mine[k][-1:] != theirs[k][-1:]:  # DAGSchedule-v1 has no job_features
-                return f"{k} has {theirs[k][-1]} feature columns, the network reads {mine[k][-1]}"
-        if fixed_actions and mine["action_mask"] != theirs["action_mask"]:
-            return f"{theirs['action_mask'][0]} actions, the policy has {mine['action_mask'][0]}"
-        return None
-    if mine != theirs:
-        return (
-            f"observation shapes {theirs} differ from the trained {mine} (another cluster layout or window)"
-        )
-    return None
-
-
 def for_env(cfg: NetworkConfig, env) -> NetworkConfig:
     """``cfg`` (a trained network's config) resized to another env's layout: the GNN's parameters do not depend on
     the cluster's or the window's size, so a GNN checkpoint runs on any preset with the same feature columns."""

@@ -10,7 +10,13 @@ import json
 from pathlib import Path
 
 import torch
-from gpusched_lab.agents.methods.metaplace.config import MetaArgs
+from gpusched_lab.agents.methods.metaplace.config import (
+    META_FILE,
+    PERF_FILE,
+    POLICY_FILE,
+    VALUE_FILE,
+    MetaArgs,
+)
 from gpusched_lab.agents.methods.metaplace.perf_model import PerformanceModel
 from gpusched_lab.agents.methods.metaplace.policy import (
     ENV_ID,
@@ -19,8 +25,6 @@ from gpusched_lab.agents.methods.metaplace.policy import (
     make_policy,
     new_perf_model,
 )
-
-POLICY_FILE, VALUE_FILE, PERF_FILE, META_FILE = "model.pt", "value.pt", "perf_model.pt", "meta.json"
 
 
 def _save(out: Path, policy: PlacementPolicy, perf: PerformanceModel, args: MetaArgs, mode, it, env) -> None:

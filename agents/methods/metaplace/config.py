@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+POLICY_FILE, VALUE_FILE, PERF_FILE, META_FILE = "model.pt", "value.pt", "perf_model.pt", "meta.json"
+"""The files of a MetaPlace checkpoint folder: policy, value network, performance model, metadata."""
+
 
 @dataclass
 class MetaArgs:
