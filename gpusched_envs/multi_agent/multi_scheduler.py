@@ -101,6 +101,7 @@ from gpusched_envs.envs.core import RENDER_MODES as _ENV_RENDER_MODES
 from gpusched_envs.envs.encoding import ClusterEncoder, Layout
 from gpusched_envs.envs.features import RunningTotals, gpu_relative_speed
 from gpusched_envs.envs.render import render_ansi, render_rgb
+from gpusched_envs.multi_agent import candidate_kernels as _ck
 from gpusched_envs.policies.multi_agent import (
     BASE_CANDIDATES,
     CLAIRVOYANT_ORDERS,
@@ -134,6 +135,13 @@ QUEUE_ORDERS = ("fifo", "srtf", "las")
 # 1 if the job is claimed, GPUs of claimed waiting jobs before it that cannot be placed now, GPUs of running jobs
 # after it, the job's own GPUs, and 1 on a filled row
 COORDINATION_FEATURES = ("claimed_before", "claimed", "blocked_before", "running_after", "gpus", "filled")
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only, as the cluster's arrays are: the compiled placement loops then run the variant the
+    placement rules compile (numba types a read-only array apart from a writeable one)."""
+    a.setflags(write=False)
+    return a
 
 
 class MultiSchedulerEnv(EnvCore, ParallelEnv):
@@ -247,6 +255,12 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self.first_preempt_action = self.num_choices  # then one action per running slot (preempt > 0)
         self.wait_action = self.num_choices + self.preempt
         self._placers = [get_placement(n) for n in BASE_CANDIDATES]
+        c = self.cluster
+        # the compiled candidates (candidate_kernels.joint_candidates) where they cover this env, else the Python path
+        self.compiled_candidates = tuple(BASE_CANDIDATES) == _ck.BASE_ORDER and bool(
+            np.array_equal(c.gpu_rack, c.server_rack[c.gpu_server])
+        )
+        self._log1p_table = np.log1p(np.arange(64, dtype=np.int64))  # np.log1p of the counts, as log1p_count
         layout = Layout.for_clusters(
             [self.cluster], self.window + self.preempt, CONTEXT, self.wait_action + 1
         )
@@ -334,8 +348,18 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self._running_slots = np.full(
             (k, self.preempt), -1, dtype=np.int64
         )  # own running jobs it may preempt
-        self._candidates: list[list[np.ndarray | None]] = [[] for _ in range(k)]
-        self._same_as = np.full((k, self.num_choices), -1, dtype=np.int64)
+        # the GPUs of each (agent, action): _place[i, a, :_place_n[i, a]] (0: no placement there)
+        self._place = np.zeros((k, self.num_choices, self.cluster.num_gpus), dtype=np.int64)
+        self._kernel_out = np.zeros((3, k, self.num_choices), dtype=np.int64)  # candidate_kernels.O_* rows
+        self._kernel_out[_ck.O_SAME] = -1
+        self._place_n = self._kernel_out[_ck.O_NUM]
+        self._same_as = self._kernel_out[
+            _ck.O_SAME
+        ]  # the first identical candidate of each action (-1: none)
+        # each agent's first waiting jobs in queue_order (-1 pads) and its number of waiting jobs
+        self._window_jobs = np.full((k, self.window), -1, dtype=np.int64)
+        self._queued_n = np.zeros(k, dtype=np.int64)
+        self._kernel_args = self._static_kernel_args(sim)
         self._advance(force=True)
         infos = {a: self._agent_info(i, False) for i, a in enumerate(self.possible_agents)}
         return self._observations(), infos
@@ -428,7 +452,10 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                     self._preempted_now.add(victim)
                     placed = True
                 continue
-            job, gpus = int(self._head_jobs[i, a // self.num_candidates]), self._candidates[i][a]
+            job = int(self._head_jobs[i, a // self.num_candidates])
+            gpus = self._place[
+                i, a, : self._place_n[i, a]
+            ].copy()  # the simulator keeps the array it is given
             if sim.free_mask(job)[gpus].all():
                 sim.start(job, gpus)
                 placed = True
@@ -500,54 +527,84 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         """The marks of the shared reward and of every agent's own, now."""
         return [r.mark() for r in self._rewards]
 
-    def _compute_candidates(self) -> None:
-        """Heads, candidate placements and masks of every agent at the current instant."""
+    def _static_kernel_args(self, sim) -> tuple:
+        """The arguments of :func:`candidate_kernels.joint_candidates` fixed for one simulator."""
+        c = self.cluster
+        masks = sim.allowed_masks
+        allowed = np.stack(masks) if masks else np.zeros((1, c.num_gpus), dtype=bool)
+        server_ok = np.zeros((max(1, len(masks)), c.num_servers), dtype=bool)
+        allowed_i = np.zeros((2, max(1, len(masks))), dtype=np.int64)
+        for k, m in enumerate(sim.allowed_server_masks):
+            if m is not None:
+                server_ok[k], allowed_i[_ck.A_WHOLE, k] = m, 1
+        allowed_i[_ck.A_LARGEST, : len(masks)] = sim.allowed_largest_server
+        params = np.zeros(_ck.P_SIZE)
+        params[_ck.P_SPINE] = c.spine_latency
+        params[_ck.P_DURATION] = float(self.speed_model == "duration")
+        params[_ck.P_MAXSERVER] = c.max_server_gpus
+        cat = c.catalog
+        model_f = np.stack([np.asarray(cat.gradient_bytes, float), np.asarray(cat.overlap_gamma, float)])
+        overhead = c.server_compute_overhead if c.server_compute_overhead is not None else np.zeros((0, 0))
+        return (
+            _ck.job_table(sim),
+            sim.job_ideal_iter,
+            _read_only(np.stack([c.gpu_server, c.gpu_rack])),
+            _read_only(np.stack([c.gpu_server, c.gpu_type]).astype(np.int64)),
+            c.server_rows_i64,
+            _ck.network_table(c),
+            np.stack([c.gpu_rack == r for r in range(c.num_racks)]),
+            cat.iteration_time,
+            overhead,
+            model_f,
+            allowed,
+            server_ok,
+            allowed_i,
+            params,
+        )
+
+    def _order_windows(self) -> None:
+        """Each agent's first ``window`` waiting jobs in ``queue_order`` (``_window_jobs``), its number of waiting
+        jobs (``_queued_n``) and its head jobs (the window's first ``heads``)."""
+        sim = self.sim
+        queued = (
+            np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
+            if sim.queue
+            else np.zeros(0, np.int64)
+        )
+        if self.queue_order == "fifo":
+            _ck.fifo_windows(queued, self.owner, self.window, self._window_jobs, self._queued_n)
+        else:
+            self._window_jobs[...] = -1
+            owners = self.owner[queued]
+            for i in range(len(self.possible_agents)):
+                mine = self._ordered(queued[owners == i])
+                self._queued_n[i] = len(mine)
+                self._window_jobs[i, : min(len(mine), self.window)] = mine[: self.window]
+        self._head_jobs[...] = self._window_jobs[:, : self.heads]
+
+    def _compute_candidates(self, compiled: bool | None = None) -> None:
+        """Heads, candidate placements and masks of every agent at the current instant; ``compiled`` (None: where
+        the compiled kernel covers this env) picks the kernel or the Python path (the same results)."""
         sim = self.sim
         k = len(self.possible_agents)
-        self._head_jobs[:] = -1
-        if sim.queue:
-            queued = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
-            owners = self.owner[queued]
-            for i in range(k):
-                mine = queued[owners == i]
-                if len(mine):
-                    first = self._ordered(mine)[: self.heads]  # the agent's first waiting jobs in queue_order
-                    self._head_jobs[i, : len(first)] = first
-        nc = self.num_candidates
+        self._order_windows()
         masks = np.zeros((k, self.wait_action + 1), dtype=bool)
-        feats = self._candidate_buf
-        feats[...] = 0.0
         stuck = not sim.running and sim.next_arrival >= sim.num_jobs
-        self._same_as[...] = -1
-        for i in range(k):
-            cands: list[np.ndarray | None] = [None] * self.num_choices
-            for h in range(self.heads):
-                job = int(self._head_jobs[i, h])
-                if job < 0:
-                    break
-                if job in self._preempted_now and not stuck:
-                    continue  # preempted at this instant: it restarts at a later one (unless waiting would deadlock)
-                if not self._may_fit(job):
-                    continue  # fewer free GPUs than it asks for: no candidate can place it
-                seen: dict[bytes, int] = {}
-                for c in range(nc):
-                    if c < len(BASE_CANDIDATES):
-                        gpus = self._placers[c](sim, job)
-                    else:
-                        gpus = closest_in_rack(sim, job, c - len(BASE_CANDIDATES))
-                    if gpus is None:
-                        continue
-                    key = np.sort(gpus).tobytes()
-                    a = h * nc + c
-                    if key in seen:
-                        self._same_as[i, a] = seen[key]  # a duplicate: the earlier candidate places the same
-                        continue
-                    seen[key] = a
-                    self._same_as[i, a] = a
-                    cands[a] = gpus
-                    masks[i, a] = True
-                    self._candidate_features(job, gpus, feats[i, a])
-            self._candidates[i] = cands
+        if self.compiled_candidates if compiled is None else compiled:
+            self._kernel_candidates(masks, stuck)
+        else:
+            self._candidate_buf[...] = 0.0
+            self._same_as[...] = -1
+            self._place_n[...] = 0
+            for i in range(k):
+                for h in range(self.heads):
+                    job = int(self._head_jobs[i, h])
+                    if job < 0:
+                        break
+                    if job in self._preempted_now and not stuck:
+                        continue  # preempted at this instant: it restarts at a later one (unless waiting would deadlock)
+                    self._python_candidates(i, h, job, masks)
+        nc = self.num_candidates
         masks[:, self.wait_action] = True
         if stuck:
             # nothing runs and nothing is to arrive: ONE agent must place a job, the owner of the first placeable head
@@ -564,6 +621,61 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self._masks = masks
         if self.coordination:
             self._coordination_features()
+
+    def _kernel_candidates(self, masks: np.ndarray, stuck: bool) -> None:
+        """The candidates of every head job through :func:`candidate_kernels.joint_candidates`; a head job it leaves
+        (``H_PYTHON``) through :meth:`_python_candidates`."""
+        sim = self.sim
+        heads = self._head_jobs
+        status = np.zeros(heads.shape, dtype=np.int64)
+        if self._preempted_now and not stuck:
+            status[np.isin(heads, list(self._preempted_now))] = _ck.H_SKIP
+        ratio = np.empty(self._place_n.shape)
+        server_jobs = np.fromiter(map(len, sim.server_jobs), dtype=np.int64, count=len(sim.server_jobs))
+        feats, out = self._candidate_buf, self._kernel_out
+        left = _ck.joint_candidates(
+            heads, status, self.num_candidates, sim._gi, sim._si, sim.free_gpus(), sim.rack_crossing, server_jobs,
+            *self._kernel_args, masks, feats, ratio, out, self._place,
+        )  # fmt: skip
+        valid = masks[:, : self.num_choices]
+        if valid.any():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                feats[..., 3][valid] = np.log(np.maximum(ratio[valid], 1e-9))
+            col = out[_ck.O_COLOCATED][valid]
+            table = self._log1p_table
+            if col.max() >= len(table):
+                table = self._log1p_table = np.log1p(np.arange(2 * int(col.max()) + 1, dtype=np.int64))
+            feats[..., 4][valid] = table[col]
+        if left:
+            for i, h in np.argwhere(status == _ck.H_PYTHON).tolist():
+                self._python_candidates(i, h, int(heads[i, h]), masks)
+
+    def _python_candidates(self, i: int, h: int, job: int, masks: np.ndarray) -> None:
+        """Agent ``i``'s candidates for its ``h``-th head ``job``, placement rule by placement rule (the definition
+        the compiled kernel follows)."""
+        if not self._may_fit(job):
+            return  # fewer free GPUs than it asks for: no candidate can place it
+        sim, nc = self.sim, self.num_candidates
+        feats = self._candidate_buf
+        seen: dict[bytes, int] = {}
+        for c in range(nc):
+            if c < len(BASE_CANDIDATES):
+                gpus = self._placers[c](sim, job)
+            else:
+                gpus = closest_in_rack(sim, job, c - len(BASE_CANDIDATES))
+            if gpus is None:
+                continue
+            key = np.sort(gpus).tobytes()
+            a = h * nc + c
+            if key in seen:
+                self._same_as[i, a] = seen[key]  # a duplicate: the earlier candidate places the same
+                continue
+            seen[key] = a
+            self._same_as[i, a] = a
+            self._place[i, a, : len(gpus)] = gpus
+            self._place_n[i, a] = len(gpus)
+            masks[i, a] = True
+            self._candidate_features(job, gpus, feats[i, a])
 
     def _may_fit(self, job: int) -> bool:
         """Whether enough GPUs are free for ``job`` (in its pool / type, with its share): otherwise every candidate
@@ -697,20 +809,19 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         sim, enc = self.sim, self.encoder
         enc.encode_cluster(sim, self.sim.free_gpus(), None, None, 0)
         k = len(self.possible_agents)
-        queued = (
-            np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
-            if sim.queue
-            else np.zeros(0, np.int64)
-        )
-        owners = self.owner[queued]
+        nc = self.num_candidates
+        placeable = self._masks[:, : self.num_choices].reshape(k, self.heads, nc).any(-1)
+        queued_n = self._queued_n.tolist()
+        clairvoyant = self.information == "clairvoyant"
         out = {}
         for i, agent in enumerate(self.possible_agents):
-            mine = self._ordered(queued[owners == i])
-            window = mine[: self.window]
-            fits = np.zeros(len(window), dtype=bool)
-            for h in range(min(self.heads, len(window))):  # the window starts with the agent's head jobs
-                fits[h] = self._masks[i, h * self.num_candidates : (h + 1) * self.num_candidates].any()
-            enc.cluster[3] = enc.log1p_count(max(0, len(mine) - len(window)))
+            n = queued_n[i]
+            shown = min(n, self.window)
+            window = self._window_jobs[i, :shown]  # the agent's waiting jobs in queue_order, its heads first
+            fits = np.zeros(shown, dtype=bool)
+            h = min(self.heads, shown)
+            fits[:h] = placeable[i, :h]
+            enc.cluster[3] = enc.log1p_count(n - shown)
             if self.preempt:
                 slots = self._running_slots[i]
                 slots = slots[slots >= 0]
@@ -719,8 +830,8 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                 enc.encode_jobs(sim, window, fits, self.log_sensitivity, slots, preemptible)
             else:
                 enc.encode_jobs(sim, window, fits, self.log_sensitivity)
-            enc.context[0] = self._own_finished(i, self.information == "clairvoyant")
-            enc.context[1] = enc.log1p_count(len(mine))
+            enc.context[0] = self._own_finished(i, clairvoyant)
+            enc.context[1] = enc.log1p_count(n)
             enc.context[2] = i / k
             enc.action_mask[:] = self._masks[i]
             obs = enc.observation()
@@ -763,7 +874,8 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
     def candidate_placements(self, agent: str) -> list[np.ndarray | None]:
         """(heads · C,) the GPUs of each (head job, candidate) action now (None where not valid); the job of
         action ``a`` is ``head_jobs(agent)[a // num_candidates]``."""
-        return list(self._candidates[self.agent_index[agent]])
+        i = self.agent_index[agent]
+        return [self._place[i, a, :n].copy() if n else None for a, n in enumerate(self._place_n[i].tolist())]
 
     def candidate_action(self, agent: str, name: str, head: int = 0) -> int:
         """The action that places the agent's ``head``-th waiting job (0: its head job) as candidate ``name`` would
