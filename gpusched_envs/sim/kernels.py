@@ -211,16 +211,6 @@ def count_fits(fits, jobs, job_gpus_n, job_allowed, job_milli, free, full_gpu):
 
 
 @njit(cache=True)
-def count_in_state(jobs, status, state):
-    """How many of ``jobs`` have ``status == state``."""
-    n = 0
-    for i in range(len(jobs)):
-        if status[jobs[i]] == state:
-            n += 1
-    return n
-
-
-@njit(cache=True)
 def one_finished(jobs, status, state, weight, finish, submit, jf, per_unit, out):
     """How many of ``jobs`` have ``status == state``; when exactly one, ``out[0] = weight * (finish - submit)`` and
     ``out[1] = work * per_unit`` of it (what ``np.dot`` gives over a single entry; ``work`` is the ``WORK`` row of
