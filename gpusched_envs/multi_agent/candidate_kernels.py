@@ -245,7 +245,8 @@ def joint_candidates(
     ``place[i, a, :out[O_NUM, i, a]]`` the GPUs of action ``a = h · nc + c`` of agent ``i`` (0 GPUs: no placement,
     or a duplicate), ``out[O_SAME]`` the first identical candidate of the same head (-1: none), ``masks[i, a]``
     valid (cleared first; columns from ``H · nc`` on kept), ``feats`` (cleared, then columns 0-2 of each valid
-    candidate), ``ratio`` and ``out[O_COLOCATED]`` (the other two features before their logarithm). A head job
+    candidate), ``ratio`` and ``out[O_COLOCATED]`` (the other two features before their logarithm; 1.0 and 0
+    where no candidate is, whose logarithms are 0). A head job
     left to the Python path gets ``status`` ``H_PYTHON``; returns how many there are."""
     K, H = heads.shape
     S = si.shape[1]
@@ -269,6 +270,8 @@ def joint_candidates(
             masks[i, a] = False
             out[O_SAME, i, a] = -1
             out[O_NUM, i, a] = 0
+            out[O_COLOCATED, i, a] = 0
+            ratio[i, a] = 1.0
             for f in range(feats.shape[2]):
                 feats[i, a, f] = 0.0
     for i in range(K):

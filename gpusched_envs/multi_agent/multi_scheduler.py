@@ -110,6 +110,7 @@ from gpusched_envs.policies.multi_agent import (
 )
 from gpusched_envs.policies.placement import closest_in_rack, get_placement
 from gpusched_envs.sim import Simulator
+from gpusched_envs.sim import engine_kernels as _ek
 from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.datacenter import DATACENTER_KEYS, datacenter_cluster, resolve_multi_cluster
@@ -135,6 +136,9 @@ QUEUE_ORDERS = ("fifo", "srtf", "las")
 # 1 if the job is claimed, GPUs of claimed waiting jobs before it that cannot be placed now, GPUs of running jobs
 # after it, the job's own GPUs, and 1 on a filled row
 COORDINATION_FEATURES = ("claimed_before", "claimed", "blocked_before", "running_after", "gpus", "filled")
+
+
+_NO_MASK = np.zeros(0, dtype=bool)  # every GPU allowed (engine_kernels.check_gpus)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -336,7 +340,11 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self.log_sensitivity = np.log(self.sensitivity)
         k = len(self.possible_agents)
         self.totals = RunningTotals(sim)
-        self.own_totals = [RunningTotals(sim, (self.owner == i).astype(np.float64)) for i in range(k)]
+        # each agent's own integral, for agent_share > 0 (none otherwise: the rewards are the shared one's)
+        self.own_totals = [
+            RunningTotals(sim, (self.owner == i).astype(np.float64))
+            for i in range(k if self.agent_share else 0)
+        ]
         # the shared reward, then each agent's own: the "jct" integral of the single-agent envs
         self._rewards = [RewardIntegral(t, "jct", self.time_scale) for t in (self.totals, *self.own_totals)]
         self.own_count = np.bincount(self.owner[~sim.initially_dropped], minlength=k)
@@ -456,7 +464,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             gpus = self._place[
                 i, a, : self._place_n[i, a]
             ].copy()  # the simulator keeps the array it is given
-            if sim.free_mask(job)[gpus].all():
+            if self._gpus_free(job, gpus):
                 sim.start(job, gpus)
                 placed = True
             else:
@@ -523,9 +531,19 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         owner[unknown] = np.flatnonzero(unknown) % k  # jobs of other VCs: round-robin
         return owner
 
+    def _gpus_free(self, job: int, gpus: np.ndarray) -> bool:
+        """Whether ``job`` may start on ``gpus`` now (``sim.free_mask(job)[gpus].all()``)."""
+        sim = self.sim
+        milli = sim.job_milli[job]
+        k = sim.job_allowed[job]
+        need = FULL_GPU if milli >= FULL_GPU else int(milli)
+        return bool(
+            _ek.check_gpus(gpus, need, sim.gpu_free_milli, _NO_MASK if k < 0 else sim.allowed_masks[k])
+        )
+
     def _mark(self) -> list[tuple[float, float, float]]:
         """The marks of the shared reward and of every agent's own, now."""
-        return [r.mark() for r in self._rewards]
+        return [r.mark() for r in self._rewards]  # (only the shared one when agent_share is 0)
 
     def _static_kernel_args(self, sim) -> tuple:
         """The arguments of :func:`candidate_kernels.joint_candidates` fixed for one simulator."""
@@ -637,15 +655,15 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             heads, status, self.num_candidates, sim._gi, sim._si, sim.free_gpus(), sim.rack_crossing, server_jobs,
             *self._kernel_args, masks, feats, ratio, out, self._place,
         )  # fmt: skip
-        valid = masks[:, : self.num_choices]
-        if valid.any():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                feats[..., 3][valid] = np.log(np.maximum(ratio[valid], 1e-9))
-            col = out[_ck.O_COLOCATED][valid]
-            table = self._log1p_table
-            if col.max() >= len(table):
-                table = self._log1p_table = np.log1p(np.arange(2 * int(col.max()) + 1, dtype=np.int64))
-            feats[..., 4][valid] = table[col]
+        # the two features after their logarithm (ratio 1 and no job where no candidate is: 0.0 there)
+        np.maximum(ratio, 1e-9, out=ratio)
+        feats[..., 3] = np.log(ratio, out=ratio)
+        col = out[_ck.O_COLOCATED]
+        table = self._log1p_table
+        most = int(col.max())
+        if most >= len(table):
+            table = self._log1p_table = np.log1p(np.arange(2 * most + 1, dtype=np.int64))
+        feats[..., 4] = table[col]
         if left:
             for i, h in np.argwhere(status == _ck.H_PYTHON).tolist():
                 self._python_candidates(i, h, int(heads[i, h]), masks)
@@ -812,6 +830,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         nc = self.num_candidates
         placeable = self._masks[:, : self.num_choices].reshape(k, self.heads, nc).any(-1)
         queued_n = self._queued_n.tolist()
+        finished = np.bincount(self.owner[sim.status == DONE], minlength=k).tolist()
         clairvoyant = self.information == "clairvoyant"
         out = {}
         for i, agent in enumerate(self.possible_agents):
@@ -830,7 +849,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                 enc.encode_jobs(sim, window, fits, self.log_sensitivity, slots, preemptible)
             else:
                 enc.encode_jobs(sim, window, fits, self.log_sensitivity)
-            enc.context[0] = self._own_finished(i, clairvoyant)
+            enc.context[0] = self._own_finished(i, clairvoyant, finished[i])
             enc.context[1] = enc.log1p_count(n)
             enc.context[2] = i / k
             enc.action_mask[:] = self._masks[i]
@@ -854,9 +873,12 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         queued = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
         return np.bincount(self.owner[queued], minlength=len(self.possible_agents))
 
-    def _own_finished(self, i: int, share: bool = True) -> float:
+    def _own_finished(self, i: int, share: bool = True, done: int | None = None) -> float:
+        """Agent ``i``'s finished jobs: their share of its jobs, or (``share`` off) log1p of their count; ``done``
+        (optional): that count."""
         total = self.own_count[i]
-        done = _kernels.count_owned(self.owner, self.sim.status, i, DONE)
+        if done is None:
+            done = _kernels.count_owned(self.owner, self.sim.status, i, DONE)
         if not share:  # non-clairvoyant: the count (the share reveals how many jobs are still to arrive)
             return float(self.encoder.log1p_count(done))
         if not total:
