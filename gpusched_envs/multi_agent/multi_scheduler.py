@@ -480,7 +480,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         observations = self._observations()
         done = terminated or truncated
         metrics = sim.metrics() if done else None
-        queued = self._queued_per_agent()
+        queued = self._queued_n  # every agent's waiting jobs at this instant (_order_windows)
         infos = {
             agent: {**self._agent_info(i, done, metrics, queued), **flags[agent]}
             for i, agent in enumerate(self.possible_agents)
@@ -828,7 +828,9 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         enc.encode_cluster(sim, self.sim.free_gpus(), None, None, 0)
         k = len(self.possible_agents)
         nc = self.num_candidates
-        placeable = self._masks[:, : self.num_choices].reshape(k, self.heads, nc).any(-1)
+        # the window rows whose job some candidate places now (the heads' rows)
+        fits = np.zeros((k, self.window), dtype=bool)
+        fits[:, : self.heads] = self._masks[:, : self.num_choices].reshape(k, self.heads, nc).any(-1)
         queued_n = self._queued_n.tolist()
         finished = np.bincount(self.owner[sim.status == DONE], minlength=k).tolist()
         clairvoyant = self.information == "clairvoyant"
@@ -837,18 +839,15 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             n = queued_n[i]
             shown = min(n, self.window)
             window = self._window_jobs[i, :shown]  # the agent's waiting jobs in queue_order, its heads first
-            fits = np.zeros(shown, dtype=bool)
-            h = min(self.heads, shown)
-            fits[:h] = placeable[i, :h]
             enc.cluster[3] = enc.log1p_count(n - shown)
             if self.preempt:
                 slots = self._running_slots[i]
                 slots = slots[slots >= 0]
                 first = self.first_preempt_action
                 preemptible = self._masks[i, first : first + len(slots)]
-                enc.encode_jobs(sim, window, fits, self.log_sensitivity, slots, preemptible)
+                enc.encode_jobs(sim, window, fits[i, :shown], self.log_sensitivity, slots, preemptible)
             else:
-                enc.encode_jobs(sim, window, fits, self.log_sensitivity)
+                enc.encode_jobs(sim, window, fits[i, :shown], self.log_sensitivity)
             enc.context[0] = self._own_finished(i, clairvoyant, finished[i])
             enc.context[1] = enc.log1p_count(n)
             enc.context[2] = i / k
