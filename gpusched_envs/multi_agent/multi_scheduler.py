@@ -356,8 +356,10 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self._running_slots = np.full(
             (k, self.preempt), -1, dtype=np.int64
         )  # own running jobs it may preempt
-        # the GPUs of each (agent, action): _place[i, a, :_place_n[i, a]] (0: no placement there)
-        self._place = np.zeros((k, self.num_choices, self.cluster.num_gpus), dtype=np.int64)
+        # the GPUs of each (agent, action): _place[i, a, :_place_n[i, a]] (0: no placement there); as many
+        # columns as the largest job asks for GPUs
+        width = max(1, int(sim.job_gpus_n.max(initial=0)))
+        self._place = np.zeros((k, self.num_choices, width), dtype=np.int64)
         self._kernel_out = np.zeros((3, k, self.num_choices), dtype=np.int64)  # candidate_kernels.O_* rows
         self._kernel_out[_ck.O_SAME] = -1
         self._place_n = self._kernel_out[_ck.O_NUM]
