@@ -247,7 +247,7 @@ def joint_candidates(
     valid (cleared first; columns from ``H · nc`` on kept), ``feats`` (cleared, then columns 0-2 of each valid
     candidate), ``ratio`` and ``out[O_COLOCATED]`` (the other two features before their logarithm; 1.0 and 0
     where no candidate is, whose logarithms are 0). A head job
-    left to the Python path gets ``status`` ``H_PYTHON``; returns how many there are."""
+    left to the Python path gets ``status`` ``H_PYTHON``. Returns (head jobs left to Python, valid candidates)."""
     K, H = heads.shape
     S = si.shape[1]
     G = gi.shape[1]
@@ -265,6 +265,7 @@ def joint_candidates(
     max_server = np.int64(params[P_MAXSERVER])
     stamp = 0
     left = 0
+    valid = 0
     for i in range(K):
         for a in range(H * nc):
             masks[i, a] = False
@@ -382,6 +383,7 @@ def joint_candidates(
                 out[O_SAME, i, a] = a
                 out[O_NUM, i, a] = num
                 masks[i, a] = True
+                valid += 1
                 for q in range(num):
                     place[i, a, q] = got[q]
                 stamp += 1
@@ -391,4 +393,4 @@ def joint_candidates(
                 )  # fmt: skip
                 ratio[i, a] = r
                 out[O_COLOCATED, i, a] = col
-    return left
+    return left, valid

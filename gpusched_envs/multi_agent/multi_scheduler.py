@@ -395,6 +395,28 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
             "agent_metrics": metrics_info(self._agent_metrics(i) if done else None, AGENT_METRIC_KEYS),
         }
 
+    def _agent_infos(self, done: bool, metrics: dict | None, queued: np.ndarray) -> dict[str, dict[str, Any]]:
+        """Every agent's :meth:`_agent_info` (the same dicts) in one pass."""
+        if done:
+            return {a: self._agent_info(i, done, metrics, queued) for i, a in enumerate(self.possible_agents)}
+        base = {
+            "time": np.float64(self.sim.now),
+            "queued": None,
+            "conflict": np.bool_(False),
+            "invalid_action": np.bool_(False),
+            "forced_action": np.int64(-1),
+            "episode_done": np.bool_(False),
+            "metrics": None,
+            "agent_metrics": None,
+        }
+        infos = {}
+        for agent, n in zip(self.possible_agents, queued.tolist(), strict=True):
+            info = infos[agent] = base.copy()
+            info["queued"] = np.int64(n)
+            info["metrics"] = metrics_info(None, METRIC_KEYS)
+            info["agent_metrics"] = metrics_info(None, AGENT_METRIC_KEYS)
+        return infos
+
     def episode_metrics(self) -> dict[str, np.float64]:
         """The simulator's metrics (float64) of the episode so far: what ``infos[agent]["metrics"]`` holds once
         the episode ends."""
@@ -430,9 +452,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         k = len(self.possible_agents)
         mark = self._mark()
         rewards = dict.fromkeys(self.agents, 0.0)
-        flags: dict[str, dict[str, Any]] = {
-            a: {} for a in self.agents
-        }  # conflict, invalid_action, forced_action
+        flags: dict[str, dict[str, Any]] = {}  # conflict, invalid_action, forced_action
         placed = False
         for i in self._rng.permutation(k):
             agent = self.possible_agents[i]
@@ -444,7 +464,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                         f"(valid now: {np.flatnonzero(self._masks[i]).tolist()})"
                     )
                 rewards[agent] -= self.invalid_penalty
-                flags[agent]["invalid_action"] = np.bool_(True)
+                flags.setdefault(agent, {})["invalid_action"] = np.bool_(True)
                 self.last_invalid_reason[agent] = (
                     f"invalid action {a} (valid then: {np.flatnonzero(self._masks[i]).tolist()})"
                 )
@@ -452,7 +472,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                     continue  # resolves to waiting
                 # the agent must place (nothing runs, nothing is to arrive): its first valid placement
                 a = int(np.flatnonzero(self._masks[i])[0])
-                flags[agent]["forced_action"] = np.int64(a)
+                flags.setdefault(agent, {})["forced_action"] = np.int64(a)
             if a == self.wait_action:
                 continue
             if a >= self.first_preempt_action:
@@ -470,7 +490,9 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                 sim.start(job, gpus)
                 placed = True
             else:
-                flags[agent]["conflict"] = np.bool_(True)  # lost the arbitration: retries at the next step
+                flags.setdefault(agent, {})["conflict"] = np.bool_(
+                    True
+                )  # lost the arbitration: retries next step
         self.steps += 1
         self._advance(force=not placed)
         shared = self._rewards[0].since(mark[0])
@@ -483,10 +505,9 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         done = terminated or truncated
         metrics = sim.metrics() if done else None
         queued = self._queued_n  # every agent's waiting jobs at this instant (_order_windows)
-        infos = {
-            agent: {**self._agent_info(i, done, metrics, queued), **flags[agent]}
-            for i, agent in enumerate(self.possible_agents)
-        }
+        infos = self._agent_infos(done, metrics, queued)
+        for agent, f in flags.items():
+            infos[agent].update(f)
         terminations = dict.fromkeys(self.agents, terminated)
         truncations = dict.fromkeys(self.agents, truncated)
         if terminated or truncated:
@@ -653,19 +674,20 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         ratio = np.empty(self._place_n.shape)
         server_jobs = np.fromiter(map(len, sim.server_jobs), dtype=np.int64, count=len(sim.server_jobs))
         feats, out = self._candidate_buf, self._kernel_out
-        left = _ck.joint_candidates(
+        left, valid = _ck.joint_candidates(
             heads, status, self.num_candidates, sim._gi, sim._si, sim.free_gpus(), sim.rack_crossing, server_jobs,
             *self._kernel_args, masks, feats, ratio, out, self._place,
         )  # fmt: skip
-        # the two features after their logarithm (ratio 1 and no job where no candidate is: 0.0 there)
-        np.maximum(ratio, 1e-9, out=ratio)
-        feats[..., 3] = np.log(ratio, out=ratio)
-        col = out[_ck.O_COLOCATED]
-        table = self._log1p_table
-        most = int(col.max())
-        if most >= len(table):
-            table = self._log1p_table = np.log1p(np.arange(2 * most + 1, dtype=np.int64))
-        feats[..., 4] = table[col]
+        if valid:
+            # the two features after their logarithm (ratio 1 and no job where no candidate is: 0.0 there)
+            np.maximum(ratio, 1e-9, out=ratio)
+            feats[..., 3] = np.log(ratio, out=ratio)
+            col = out[_ck.O_COLOCATED]
+            table = self._log1p_table
+            most = int(col.max())
+            if most >= len(table):
+                table = self._log1p_table = np.log1p(np.arange(2 * most + 1, dtype=np.int64))
+            feats[..., 4] = table[col]
         if left:
             for i, h in np.argwhere(status == _ck.H_PYTHON).tolist():
                 self._python_candidates(i, h, int(heads[i, h]), masks)
