@@ -259,3 +259,18 @@ def test_fifo_windows_are_the_oldest_jobs_of_each_agent():
     ck.fifo_windows(queued, owner, 3, jobs, counts)
     assert jobs.tolist() == [[0, 2, 3], [4, -1, -1], [-1, -1, -1]]
     assert counts.tolist() == [5, 1, 0]
+
+
+def test_head_jobs_the_kernel_leaves_take_the_python_path():
+    """A head job the kernel does not cover (a whole-GPU job asking for no GPU in its job table: the placement
+    rules' numpy definition decides) gets its candidates from the Python path."""
+    env = multi_scheduler_v1.parallel_env(num_agents=3, cluster="hetero64", num_jobs=80, load=1.5)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    env._kernel_args[0][ck.J_GPUS] = 0  # the kernel's job table (the simulator still knows the sizes)
+    valid = 0
+    for _ in range(40):
+        snap = _assert_paths_agree(env)
+        valid += int(snap["masks"][:, : env.num_choices].sum())
+        obs, *_ = env.step({a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()})
+    assert valid > 40
