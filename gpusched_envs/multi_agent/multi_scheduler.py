@@ -363,9 +363,8 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self._kernel_out = np.zeros((3, k, self.num_choices), dtype=np.int64)  # candidate_kernels.O_* rows
         self._kernel_out[_ck.O_SAME] = -1
         self._place_n = self._kernel_out[_ck.O_NUM]
-        self._same_as = self._kernel_out[
-            _ck.O_SAME
-        ]  # the first identical candidate of each action (-1: none)
+        # the first identical candidate of each action (-1: none)
+        self._same_as = self._kernel_out[_ck.O_SAME]
         # each agent's first waiting jobs in queue_order (-1 pads) and its number of waiting jobs
         self._window_jobs = np.full((k, self.window), -1, dtype=np.int64)
         self._queued_n = np.zeros(k, dtype=np.int64)
@@ -378,7 +377,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         self, i: int, done: bool, metrics: dict | None = None, queued: np.ndarray | None = None
     ) -> dict[str, Any]:
         """Agent ``i``'s info: the same keys and dtypes at ``reset`` and every ``step`` (module docstring, Info);
-        ``queued`` (optional): every agent's waiting jobs now (:meth:`_queued_per_agent`)."""
+        ``queued`` (optional): every agent's waiting jobs now (``_queued_n``)."""
         sim = self.sim
         if queued is not None:
             queued = queued[i]
@@ -483,16 +482,14 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                     placed = True
                 continue
             job = int(self._head_jobs[i, a // self.num_candidates])
-            gpus = self._place[
-                i, a, : self._place_n[i, a]
-            ].copy()  # the simulator keeps the array it is given
+            # (a copy: the simulator keeps the array it is given)
+            gpus = self._place[i, a, : self._place_n[i, a]].copy()
             if self._gpus_free(job, gpus):
                 sim.start(job, gpus)
                 placed = True
             else:
-                flags.setdefault(agent, {})["conflict"] = np.bool_(
-                    True
-                )  # lost the arbitration: retries next step
+                # lost the arbitration: retries at the next step
+                flags.setdefault(agent, {})["conflict"] = np.bool_(True)
         self.steps += 1
         self._advance(force=not placed)
         shared = self._rewards[0].since(mark[0])
@@ -643,7 +640,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
                     if job < 0:
                         break
                     if job in self._preempted_now and not stuck:
-                        continue  # preempted at this instant: it restarts at a later one (unless waiting would deadlock)
+                        continue  # preempted at this instant: it restarts at a later one (unless that deadlocks)
                     self._python_candidates(i, h, job, masks)
         nc = self.num_candidates
         masks[:, self.wait_action] = True
@@ -889,12 +886,6 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         if self.queue_order == "fifo" or len(jobs) < 2:
             return np.sort(jobs)
         return jobs[np.lexsort((jobs, self._order_keys(jobs)))]
-
-    def _queued_per_agent(self) -> np.ndarray:
-        """(K,) int64 waiting jobs of each agent now."""
-        sim = self.sim
-        queued = np.fromiter(sim.queue, dtype=np.int64, count=len(sim.queue))
-        return np.bincount(self.owner[queued], minlength=len(self.possible_agents))
 
     def _own_finished(self, i: int, share: bool = True, done: int | None = None) -> float:
         """Agent ``i``'s finished jobs: their share of its jobs, or (``share`` off) log1p of their count; ``done``
