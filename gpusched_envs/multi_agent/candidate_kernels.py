@@ -7,10 +7,11 @@ the first identical candidate, the action mask and the candidate features except
 (the ratio of the predicted to the ideal iteration time and the count of jobs already on the candidate's servers
 are returned; the env takes numpy's ``log`` / ``log1p`` of them, as the Python path does). The placements come from
 the compiled placement loops the placement rules themselves call (:mod:`gpusched_envs.sim.place_kernels`), with the
-same arguments, so the GPUs picked are the same; the iteration time follows
-:func:`gpusched_envs.sim.throughput.placement_shape` and :func:`~gpusched_envs.sim.throughput.iteration_time_of_shape`
-(the uplinks shared by the jobs crossing them, each taken to offer as much traffic as this one) in the same
-floating-point operations and order.
+same arguments, so the GPUs picked are the same (``pack`` finds the servers running a whole-GPU job of the same
+size from the GPUs' holders, ``Simulator.gpu_job``, as the rule does from ``Simulator.server_jobs``); the
+iteration time follows :func:`gpusched_envs.sim.throughput.placement_shape` and
+:func:`~gpusched_envs.sim.throughput.iteration_time_of_shape` (the uplinks shared by the jobs crossing them, each
+taken to offer as much traffic as this one) in the same floating-point operations and order.
 
 Covered: whole-GPU jobs of one or more GPUs and fractional-GPU jobs, GPU type / pool constraints (whole-server
 masks and masks that split a server), host-staged intra-server links, servers' host overhead, both speed models.
@@ -246,8 +247,8 @@ def joint_candidates(
     or a duplicate), ``out[O_SAME]`` the first identical candidate of the same head (-1: none), ``masks[i, a]``
     valid (cleared first; columns from ``H · nc`` on kept), ``feats`` (cleared, then columns 0-2 of each valid
     candidate), ``ratio`` and ``out[O_COLOCATED]`` (the other two features before their logarithm; 1.0 and 0
-    where no candidate is, whose logarithms are 0). A head job
-    left to the Python path gets ``status`` ``H_PYTHON``. Returns (head jobs left to Python, valid candidates)."""
+    where no candidate is, whose logarithms are 0). A head job left to the Python path gets ``status``
+    ``H_PYTHON``. Returns (head jobs left to Python, valid candidates)."""
     K, H = heads.shape
     S = si.shape[1]
     G = gi.shape[1]
