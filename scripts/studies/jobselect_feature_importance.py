@@ -15,7 +15,7 @@ without the group would reach (that is a retraining ablation). Groups name the e
 columns the checkpoint's env does not have is skipped.
 
     nice -n 10 python scripts/studies/jobselect_feature_importance.py runs/ppo_nc_scale_s0/best --seeds 0-2 \\
-        --out docs/data/jobselect_feature_importance.json                           # docs/learned.md
+        --out docs/data/jobselect_feature_importance.json                           # docs/headroom.md
     python scripts/studies/jobselect_feature_importance.py checkpoints/ppo_jobselect_gnn_nc --seeds 0 \\
         --windows 2017-10-13 --groups attained --out /tmp/fi.json                    # a minute
 """

@@ -17,7 +17,7 @@ checkpoint breaks: a cell it cannot run on (the observation layout differs) or w
 heuristic by more than ``--breaks`` (default 10%).
 
     nice -n 10 python scripts/studies/jobselect_generalisation.py runs/ppo_nc_scale_s0/best --workers 2 \\
-        --out docs/data/jobselect_generalisation.json                            # docs/learned.md
+        --out docs/data/jobselect_generalisation.json                            # docs/headroom.md
     python scripts/studies/jobselect_generalisation.py checkpoints/ppo_jobselect_gnn_nc --cells load-0.7 \\
         --windows 1 --seeds 0 --out /tmp/gen.json                                 # a minute
 

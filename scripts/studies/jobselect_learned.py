@@ -16,7 +16,7 @@ family it reports
   with the future known (its seeds), averaged over those pairs first: the share of the measured room the agent takes.
 
     nice -n 10 python scripts/studies/jobselect_learned.py runs/ppo_nc_scale_s0/best runs/ppo_nc_scale_s1/best \\
-        --seeds 0-9 --workers 2 --out docs/data/jobselect_learned.json        # docs/learned.md
+        --seeds 0-9 --workers 2 --out docs/data/jobselect_learned.json        # docs/headroom.md
     python scripts/studies/jobselect_learned.py checkpoints/ppo_jobselect_gnn_nc --seeds 0 \\
         --scenarios topdrl-philly-heldout-300-1113 --out /tmp/learned.json    # a minute
 
