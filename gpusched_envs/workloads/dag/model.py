@@ -1,18 +1,20 @@
 """The DAG workload record (WORL-RTGS): tasks with work, edges with data sizes.
 
 A :class:`DAG` is immutable and validated on construction (indices in range, no duplicate edges, acyclic); every
-violation raises one :class:`DAGError` naming the DAG and the offending tasks. Structure helpers (parents/children in
-CSR form, topological order, levels, critical path) are computed lazily and cached.
+violation raises one :class:`DAGError` naming the DAG and the offending tasks. The structure (parents/children in
+CSR form, topological order, levels) is built along with the validation (:mod:`.kernels`); the critical path on
+request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import numpy as np
+
+from . import kernels as _k
 
 
 class DAGError(ValueError):
@@ -68,19 +70,16 @@ class DAG:
         if not np.all(np.isfinite(eb)) or np.any(eb < 0):
             bad = np.flatnonzero(~np.isfinite(eb) | (eb < 0))[:5]
             err(f"edge_bytes must be finite and >= 0 (edges {bad.tolist()})")
-        if e:
-            out = (edges < 0) | (edges >= n)
-            if out.any():
-                row = int(np.flatnonzero(out.any(axis=1))[0])
-                err(f"edge {row} {edges[row].tolist()} has a task index outside 0..{n - 1}")
-            loops = np.flatnonzero(edges[:, 0] == edges[:, 1])
-            if len(loops):
-                err(f"cycle: task {int(edges[loops[0], 0])} depends on itself")
-            key = edges[:, 0] * n + edges[:, 1]
-            uniq, counts = np.unique(key, return_counts=True)
-            if np.any(counts > 1):
-                k = int(uniq[counts > 1][0])
-                err(f"duplicate edge {k // n} -> {k % n}")
+        edges = np.ascontiguousarray(edges)
+        view = edges.view()  # read-only for the kernel (one compiled version), the caller's array untouched
+        view.setflags(write=False)
+        status, a, b, *structure = _k.dag_structure(n, view)
+        if status == _k.OUT_OF_RANGE:
+            err(f"edge {a} {edges[a].tolist()} has a task index outside 0..{n - 1}")
+        if status == _k.SELF_LOOP:
+            err(f"cycle: task {int(edges[a, 0])} depends on itself")
+        if status == _k.DUPLICATE:
+            err(f"duplicate edge {a} -> {b}")
         if self.affinity is not None:
             aff = tuple(self.affinity)
             if len(aff) != n:
@@ -102,7 +101,12 @@ class DAG:
         object.__setattr__(self, "edges", _frozen(edges))
         object.__setattr__(self, "edge_bytes", _frozen(eb))
         object.__setattr__(self, "meta", dict(self.meta))
-        _ = self.topological_order  # raises DAGError on a cycle
+        in_ptr, by_dst, out_ptr, by_src, order, level = (_frozen(x) for x in structure)
+        if status == _k.CYCLE:
+            left = np.flatnonzero(level < 0)
+            err(f"not acyclic: a cycle runs through tasks {left[:10].tolist()}")
+        object.__setattr__(self, "_csr", (in_ptr, by_dst, out_ptr, by_src))
+        object.__setattr__(self, "_kahn", (order, level))
 
     def _fail(self, msg: str) -> None:
         raise DAGError(f"DAG {self.name!r}: {msg}")
@@ -138,18 +142,6 @@ class DAG:
     __hash__ = None  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ structure (cached)
-    @cached_property
-    def _csr(self) -> tuple[np.ndarray, ...]:
-        n = self.num_tasks
-        src, dst = self.edges[:, 0], self.edges[:, 1]
-        by_dst = np.argsort(dst, kind="stable")
-        by_src = np.argsort(src, kind="stable")
-        in_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(dst, minlength=n), out=in_ptr[1:])
-        out_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=n), out=out_ptr[1:])
-        return tuple(_frozen(a) for a in (in_ptr, by_dst, out_ptr, by_src))
-
     @property
     def in_degree(self) -> np.ndarray:
         """(N,) int64 number of parents per task."""
@@ -179,35 +171,6 @@ class DAG:
         """Edge indices (rows of ``edges``) leaving task ``i``."""
         out_ptr, by_src = self._csr[2], self._csr[3]
         return by_src[out_ptr[i] : out_ptr[i + 1]]
-
-    @cached_property
-    def _kahn(self) -> tuple[np.ndarray, np.ndarray]:
-        n = self.num_tasks
-        indeg = np.bincount(self.edges[:, 1], minlength=n).astype(np.int64)
-        out_ptr, by_src = self._csr[2], self._csr[3]
-        dst_sorted = self.edges[by_src, 1]
-        level = np.zeros(n, dtype=np.int64)
-        frontier = np.flatnonzero(indeg == 0)
-        order = []
-        wave = 0
-        while len(frontier):
-            order.append(frontier)
-            level[frontier] = wave
-            wave += 1
-            starts, lens = out_ptr[frontier], out_ptr[frontier + 1] - out_ptr[frontier]
-            total = int(lens.sum())
-            if total == 0:
-                break
-            idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(total)
-            kids = dst_sorted[idx]
-            np.subtract.at(indeg, kids, 1)
-            kids = np.unique(kids)
-            frontier = kids[indeg[kids] == 0]
-        done = np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
-        if len(done) != n:
-            left = np.setdiff1d(np.arange(n), done)
-            self._fail(f"not acyclic: a cycle runs through tasks {left[:10].tolist()}")
-        return _frozen(done.astype(np.int64)), _frozen(level)
 
     @property
     def topological_order(self) -> np.ndarray:

@@ -20,6 +20,8 @@ Everything is drawn from one ``numpy.random.Generator`` seeded by ``seed``: the 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gpusched_envs.sim.defaults import sim_defaults
@@ -30,18 +32,65 @@ from .model import DAG
 DEFAULT_BANDWIDTH = float(sim_defaults()["dag_reference_bandwidth_bytes_per_s"]["value"])
 
 
-def _level_widths(n: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
-    mean_h = max(1.0, np.sqrt(n) / alpha)
-    h = int(np.clip(round(rng.uniform(0.5 * mean_h, 1.5 * mean_h)), 1, n))
+def _level_widths(n: int, alpha: float, rng: np.random.Generator) -> list[int]:
+    mean_h = max(1.0, math.sqrt(n) / alpha)
+    h = min(max(round(rng.uniform(0.5 * mean_h, 1.5 * mean_h)), 1), n)
     mean_w = n / h  # ≈ sqrt(n) * alpha
-    w = np.maximum(1, np.round(rng.uniform(0.5 * mean_w, 1.5 * mean_w, size=h))).astype(np.int64)
+    w = np.maximum(1, np.round(rng.uniform(0.5 * mean_w, 1.5 * mean_w, size=h))).astype(np.int64).tolist()
     # adjust to exactly n tasks, keeping every level non-empty
-    while w.sum() > n:
-        big = np.flatnonzero(w > 1)
-        w[rng.choice(big)] -= 1
-    while w.sum() < n:
+    total = sum(w)
+    while total > n:
+        big = [lv for lv in range(h) if w[lv] > 1]
+        w[big[rng.choice(len(big))]] -= 1
+        total -= 1
+    while total < n:
         w[rng.integers(h)] += 1
+        total += 1
     return w
+
+
+def _layered_edges(n: int, widths: list[int], out_degree: int, rng: np.random.Generator) -> np.ndarray:
+    """The (E, 2) int64 edges, sorted by (src, dst): every task not on the last level gets ``U{1..out_degree}``
+    children on later levels (about half of them on the next level), every task below the first level without a
+    parent then gets one on the level just above it."""
+    h = len(widths)
+    starts = [0]
+    for width in widths:
+        starts.append(starts[-1] + width)
+    keys: set[int] = set()  # edge src -> dst as src * n + dst
+    has_parent = [False] * n
+    for lv in range(h - 1):
+        a, b = starts[lv + 1], starts[lv + 2]  # the next level's tasks are a..b-1, the candidates a..n-1
+        n_next, n_cands = b - a, n - a
+        for i in range(starts[lv], a):
+            k = int(min(rng.integers(1, out_degree + 1), n_cands))
+            # favour the next level: half of the children come from it when possible
+            k_next = min(n_next, max(1, k // 2 + k % 2))
+            chosen = sorted(rng.choice(n_next, size=k_next, replace=False).tolist())
+            for j in range(k_next):
+                chosen[j] += a
+            n_rest = n_cands - k_next  # the candidates not chosen yet, in increasing order
+            if k - k_next > 0 and n_rest:
+                for j in rng.choice(n_rest, size=min(k - k_next, n_rest), replace=False).tolist():
+                    c = a + j  # the j-th candidate not in chosen
+                    for x in chosen:
+                        if x > c:
+                            break
+                        c += 1
+                    keys.add(i * n + c)
+                    has_parent[c] = True
+            for c in chosen:
+                keys.add(i * n + c)
+                has_parent[c] = True
+    for lv in range(1, h):
+        for i in range(starts[lv], starts[lv + 1]):
+            if not has_parent[i]:
+                keys.add(int(rng.integers(starts[lv - 1], starts[lv])) * n + i)
+    flat = np.array(sorted(keys), dtype=np.int64)
+    e = np.empty((len(flat), 2), dtype=np.int64)
+    np.floor_divide(flat, n, out=e[:, 0])
+    np.remainder(flat, n, out=e[:, 1])
+    return e
 
 
 def random_layered_dag(
@@ -67,32 +116,7 @@ def random_layered_dag(
         )
     rng = np.random.default_rng(seed)
     widths = _level_widths(n, alpha, rng)
-    starts = np.concatenate([[0], np.cumsum(widths)])
-    level = np.repeat(np.arange(len(widths)), widths)
-    edges: set[tuple[int, int]] = set()
-    for i in range(n):
-        lv = level[i]
-        if lv == len(widths) - 1:
-            continue
-        cands = np.arange(starts[lv + 1], n)
-        k = int(min(rng.integers(1, out_degree + 1), len(cands)))
-        # favour the next level: half of the children come from it when possible
-        nxt = np.arange(starts[lv + 1], starts[lv + 2])
-        k_next = min(len(nxt), max(1, k // 2 + k % 2))
-        chosen = list(rng.choice(nxt, size=k_next, replace=False))
-        rest = np.setdiff1d(cands, chosen)
-        if k - k_next > 0 and len(rest):
-            chosen += list(rng.choice(rest, size=min(k - k_next, len(rest)), replace=False))
-        edges.update((i, int(c)) for c in chosen)
-    have_parent = np.zeros(n, dtype=bool)
-    for _, d in edges:
-        have_parent[d] = True
-    for i in range(starts[1] if len(widths) > 1 else n, n):
-        if not have_parent[i]:
-            lv = level[i]
-            p = int(rng.integers(starts[lv - 1], starts[lv]))
-            edges.add((p, i))
-    e = np.asarray(sorted(edges), dtype=np.int64).reshape(-1, 2)
+    e = _layered_edges(n, widths, out_degree, rng)
     work = np.maximum(rng.uniform(0.0, 2.0 * mean_work, size=n), 0.01 * mean_work)
     edge_bytes = rng.uniform(0.0, 2.0 * ccr * mean_work * bandwidth, size=len(e))
     hetero = None
