@@ -292,16 +292,13 @@ class DAGScheduleEnv(gym.Env):
         self.runtime = runtime_matrix(dag, self.speed, self.gpu_types)  # (N, G)
         self.allowed = np.isfinite(self.runtime)
         self.time_scale = float(self.time_scale_arg or max(dag.total_work / self.num_gpus, 1e-9))
-        from gpusched_envs.policies.dag import heft_schedule, random_plan, upward_rank
+        from gpusched_envs.policies.dag import _upward_rank_of, heft_schedule, random_plan
 
-        self.rank = upward_rank(dag, self.speed, self.bandwidth, gpu_types=self.gpu_types)
-        self.parent_edges = [dag.in_edges(i) for i in range(n)]
-        # the same in-edges, in order, for the compiled writers: task i's are in_edges[in_ptr[i] : in_ptr[i + 1]]
-        self._in_ptr = np.zeros(n + 1, dtype=np.int64)
-        self._in_ptr[1:] = np.cumsum([len(p) for p in self.parent_edges])
-        self._in_edges = np.concatenate(
-            [np.asarray(p, dtype=np.int64) for p in self.parent_edges] or [[]]
-        ).astype(np.int64)
+        self.rank = _upward_rank_of(dag, self.runtime, self.inv_bw)
+        # each task's in-edges, in order, for the compiled writers: task i's are in_edges[in_ptr[i] : in_ptr[i + 1]]
+        # (writable copies of the DAG's lists: the writers are compiled for writable arrays)
+        self._in_ptr = np.array(dag._csr[0])
+        self._in_edges = np.array(dag._csr[1])
         self._logs = np.zeros(2 * n + self.num_gpus + 1)  # the arguments of the observation's log1p
         self.edges = np.asarray(dag.edges, dtype=np.int64)
         self.edge_bytes = np.asarray(dag.edge_bytes, dtype=np.float64)
@@ -337,6 +334,11 @@ class DAGScheduleEnv(gym.Env):
             self.current = int(self.visit[0])
             self._score_candidates()
         return self._observe(), self._info()
+
+    @property
+    def parent_edges(self) -> list[np.ndarray]:
+        """Each task's in-edges (rows of ``edges``), in order."""
+        return [self._in_edges[self._in_ptr[i] : self._in_ptr[i + 1]] for i in range(len(self._in_ptr) - 1)]
 
     def _next_ready(self) -> int:
         if not self.ready:

@@ -62,7 +62,7 @@ def _structure(dag: DAGLike):
     n = len(dag.work)
     parents: list[list[int]] = [[] for _ in range(n)]  # edge indices into i
     children: list[list[int]] = [[] for _ in range(n)]  # edge indices out of i
-    for e, (s, d) in enumerate(edges):
+    for e, (s, d) in enumerate(edges.tolist()):
         parents[d].append(e)
         children[s].append(e)
     return edges, parents, children
@@ -70,9 +70,9 @@ def _structure(dag: DAGLike):
 
 def topological_order(n: int, edges: np.ndarray, parents) -> list[int]:
     """Task indices parents first, from an (E, 2) edge list and each task's parent list."""
-    indeg = np.array([len(p) for p in parents])
-    out = [[] for _ in range(n)]
-    for s, d in edges:
+    indeg = [len(p) for p in parents]
+    out: list[list[int]] = [[] for _ in range(n)]
+    for s, d in edges.tolist() if isinstance(edges, np.ndarray) else edges:
         out[s].append(d)
     stack = [i for i in range(n) if indeg[i] == 0]
     order = []
@@ -88,21 +88,42 @@ def topological_order(n: int, edges: np.ndarray, parents) -> list[int]:
     return order
 
 
+def _order(dag: DAGLike, edges: np.ndarray, parents) -> list[int]:
+    """A topological order of ``dag``: its own (a :class:`~gpusched_envs.workloads.dag.DAG` has one) or Kahn's."""
+    own = getattr(dag, "topological_order", None)
+    if own is not None:
+        return own.tolist()
+    return topological_order(len(dag.work), edges, parents)
+
+
 def _mean_costs(dag: DAGLike, speed, bandwidth, gpu_types):
     rt = runtime_matrix(dag, speed, gpu_types)  # (N, G)
+    inv = inverse_bandwidth(bandwidth, rt.shape[1])
+    return (rt, inv, *_mean_costs_of(dag, rt, inv))
+
+
+def _mean_costs_of(dag: DAGLike, rt: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean computation cost per task and mean communication cost per edge, from the (N, G) runtimes and the
+    (G, G) inverse bandwidths."""
     g = rt.shape[1]
-    inv = inverse_bandwidth(bandwidth, g)
     finite = np.isfinite(rt)
     w_mean = np.where(finite, rt, 0.0).sum(axis=1) / finite.sum(axis=1)
     inv_mean = inv[~np.eye(g, dtype=bool)].mean() if g > 1 else 0.0
     c_mean = np.asarray(dag.edge_bytes, dtype=np.float64) * inv_mean
-    return rt, inv, w_mean, c_mean
+    return w_mean, c_mean
 
 
 def upward_rank(dag: DAGLike, speed, bandwidth, *, gpu_types=None) -> np.ndarray:
     """(N,) HEFT upward rank: length of the longest mean-cost path from the task to an exit, the task included."""
     _, _, w, c = _mean_costs(dag, speed, bandwidth, gpu_types)
     return _rank_u(dag, w, c)
+
+
+def _upward_rank_of(dag: DAGLike, runtime: np.ndarray, inv_bandwidth: np.ndarray) -> np.ndarray:
+    """:func:`upward_rank` from the DAG's (N, G) runtime matrix and the GPUs' (G, G) inverse bandwidths (as
+    :func:`~gpusched_envs.sim.dag_eval.runtime_matrix` and :func:`~gpusched_envs.sim.dag_eval.inverse_bandwidth`
+    give them), for a caller that holds both."""
+    return _rank_u(dag, *_mean_costs_of(dag, runtime, inv_bandwidth))
 
 
 def downward_rank(dag: DAGLike, speed, bandwidth, *, gpu_types=None) -> np.ndarray:
@@ -113,27 +134,31 @@ def downward_rank(dag: DAGLike, speed, bandwidth, *, gpu_types=None) -> np.ndarr
 
 def _rank_u(dag, w, c):
     edges, parents, children = _structure(dag)
-    n = len(w)
-    rank = np.zeros(n)
-    for i in reversed(topological_order(n, edges, parents)):
+    dst, w, c = edges[:, 1].tolist(), w.tolist(), c.tolist()
+    rank = [0.0] * len(w)
+    for i in reversed(_order(dag, edges, parents)):
         best = 0.0
         for e in children[i]:
-            best = max(best, c[e] + rank[edges[e, 1]])
+            x = c[e] + rank[dst[e]]
+            if x > best:  # max(best, x)
+                best = x
         rank[i] = w[i] + best
-    return rank
+    return np.array(rank, dtype=np.float64)
 
 
 def _rank_d(dag, w, c):
     edges, parents, _ = _structure(dag)
-    n = len(w)
-    rank = np.zeros(n)
-    for i in topological_order(n, edges, parents):
+    src, w, c = edges[:, 0].tolist(), w.tolist(), c.tolist()
+    rank = [0.0] * len(w)
+    for i in _order(dag, edges, parents):
         best = 0.0
         for e in parents[i]:
-            p = edges[e, 0]
-            best = max(best, rank[p] + w[p] + c[e])
+            p = src[e]
+            x = rank[p] + w[p] + c[e]
+            if x > best:  # max(best, x)
+                best = x
         rank[i] = best
-    return rank
+    return np.array(rank, dtype=np.float64)
 
 
 def _list_schedule(
