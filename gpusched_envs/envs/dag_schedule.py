@@ -35,6 +35,9 @@ _NO_TASKS = np.zeros(0, dtype=np.int64)
 _NO_CANDIDATES = np.zeros(0)
 _NO_EDGE_INDEX = np.zeros((2, 0), dtype=np.int64)
 _NO_EDGE_MASK = np.zeros(0, dtype=np.int8)
+# the info's flags and its metrics before the end (numpy scalars are immutable: one object serves every info)
+_TRUE, _FALSE, _MINUS_ONE = np.bool_(True), np.bool_(False), np.int64(-1)
+_ZERO_METRICS = metrics_info(None, DAG_METRIC_KEYS)
 
 
 SYNTHETIC_CCR_KINDS = ("random", "alibaba", "tpch")  # DAG spec kinds whose edge bytes come from a CCR knob
@@ -313,8 +316,13 @@ class DAGScheduleEnv(gym.Env):
         self._write_static()
         if self.mode == "construct":
             self.makespan = 0.0
-            self.remaining_parents = dag.in_degree.copy()
-            self.ready = set(np.flatnonzero(self.remaining_parents == 0).tolist())
+            # plain lists for the per-step bookkeeping: each task's children (in out-edge order), parents left
+            out_ptr = dag._csr[2].tolist()
+            kids = self.edges[dag._csr[3], 1].tolist()
+            self._children = [kids[out_ptr[i] : out_ptr[i + 1]] for i in range(n)]
+            self._remaining = dag.in_degree.tolist()
+            self._rank_list = self.rank.tolist()
+            self.ready = {i for i in range(n) if self._remaining[i] == 0}
             self.current = self._next_ready()
         else:
             if self.initial_plan == "heft":
@@ -340,10 +348,16 @@ class DAGScheduleEnv(gym.Env):
         """Each task's in-edges (rows of ``edges``), in order."""
         return [self._in_edges[self._in_ptr[i] : self._in_ptr[i + 1]] for i in range(len(self._in_ptr) - 1)]
 
+    @property
+    def remaining_parents(self) -> np.ndarray:
+        """(N,) int64 parents not placed yet, per task (``construct`` mode)."""
+        return np.array(self._remaining, dtype=np.int64)
+
     def _next_ready(self) -> int:
         if not self.ready:
             return -1
-        return max(self.ready, key=lambda k: (self.rank[k], -k))
+        rank = self._rank_list
+        return max(self.ready, key=lambda k: (rank[k], -k))
 
     def _place(self, task: int, gpu: int) -> float:
         """List-schedule ``task`` on ``gpu`` after everything placed so far; its finish time."""
@@ -376,7 +390,7 @@ class DAGScheduleEnv(gym.Env):
 
     # ------------------------------------------------------------------ step
     def step(self, action):
-        a = int(np.asarray(action).reshape(()))
+        a = action if type(action) is int else int(np.asarray(action).reshape(()))
         if not 0 <= a < self.num_gpus:
             raise InvalidActionError(f"action {a} outside 0..{self.num_gpus - 1}")
         penalty, forced = 0.0, False
@@ -405,10 +419,10 @@ class DAGScheduleEnv(gym.Env):
             self.makespan = max(self.makespan, finish)
             reward = -(self.makespan - before) / self.time_scale
             self.ready.discard(task)
-            for e in self.dag.out_edges(task).tolist():
-                child = int(self.edges[e, 1])
-                self.remaining_parents[child] -= 1
-                if self.remaining_parents[child] == 0:
+            remaining = self._remaining
+            for child in self._children[task]:
+                remaining[child] -= 1
+                if remaining[child] == 0:
                     self.ready.add(child)
             self.current = self._next_ready()
             terminated, truncated = self.current < 0, False
@@ -466,10 +480,10 @@ class DAGScheduleEnv(gym.Env):
         """The info of every ``reset`` and ``step``: the same keys and dtypes throughout (section Info)."""
         return {
             "makespan": np.float64(self.makespan),
-            "invalid_action": np.bool_(invalid),
-            "forced_action": np.int64(forced),
-            "episode_done": np.bool_(self.done),
-            "metrics": metrics_info(self.episode_metrics() if self.done else None, DAG_METRIC_KEYS),
+            "invalid_action": _TRUE if invalid else _FALSE,
+            "forced_action": _MINUS_ONE if forced == -1 else np.int64(forced),
+            "episode_done": _TRUE if self.done else _FALSE,
+            "metrics": self.episode_metrics() if self.done else _ZERO_METRICS.copy(),
         }
 
     def action_masks(self) -> np.ndarray:
@@ -547,18 +561,20 @@ class DAGScheduleEnv(gym.Env):
 
     def _snapshot(self) -> dict:
         if self.obs_mode == "graph":
-            out = {
-                "node_features": self._nodes,
-                "node_mask": self._node_mask,
-                "edge_index": self._edge_index,
-                "edge_features": self._edge_features,
-                "edge_mask": self._edge_mask,
+            return {
+                "node_features": self._nodes.copy(),
+                "node_mask": self._node_mask.copy(),
+                "edge_index": self._edge_index.copy(),
+                "edge_features": self._edge_features.copy(),
+                "edge_mask": self._edge_mask.copy(),
+                "context": self._context.copy(),
+                "action_mask": self._action_mask.copy(),
             }
-        else:
-            out = {"obs": self._flat}
-        out["context"] = self._context
-        out["action_mask"] = self._action_mask
-        return {k: v.copy() for k, v in out.items()}
+        return {
+            "obs": self._flat.copy(),
+            "context": self._context.copy(),
+            "action_mask": self._action_mask.copy(),
+        }
 
     # ------------------------------------------------------------------ rendering
     def render(self):
