@@ -492,21 +492,21 @@ class DAGScheduleEnv(gym.Env):
     # ------------------------------------------------------------------ observation
     def _write_static(self) -> None:
         dag, n = self.dag, self.dag.num_tasks
-        self.task_view[...] = 0.0
-        self.gpu_view[...] = 0.0
+        graph = self.obs_mode == "graph"
+        # everything from 0: the task and GPU blocks, in graph mode also the kind columns and the cells of the
+        # other kind's features
+        (self._nodes if graph else self._flat)[...] = 0.0
         self.task_view[:n, 0] = np.log1p(dag.work / self.time_scale)
         self.task_view[:n, 1] = self.rank / self.time_scale
         self.gpu_view[:, 0] = self.speed
-        if self.obs_mode != "graph":
+        if not graph:
             return
-        mt = self.max_tasks
-        self._nodes[:, :2] = 0.0
+        mt, me, e = self.max_tasks, self.max_edges, dag.num_edges
         self._nodes[:n, 0] = 1.0
         self._nodes[mt:, 1] = 1.0
         self._node_mask[:] = 0
         self._node_mask[:n] = 1
         self._node_mask[mt:] = 1
-        e = dag.num_edges
         self._edge_index[:] = 0
         self._edge_features[:] = 0.0
         self._edge_mask[:] = 0
@@ -514,9 +514,8 @@ class DAGScheduleEnv(gym.Env):
         self._edge_features[:e, 0] = 1.0
         self._edge_features[:e, 2] = np.log1p(self.edge_bytes / 1e6)
         self._edge_mask[:e] = 1
-        slots = self.max_edges + np.arange(n)
-        self._edge_index[0, slots] = np.arange(n)
-        self._edge_features[slots, 1] = 1.0
+        self._edge_index[0, me : me + n] = np.arange(n)  # the task -> GPU edge slots
+        self._edge_features[me : me + n, 1] = 1.0
 
     def _observe(self) -> dict:
         ts, logs, cur = self.time_scale, self._logs, self.current

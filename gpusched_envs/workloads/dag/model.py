@@ -64,10 +64,10 @@ class DAG:
         n, e = len(work), len(edges)
         if len(eb) != e:
             err(f"edge_bytes has {len(eb)} entries for {e} edges")
-        if not np.all(np.isfinite(work)) or np.any(work < 0):
+        if not np.isfinite(work).all() or (work < 0).any():
             bad = np.flatnonzero(~np.isfinite(work) | (work < 0))[:5]
             err(f"work must be finite and >= 0 (tasks {bad.tolist()})")
-        if not np.all(np.isfinite(eb)) or np.any(eb < 0):
+        if not np.isfinite(eb).all() or (eb < 0).any():
             bad = np.flatnonzero(~np.isfinite(eb) | (eb < 0))[:5]
             err(f"edge_bytes must be finite and >= 0 (edges {bad.tolist()})")
         edges = np.ascontiguousarray(edges)
@@ -94,7 +94,7 @@ class DAG:
             h = np.asarray(self.hetero, dtype=np.float64)
             if h.ndim != 2 or h.shape[0] != n or h.shape[1] < 1:
                 err(f"hetero must have shape (N={n}, H>=1), got {h.shape}")
-            if not np.all(np.isfinite(h)) or np.any(h <= 0):
+            if not np.isfinite(h).all() or (h <= 0).any():
                 err("hetero factors must be finite and > 0")
             object.__setattr__(self, "hetero", _frozen(h))
         object.__setattr__(self, "work", _frozen(work))
