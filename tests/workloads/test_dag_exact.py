@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpusched_envs.workloads.dag import DAG, DAGError, random_layered_dag
+from gpusched_envs.workloads.dag import DAG, DAGError, random_layered_dag, structure
 from gpusched_envs.workloads.dag import random_layered as rl
 
 
@@ -153,7 +153,13 @@ def _reference_error(n, edges):
     return None
 
 
-def test_structure_and_errors_equal_the_numpy_definitions():
+# every DAG through the plain-lists path, or every DAG through the compiled kernel
+PATHS = {"lists": 10**9, "compiled": -1}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_structure_and_errors_equal_the_numpy_definitions(path, monkeypatch):
+    monkeypatch.setattr(structure, "COMPILED_ABOVE_EDGES", PATHS[path])
     rng = np.random.default_rng(0)
     checked = {"ok": 0, "error": 0}
     for n, edges in _random_edge_lists(rng, 1500):
@@ -175,7 +181,10 @@ def test_structure_and_errors_equal_the_numpy_definitions():
     assert checked["ok"] > 500 and checked["error"] > 500
 
 
-def test_each_error_kind_on_a_hand_built_list():
+@pytest.mark.parametrize("path", PATHS)
+def test_each_error_kind_on_a_hand_built_list(path, monkeypatch):
+    monkeypatch.setattr(structure, "COMPILED_ABOVE_EDGES", PATHS[path])
+
     def error(n, edges):
         with pytest.raises(DAGError) as info:
             DAG(work=np.ones(n), edges=edges, edge_bytes=np.ones(len(edges)))
@@ -195,3 +204,15 @@ def test_the_callers_edge_array_stays_writable_after_an_edge_error():
     with pytest.raises(DAGError, match="duplicate"):
         DAG(work=np.ones(2), edges=edges, edge_bytes=np.ones(2))
     assert edges.flags.writeable
+
+
+def test_large_dags_take_the_compiled_path_with_the_same_structure():
+    d = random_layered_dag(700, seed=0, beta=0.0)
+    assert d.num_edges > structure.COMPILED_ABOVE_EDGES
+    lists = structure.structure_lists(d.num_tasks, d.edges)
+    compiled = structure.structure_compiled(d.num_tasks, d.edges)
+    assert lists[:3] == compiled[:3] == (structure.OK, 0, 0)
+    for a, b, c in zip(lists[3:], compiled[3:], (*d._csr, d.topological_order, d.level), strict=True):
+        assert _same(a, b) and _same(b, c)
+    order, level = _reference_kahn(d.num_tasks, d.edges)
+    assert _same(d.topological_order, order) and _same(d.level, level)

@@ -2,7 +2,7 @@
 
 A :class:`DAG` is immutable and validated on construction (indices in range, no duplicate edges, acyclic); every
 violation raises one :class:`DAGError` naming the DAG and the offending tasks. The structure (parents/children in
-CSR form, topological order, levels) is built along with the validation (:mod:`.kernels`); the critical path on
+CSR form, topological order, levels) is built along with the validation (:mod:`.structure`); the critical path on
 request.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import kernels as _k
+from . import structure as _st
 
 
 class DAGError(ValueError):
@@ -71,14 +71,14 @@ class DAG:
             bad = np.flatnonzero(~np.isfinite(eb) | (eb < 0))[:5]
             err(f"edge_bytes must be finite and >= 0 (edges {bad.tolist()})")
         edges = np.ascontiguousarray(edges)
-        view = edges.view()  # read-only for the kernel (one compiled version), the caller's array untouched
+        view = edges.view()  # read-only (one compiled version of the kernel), the caller's array untouched
         view.setflags(write=False)
-        status, a, b, *structure = _k.dag_structure(n, view)
-        if status == _k.OUT_OF_RANGE:
+        status, a, b, *structure = _st.dag_structure(n, view)
+        if status == _st.OUT_OF_RANGE:
             err(f"edge {a} {edges[a].tolist()} has a task index outside 0..{n - 1}")
-        if status == _k.SELF_LOOP:
+        if status == _st.SELF_LOOP:
             err(f"cycle: task {int(edges[a, 0])} depends on itself")
-        if status == _k.DUPLICATE:
+        if status == _st.DUPLICATE:
             err(f"duplicate edge {a} -> {b}")
         if self.affinity is not None:
             aff = tuple(self.affinity)
@@ -102,7 +102,7 @@ class DAG:
         object.__setattr__(self, "edge_bytes", _frozen(eb))
         object.__setattr__(self, "meta", dict(self.meta))
         in_ptr, by_dst, out_ptr, by_src, order, level = (_frozen(x) for x in structure)
-        if status == _k.CYCLE:
+        if status == _st.CYCLE:
             left = np.flatnonzero(level < 0)
             err(f"not acyclic: a cycle runs through tasks {left[:10].tolist()}")
         object.__setattr__(self, "_csr", (in_ptr, by_dst, out_ptr, by_src))
