@@ -216,3 +216,20 @@ def test_large_dags_take_the_compiled_path_with_the_same_structure():
         assert _same(a, b) and _same(b, c)
     order, level = _reference_kahn(d.num_tasks, d.edges)
     assert _same(d.topological_order, order) and _same(d.level, level)
+
+
+def test_ranks_of_a_dag_equal_those_of_a_plain_record_with_its_arrays():
+    """A ``DAG`` lends the policies its own topological order, a plain record gets Kahn's: the same ranks."""
+    from types import SimpleNamespace
+
+    from gpusched_envs.policies.dag import downward_rank, upward_rank
+
+    speed = np.array([1.0, 0.5, 2.0])
+    bandwidth = np.array([[0.0, 1e9, 2e9], [1e9, 0.0, 5e8], [2e9, 5e8, 0.0]])
+    for seed in range(20):
+        d = random_layered_dag(30, alpha=0.5 + seed / 10, seed=seed, hetero_columns=3)
+        plain = SimpleNamespace(
+            work=d.work, edges=d.edges, edge_bytes=d.edge_bytes, affinity=None, hetero=d.hetero, name="plain"
+        )
+        for rank in (upward_rank, downward_rank):
+            assert rank(d, speed, bandwidth).tobytes() == rank(plain, speed, bandwidth).tobytes()
