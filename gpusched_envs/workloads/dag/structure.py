@@ -43,8 +43,8 @@ def structure_lists(n: int, edges: np.ndarray) -> tuple:
     by_src = by_dst = np.zeros(e_n, dtype=np.int64)
     src, dst = edges[:, 0], edges[:, 1]
     if e_n:
-        bad = (src < 0) | (src >= n) | (dst < 0) | (dst >= n)
-        if bad.any():
+        if edges.min() < 0 or edges.max() >= n:
+            bad = (src < 0) | (src >= n) | (dst < 0) | (dst >= n)
             return OUT_OF_RANGE, int(bad.argmax()), 0, in_ptr, by_dst, out_ptr, by_src, order, level
         loops = src == dst
         if loops.any():
@@ -61,11 +61,12 @@ def structure_lists(n: int, edges: np.ndarray) -> tuple:
         return DUPLICATE, dup // n, dup % n, in_ptr, by_dst, out_ptr, by_src, order, level
     by_dst = np.argsort(dst, kind="stable")
     by_src = np.argsort(src, kind="stable")
-    np.cumsum(np.bincount(dst, minlength=n), out=in_ptr[1:])
+    parents = np.bincount(dst, minlength=n)
+    np.cumsum(parents, out=in_ptr[1:])
     np.cumsum(np.bincount(src, minlength=n), out=out_ptr[1:])
     # Kahn's algorithm: a task's level is one more than its deepest parent's
     ptr, kids = out_ptr.tolist(), dst[by_src].tolist()
-    indeg = np.diff(in_ptr).tolist()
+    indeg = parents.tolist()
     depth = [0] * n
     queue = [i for i in range(n) if indeg[i] == 0]
     for u in queue:  # the queue grows while it is read
