@@ -28,6 +28,8 @@ KERNEL_MODULES = (
     "gpusched_envs.sim.loop_kernels",
     "gpusched_envs.sim.place_kernels",
     "gpusched_envs.sim.kernels",
+    "gpusched_envs.workloads.dag.structure",
+    "gpusched_envs.multi_agent.candidate_kernels",
 )
 
 

@@ -24,6 +24,8 @@ KERNEL_MODULES = (
     "gpusched_envs.sim.loop_kernels",
     "gpusched_envs.sim.place_kernels",
     "gpusched_envs.sim.kernels",
+    "gpusched_envs.workloads.dag.structure",
+    "gpusched_envs.multi_agent.candidate_kernels",
 )
 
 
@@ -60,7 +62,7 @@ def test_no_kernel_is_compiled_for_a_literal_argument():
 @pytest.mark.parametrize(
     ("env_id", "kernel", "modes"),
     [
-        ("gpusched/JobSelect-v1", "cluster_dynamic", ("flat", "graph", "image")),
+        ("gpusched/JobSelect-v1", "encode_blocks", ("flat", "graph", "image")),
         ("gpusched/DAGSchedule-v1", "dag_observe", ("flat", "graph")),
     ],
 )
