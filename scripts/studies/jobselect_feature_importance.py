@@ -9,6 +9,10 @@ the same (window, seed) pairs:
 - a **context** group (entries of ``context``): replaced by their mean over the unperturbed episode of the same
   (window, seed), so the policy sees a typical value but no change over time.
 
+- the **jitter** control: every job feature and context entry is multiplied by ``1 + 0.001·N(0, 1)`` at every step
+  (no information is lost). Its change is what any small perturbation does to this policy's schedule (ties broken
+  otherwise, a different chain of decisions): a group's change is read against it.
+
 The importance of a group is the relative change of the mean average JCT (positive: the policy is worse without it),
 with a paired 95% bootstrap interval over the pairs. This asks what *this* policy uses, not what a policy trained
 without the group would reach (that is a retraining ablation). Groups name the env's own feature names; a group whose
@@ -52,7 +56,9 @@ GROUPS = {
     "queue_mix": ("context", ("queued_gpus_1", "queued_gpus_2_4", "queued_gpus_5_8", "queued_gpus_9_plus")),
     "fragmentation": ("context", ("free_fragmented", "largest_free_server")),
     "arrivals": ("context", ("finished", "arrival_rate")),
+    "jitter": ("jitter", ()),  # the control: every feature kept, each multiplied by 1 + JITTER * N(0, 1)
 }
+JITTER = 1e-3
 
 
 class Perturbed:
@@ -64,6 +70,11 @@ class Perturbed:
 
     def __call__(self, obs: dict) -> int:
         obs = dict(obs)
+        if self.kind == "jitter":
+            for key in ("job_features", "context"):
+                x = obs[key]
+                obs[key] = (x * (1.0 + JITTER * self.rng.standard_normal(x.shape))).astype(x.dtype)
+            return self.agent.act(obs)
         if self.kind == "job":
             jf = obs["job_features"].copy()
             rows = np.flatnonzero(obs["job_mask"] > 0)
@@ -96,6 +107,8 @@ class Recording:
 def group_columns(env, group: str) -> tuple[str, list[int]] | None:
     """``(kind, column indices)`` of a group in ``env``'s observation, or None when the env lacks any of them."""
     kind, names = GROUPS[group]
+    if kind == "jitter":
+        return kind, []
     u = env.unwrapped
     have = list(u.encoder.job_feature_names) if kind == "job" else list(u.context_names)
     if not all(n in have for n in names):

@@ -56,6 +56,23 @@ def test_context_group_takes_the_episode_mean(mod):
     assert np.allclose(agent.obs[-1]["context"], [2.0, 20.0, 9.0])
 
 
+def test_jitter_control_keeps_every_feature_within_its_noise(mod):
+    jf = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+    ctx = np.array([2.0, -4.0, 0.0], dtype=np.float32)
+    obs = {"job_features": jf, "job_mask": np.array([1, 1, 1, 0], dtype=np.int8), "context": ctx}
+    agent = Seen()
+    mod.Perturbed(agent, "jitter", [], np.random.default_rng(0))(obs)
+    got = agent.obs[0]
+    for key, orig in (("job_features", jf), ("context", ctx)):
+        assert got[key].dtype == orig.dtype and got[key].shape == orig.shape
+        rel = np.abs(got[key] - orig) / np.maximum(np.abs(orig), 1e-12)
+        assert rel.max() <= 6 * mod.JITTER  # a relative perturbation of the order of JITTER
+        assert not np.array_equal(got[key][orig != 0], orig[orig != 0])  # and it does perturb
+    assert got["context"][2] == 0.0  # zero stays zero
+    assert np.array_equal(obs["job_features"], jf)  # the env's observation is not modified
+    assert mod.group_columns(None, "jitter") == ("jitter", [])
+
+
 def test_groups_map_to_the_env_feature_names(mod):
     kw = dict(cluster="tiny", num_jobs=8, information="non-clairvoyant", preemption=True, obs_mode="graph")
     plain = gym.make("gpusched/JobSelect-v1", **kw)
