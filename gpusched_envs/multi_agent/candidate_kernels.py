@@ -167,64 +167,26 @@ def _features(
         if not seen:
             scratch[2, nr] = r
             nr += 1
-    has_overhead = overhead.shape[0] > 0
-    compute = 0.0
-    for i in range(n):
-        g = gpus[i]
-        t = iteration_time[model, gpu_st[1, g]]
-        if has_overhead:
-            t = t + overhead[gpu_st[0, g], model]
-        if i == 0 or t > compute:
-            compute = t
+    compute, bandwidth, latency = _ek.shape_terms(
+        gpus, n, scratch[1], ns, scratch[2], nr, model, gpu_st[0], gpu_st[1], iteration_time, overhead,
+        overhead.shape[0] > 0, net[T_INTRABW], net[T_SHARED], net[T_INTRALAT], net[T_NICBW], net[T_NICLAT],
+        net[T_UPBW], params[P_SPINE],
+    )  # fmt: skip
     colocated = 0
     for i in range(ns):
         colocated += server_jobs[scratch[1, i]]
     if n <= 1:
         total = compute  # no communication: the overlap is the compute time
     else:
-        # the placement's bottleneck bandwidth and slowest hop (throughput.placement_shape)
-        intra_min = np.inf
-        intra_lat_max = -np.inf
-        nic_min = np.inf
-        nic_lat_max = -np.inf
-        for i in range(ns):
-            s = scratch[1, i]
-            intra = net[T_INTRABW, s]
-            if net[T_SHARED, s] > 0.0:
-                k = 0
-                for q in range(n):
-                    if gpu_st[0, gpus[q]] == s:
-                        k += 1
-                intra = intra / k
-            if intra < intra_min:
-                intra_min = intra
-            if net[T_INTRALAT, s] > intra_lat_max:
-                intra_lat_max = net[T_INTRALAT, s]
-            if net[T_NICBW, s] < nic_min:
-                nic_min = net[T_NICBW, s]
-            if net[T_NICLAT, s] > nic_lat_max:
-                nic_lat_max = net[T_NICLAT, s]
-        if ns == 1:
-            bandwidth = intra_min
-            latency = net[T_INTRALAT, scratch[1, 0]]
-        else:
-            bandwidth = min(nic_min, intra_min)
-            latency = max(nic_lat_max, intra_lat_max)
-            if nr > 1:
-                up_min = np.inf
-                for q in range(nr):
-                    if net[T_UPBW, scratch[2, q]] < up_min:
-                        up_min = net[T_UPBW, scratch[2, q]]
-                bandwidth = min(bandwidth, up_min)
-                latency = max(latency, params[P_SPINE])
-                # each crossed uplink shared by the jobs crossing it and this one (throughput.communication_time)
-                shared = np.inf
-                for q in range(nr):
-                    r = scratch[2, q]
-                    v = net[T_UPBW, r] * (1.0 / max(rack_crossing[r] + 1, 1))
-                    if v < shared:
-                        shared = v
-                bandwidth = min(bandwidth, shared)
+        if nr > 1:
+            # each crossed uplink shared by the jobs crossing it and this one (throughput.communication_time)
+            shared = np.inf
+            for q in range(nr):
+                r = scratch[2, q]
+                v = net[T_UPBW, r] * (1.0 / max(rack_crossing[r] + 1, 1))
+                if v < shared:
+                    shared = v
+            bandwidth = min(bandwidth, shared)
         m = _ek._all_reduce(n, model_f[0, model], bandwidth, latency)
         total = _ek._overlap(compute, m, model_f[1, model])
     feat[0] = 1.0

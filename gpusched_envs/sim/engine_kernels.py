@@ -145,6 +145,63 @@ def check_gpus(gpus, need, free_milli, allowed):
 
 
 @njit(cache=True, no_cpython_wrapper=True)
+def shape_terms(
+    gpus, n, servers, ns, racks, nr, model, gpu_server, gpu_type, iteration_time, overhead, has_overhead, intra_bw,
+    shared_link, intra_lat, nic_bw, nic_lat, up_bw, spine,
+):  # fmt: skip
+    """``(compute, bandwidth, latency)`` of the placement ``gpus[:n]`` on its ``ns`` distinct servers and ``nr``
+    distinct racks (any order): the slowest GPU's iteration time (plus its server's host overhead when
+    ``has_overhead``), the bottleneck bandwidth and the slowest hop of :func:`gpusched_envs.sim.throughput.placement_shape`,
+    in its floating-point operations. A host-staged intra-server link (``shared_link`` > 0) is shared by the job's
+    GPUs on that server. One GPU: its server's intra-server bandwidth and latency. The engine's start
+    (:func:`allocate`) and the multi-agent candidate features both call this."""
+    compute = 0.0
+    for i in range(n):
+        g = gpus[i]
+        t = iteration_time[model, gpu_type[g]]
+        if has_overhead:
+            t = t + overhead[gpu_server[g], model]
+        if i == 0 or t > compute:
+            compute = t
+    if n == 1:
+        s = servers[0]
+        return compute, intra_bw[s], intra_lat[s]
+    intra_min = np.inf
+    intra_lat_max = -np.inf
+    nic_min = np.inf
+    nic_lat_max = -np.inf
+    for i in range(ns):
+        s = servers[i]
+        intra = intra_bw[s]
+        if shared_link[s] > 0.0:
+            k = 0
+            for q in range(n):
+                if gpu_server[gpus[q]] == s:
+                    k += 1
+            intra = intra / k
+        if intra < intra_min:
+            intra_min = intra
+        if intra_lat[s] > intra_lat_max:
+            intra_lat_max = intra_lat[s]
+        if nic_bw[s] < nic_min:
+            nic_min = nic_bw[s]
+        if nic_lat[s] > nic_lat_max:
+            nic_lat_max = nic_lat[s]
+    if ns == 1:
+        return compute, intra_min, intra_lat[servers[0]]
+    bandwidth = min(nic_min, intra_min)
+    latency = max(nic_lat_max, intra_lat_max)
+    if nr > 1:
+        up_min = np.inf
+        for k in range(nr):
+            if up_bw[racks[k]] < up_min:
+                up_min = up_bw[racks[k]]
+        bandwidth = min(bandwidth, up_min)
+        latency = max(latency, spine)
+    return compute, bandwidth, latency
+
+
+@njit(cache=True, no_cpython_wrapper=True)
 def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params, gbuf, goff, places):
     """Give ``gpus`` to ``job``: the GPUs' free shares, holder and sharer list, the servers' free counts, the GPU
     list at ``gbuf[goff:]`` and the placement's shape (compute, bandwidth, latency, traffic). Writes the distinct
@@ -198,60 +255,16 @@ def allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, pa
     sort_ints(places[1], nr)
     # the placement's shape (throughput.placement_shape, the same arithmetic)
     model = ji[MODEL, job]
-    has_overhead = params[P_OVERHEAD] > 0.0
-    compute = 0.0
-    for i in range(n):
-        g = gpus[i]
-        t = iteration_time[model, gi[G_TYPE, g]]
-        if has_overhead:
-            t = t + overhead[gi[G_SERVER, g], model]
-        if i == 0 or t > compute:
-            compute = t
+    compute, bandwidth, latency = shape_terms(
+        gpus, n, srv, ns, places[1], nr, model, gi[G_SERVER], gi[G_TYPE], iteration_time, overhead,
+        params[P_OVERHEAD] > 0.0, sf[S_INTRABW], sf[S_SHARED], sf[S_INTRALAT], sf[S_NICBW], sf[S_NICLAT],
+        rf[R_UPBW], params[P_SPINE],
+    )  # fmt: skip
     traffic = 0.0
-    if n == 1:
-        s = srv[0]
-        bandwidth = sf[S_INTRABW, s]
-        latency = sf[S_INTRALAT, s]
-    else:
-        # intra-server bandwidth of each used server (a host-staged link: / the job's GPUs on it)
-        bandwidth = np.inf
-        intra_min = np.inf
-        intra_lat_max = -np.inf
-        nic_min = np.inf
-        nic_lat_max = -np.inf
-        for i in range(ns):
-            s = srv[i]
-            intra = sf[S_INTRABW, s]
-            if sf[S_SHARED, s] > 0.0:
-                k = 0
-                for q in range(n):
-                    if gi[G_SERVER, gpus[q]] == s:
-                        k += 1
-                intra = intra / k
-            if intra < intra_min:
-                intra_min = intra
-            if sf[S_INTRALAT, s] > intra_lat_max:
-                intra_lat_max = sf[S_INTRALAT, s]
-            if sf[S_NICBW, s] < nic_min:
-                nic_min = sf[S_NICBW, s]
-            if sf[S_NICLAT, s] > nic_lat_max:
-                nic_lat_max = sf[S_NICLAT, s]
-        if ns == 1:
-            bandwidth = intra_min
-            latency = sf[S_INTRALAT, srv[0]]
-        else:
-            bandwidth = min(nic_min, intra_min)
-            latency = max(nic_lat_max, intra_lat_max)
-            if nr > 1:
-                up_min = np.inf
-                for k in range(nr):
-                    if rf[R_UPBW, places[1, k]] < up_min:
-                        up_min = rf[R_UPBW, places[1, k]]
-                bandwidth = min(bandwidth, up_min)
-                latency = max(latency, params[P_SPINE])
-            gradient = mf[0, model]
-            alone = _overlap(compute, _all_reduce(n, gradient, bandwidth, latency), mf[1, model])
-            traffic = 2 * (n - 1) / n * gradient / alone
+    if n != 1 and ns > 1:  # the all-reduce's share of the NICs (and uplinks) it crosses
+        gradient = mf[0, model]
+        alone = _overlap(compute, _all_reduce(n, gradient, bandwidth, latency), mf[1, model])
+        traffic = 2 * (n - 1) / n * gradient / alone
     jf[CMP, job] = compute
     jf[BW, job] = bandwidth
     jf[LAT, job] = latency
