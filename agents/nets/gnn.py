@@ -4,10 +4,12 @@ implementations of one function: dense operators built once per tree, per-sample
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from gpusched_lab.agents.nets.common import NetworkConfig, mlp, param_view, run_mlp
+from gpusched_lab.agents.nets.gnn_rows import distinct_rows
 
 from gpusched_envs.envs.encoding import KINDS
 from gpusched_envs.graph import to_pyg
@@ -216,63 +218,39 @@ class _GpuRows:
 
     def __init__(self, obs: dict[str, torch.Tensor], tree: _Tree, servers: bool = False):
         nf = obs["node_features"]
-        b, n, f = nf.shape
+        mask = obs["node_mask"]
         g, k = tree.bounds[1], tree.gpus_per_server
-        s = g // k
+        m = tree.servers_per_rack if servers else 0
+        # the compiled loops read the batch's own memory (a CPU batch); float16/bfloat16 are compared in float64,
+        # which keeps every value and every exact-zero difference
+        x = nf if nf.dtype in (torch.float32, torch.float64) else nf.double()
+        x = x.detach()
+        out = distinct_rows(
+            np.ascontiguousarray(x.numpy()),
+            np.ascontiguousarray(mask.detach().to(x.dtype).numpy()),
+            g,
+            k,
+            m,
+        )
+        size, sample, node, count, parent_row, weight = out[:6]
         # normal tensors even when built in torch.inference_mode (DDQN's targets): a later forward with autograd
         # on the very same batch reuses them (_gpu_rows) and saves them for backward
-        with torch.inference_mode(False), torch.no_grad():
-            mask = obs["node_mask"].to(nf.dtype).unsqueeze(-1)
-            feats = torch.cat([nf[:, :g], mask[:, :g]], dim=-1).view(b, s, k, f + 1)
-            first, keep, _ = self._firsts(feats)  # (B, S, k)
+        with torch.inference_mode(False):
             self.servers = servers
-            in_kept = torch.ones_like(keep)  # the GPUs of the servers kept
+            self.size = int(size)
+            self.sample = torch.from_numpy(sample[:size])
+            self.node = torch.from_numpy(node[:size])
+            self.parent_row = torch.from_numpy(parent_row[:size])
+            self.count = torch.from_numpy(count[:size]).to(nf.dtype)
+            self.weight = torch.from_numpy(weight[:size]).to(nf.dtype) if servers else self.count
             if servers:
-                m = tree.servers_per_rack
-                sig = torch.cat([nf[:, g : g + s], mask[:, g : g + s], feats.view(b, s, k * (f + 1))], dim=-1)
-                _, srv_keep, srv_row = self._firsts(sig.view(b, s // m, m, -1))
-                srv = torch.nonzero(srv_keep.view(-1)).flatten()  # sample-major flat server index
-                self.server_size = srv.numel()
-                self.server_sample = srv // s
-                self.server_parent_row = (srv % s) // m * b + self.server_sample
-                self.server_node = self.server_sample * n + g + srv % s
-                self.server_count = (
-                    torch.bincount(srv_row, minlength=self.server_size).to(nf.dtype).unsqueeze(-1)
-                )
-                self.server_of = srv_row
-                in_kept = srv_keep.view(b, s, 1).expand(-1, -1, k)
-                keep = keep & in_kept
-            rank = keep.view(-1).cumsum(0) - 1
-            row = rank.view(b, s, k).gather(-1, first)  # each GPU's row (those of kept servers)
-            gpu = torch.nonzero(keep.view(-1)).flatten()  # sample-major flat GPU index of each distinct row
-            self.size = gpu.numel()
-            self.sample = gpu // g
-            server = self.sample * s + (gpu % g) // k  # sample-major flat server index
-            self.node = self.sample * n + gpu % g
-            self.count = torch.bincount(row[in_kept], minlength=self.size).to(nf.dtype).unsqueeze(-1)
-            if servers:
-                self.parent_row = self.server_of.index_select(0, server)
-                self.weight = self.count * self.server_count.index_select(0, self.parent_row)
-            else:
-                self.parent_row = (server % s) * b + self.sample
-                self.weight = self.count
-
-    @staticmethod
-    def _first_of(x: torch.Tensor) -> torch.Tensor:
-        """``(..., k, D)`` → ``(..., k)``: the index of the first item equal to each item of its group."""
-        flat = x.reshape(-1, *x.shape[-2:])
-        same = torch.cdist(flat, flat, p=0) == 0  # (·, k, k): item i equals item j (no coordinate differs)
-        return same.view(*x.shape[:-1], x.shape[-2]).to(torch.uint8).argmax(-1)
-
-    @classmethod
-    def _firsts(cls, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Groups ``(..., k, D)`` of items: ``(first, kept, row)``, the first equal item of each, whether an item
-        is the first of its kind, and each item's row among the kept ones (flat, in order)."""
-        first = cls._first_of(x)
-        kept = first == torch.arange(x.shape[-2], device=x.device)
-        rank = kept.view(-1).cumsum(0) - 1
-        row = rank.view(kept.shape).gather(-1, first).view(-1)
-        return first, kept, row
+                server_size, server_sample, server_parent_row, server_node, server_count, server_of = out[6:]
+                self.server_size = int(server_size)
+                self.server_sample = torch.from_numpy(server_sample[:server_size])
+                self.server_parent_row = torch.from_numpy(server_parent_row[:server_size])
+                self.server_node = torch.from_numpy(server_node[:server_size])
+                self.server_count = torch.from_numpy(server_count[:server_size]).to(nf.dtype)
+                self.server_of = torch.from_numpy(server_of)
 
 
 # the distinct rows of the last batch (one entry): two networks reading the same batch (DDQN's online and target
