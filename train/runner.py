@@ -371,6 +371,26 @@ class DDQNCallback:
         trust.sign(self.saver.out / CHECKPOINT_DIR / RESUME_FILE)
 
 
+def check_topdrl_choices(cfg: RunConfig) -> None:
+    """TopDRL's placement and observations hold in every env of the run: a curriculum stage or a held-in
+    evaluation window may change the workload, load or window length, not ``placement`` or ``obs_mode``."""
+    from gpusched_lab.agents.methods.topdrl.agent import OBS_MODE, PLACEMENT
+
+    places = []
+    for i, stage in enumerate(cfg.curriculum or []):
+        if isinstance(stage, dict):
+            places.append((f"curriculum[{i}].env_kwargs", stage.get("env_kwargs") or {}))
+            choices = stage.get("choices") or []
+            places += [(f"curriculum[{i}].choices[{j}]", c) for j, c in enumerate(choices)]
+    places += [(f"eval_choices[{j}]", c) for j, c in enumerate(cfg.eval_choices or [])]
+    for where, kwargs in places:
+        if not isinstance(kwargs, dict):
+            continue  # the curriculum's and the evaluator's own checks name it
+        for key, value in (("placement", PLACEMENT), ("obs_mode", OBS_MODE)):
+            if kwargs.get(key, value) != value:
+                raise ValueError(f"{where}: TopDRL uses {key}={value!r}, got {kwargs[key]!r}")
+
+
 def run_ddqn(
     cfg: RunConfig, out: Path, command: str, resume: bool = False, trust_resume: bool = False
 ) -> dict:
@@ -386,6 +406,7 @@ def run_ddqn(
     if cfg.algorithm == "topdrl":
         cfg.env_kwargs = topdrl_env_kwargs(**{k: v for k, v in cfg.env_kwargs.items() if k != "obs_mode"})
         cfg.args.setdefault("encoder", "cnn")
+        check_topdrl_choices(cfg)
     args = build_args(DDQNArgs, {**cfg.args, "seed": cfg.seed})
     mode = obs_mode_for(cfg)
     cfg.env_kwargs = {**cfg.env_kwargs, "obs_mode": mode}
@@ -393,9 +414,7 @@ def run_ddqn(
         out.mkdir(parents=True, exist_ok=True)
         write_config(out, cfg, command)
     cls = TopDRL if cfg.algorithm == "topdrl" else DDQN
-    if (
-        cfg.num_envs > 1 and cls is DDQN
-    ):  # one vector env: every copy stepped in one call, acted on as a batch
+    if cfg.num_envs > 1:  # one vector env: every copy stepped in one call, acted on as a batch
         envs = make_train_vector_env(cfg.env, cfg.env_kwargs, mode, cfg.num_envs, cfg.curriculum)
     else:  # DDQN scales rewards itself
         envs = [
