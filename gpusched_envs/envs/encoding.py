@@ -44,6 +44,7 @@ the columns :data:`PREEMPTION_JOB_FEATURES` and rows for running jobs after the 
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -171,6 +172,26 @@ class Layout:
     @property
     def num_edges(self) -> int:
         return 2 * (self.num_gpus + self.num_servers + self.num_racks)
+
+
+# float32 Boxes already built, by their bounds: gymnasium's Box writes a text form of non-uniform bounds when it is
+# built (most of an env's construction time), so an env gets a copy of the first Box with the same bounds
+_BOXES: dict[tuple, spaces.Box] = {}
+_BOXES_MAX = 256
+
+
+def float_box(low: np.ndarray, high: np.ndarray) -> spaces.Box:
+    """A float32 ``Box`` with these bounds: a copy of the one built for the same shape and values (its own arrays
+    and random generator), so building many envs of one layout does not rebuild the same spaces."""
+    low32, high32 = np.ascontiguousarray(low, dtype=np.float32), np.ascontiguousarray(high, dtype=np.float32)
+    key = (low32.shape, low32.tobytes(), high32.shape, high32.tobytes())
+    template = _BOXES.get(key)
+    if template is None:
+        template = spaces.Box(low=low32, high=high32, dtype=np.float32)
+        if len(_BOXES) >= _BOXES_MAX:
+            _BOXES.pop(next(iter(_BOXES)))
+        _BOXES[key] = template
+    return copy.deepcopy(template)
 
 
 class ClusterEncoder:
@@ -350,7 +371,7 @@ class ClusterEncoder:
         lo = self.layout
 
         def box(low, high):
-            return spaces.Box(low=low.astype(np.float32), high=high.astype(np.float32), dtype=np.float32)
+            return float_box(low, high)
 
         def cols(names, rows=1, bounds=BOUNDS):
             """(rows, len(names)) bounds of a block, each column's range widened to hold 0."""
