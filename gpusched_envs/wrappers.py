@@ -28,6 +28,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from gpusched_envs.envs.encoding import float_box
+
 MASK_KEY = "action_mask"
 
 __all__ = [
@@ -118,7 +120,7 @@ def flat_layout_space(
     ``Dict({features_key: ..., mask_key: Box(0, 1, mask_dtype)})`` unless ``features_key`` is None."""
     low = np.concatenate([np.asarray(space.spaces[k].low, dtype=np.float32).ravel() for k in keys])
     high = np.concatenate([np.asarray(space.spaces[k].high, dtype=np.float32).ravel() for k in keys])
-    features = spaces.Box(low, high, dtype=np.float32)
+    features = float_box(low, high)  # a copy of the Box built for these bounds before
     if features_key is None:
         return features
     n = int(space.spaces[MASK_KEY].shape[0])
