@@ -24,8 +24,8 @@ count, so a resumed PPO run is reproducible but not identical to an uninterrupte
 
 from __future__ import annotations
 
-import io
 import json
+import os
 import time
 from functools import partial
 from pathlib import Path
@@ -40,7 +40,7 @@ from gpusched_lab.train import trust
 from gpusched_lab.train.config import RunConfig
 from stable_baselines3.common.callbacks import BaseCallback
 
-from gpusched_envs.io import atomic_write_bytes, atomic_write_text
+from gpusched_envs.io import atomic_write_text
 
 CHECKPOINT_DIR = "checkpoint"
 BEST_DIR = "best"
@@ -365,10 +365,36 @@ class DDQNCallback:
 
     def save(self, step: int) -> None:
         self.saver.save(self.algo.q, step, self.evaluator.last)
-        buf = io.BytesIO()
-        torch.save(self.algo.training_state(), buf)
-        atomic_write_bytes(self.saver.out / CHECKPOINT_DIR / RESUME_FILE, buf.getvalue())
-        trust.sign(self.saver.out / CHECKPOINT_DIR / RESUME_FILE)
+        path = self.saver.out / CHECKPOINT_DIR / RESUME_FILE
+        save_training_state(self.algo.training_state(), path)
+        trust.sign(path)
+
+
+def save_training_state(state: dict, path: Path) -> None:
+    """Write a DDQN training state to ``path`` atomically (a temporary file beside it, then a rename). The replay
+    buffer's arrays go in as tensors sharing their memory, which ``torch.save`` writes straight into the file: a
+    numpy array would be pickled through several in-memory copies of itself, several GiB for a large image buffer.
+    :meth:`DictReplayBuffer.load_state` reads either form, so the state loads back the same."""
+    buffer = state.get("buffer")
+    if isinstance(buffer, dict):
+
+        def tensor(value):
+            if isinstance(value, dict):
+                return {k: tensor(v) for k, v in value.items()}
+            return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+
+        state = {**state, "buffer": tensor(buffer)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def check_topdrl_choices(cfg: RunConfig) -> None:
