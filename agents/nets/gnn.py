@@ -214,7 +214,10 @@ class _GpuRows:
 
     GPU rows, sample-major: ``sample``; ``parent_row``, its server's row in the server block (node-major
     ``s · B + sample`` without ``servers``); ``count``, the GPUs of its server it stands for; ``weight``, the GPUs
-    of its sample it stands for; ``node``, its flat index into the ``(B · N)`` nodes."""
+    of its sample it stands for; ``node``, its flat index into the ``(B · N)`` nodes.
+
+    Built by one compiled pass over the batch's memory (:func:`~gpusched_lab.agents.nets.gnn_rows.distinct_rows`,
+    which says what equal means: no coordinate differs, so a NaN or infinite value equals nothing)."""
 
     def __init__(self, obs: dict[str, torch.Tensor], tree: _Tree, servers: bool = False):
         nf = obs["node_features"]

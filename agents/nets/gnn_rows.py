@@ -15,12 +15,12 @@ from numba import njit
 @njit(cache=True, no_cpython_wrapper=True)
 def _same_nodes(nf, mask, i, a, c):
     """Do nodes ``a`` and ``c`` of sample ``i`` differ by exactly 0 in every feature and in the node mask?"""
-    if mask[i, a] - mask[i, c] != 0:  # a NaN difference is != 0 too
-        return False
-    for j in range(nf.shape[2]):
-        if nf[i, a, j] - nf[i, c, j] != 0:
-            return False
-    return True
+    u = nf[i, a]
+    v = nf[i, c]
+    differ = mask[i, a] - mask[i, c] != 0  # a NaN difference is != 0 too
+    for j in range(u.shape[0]):  # no early exit: the loop vectorizes
+        differ |= u[j] - v[j] != 0
+    return not differ
 
 
 @njit(cache=True, no_cpython_wrapper=True)
