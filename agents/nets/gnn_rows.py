@@ -40,7 +40,7 @@ def distinct_rows(nf, mask, g, k, m):
     are GPUs, ``k`` per server (server ``s`` is node ``g + s`` with GPUs ``k·s … k·s+k-1``), and with ``m > 0``
     the servers ``m`` per rack (rack ``r`` has servers ``m·r … m·r+m-1``). Returns ``(size, sample, node, count,
     parent_row, weight, server_size, server_sample, server_parent_row, server_node, server_count, server_of)``,
-    the arrays longer than needed: the first ``size`` (GPU rows) and ``server_size`` (server rows) entries hold
+    ``gnn._GpuRows``'s attributes (the same meaning and order), the arrays longer than needed: the first ``size`` (GPU rows) and ``server_size`` (server rows) entries hold
     them, ``server_of`` all ``B·S``; the server arrays are empty where ``m == 0``. ``count`` and ``weight`` (GPU
     rows, ``(·, 1)``) and ``server_count`` have ``nf``'s dtype."""
     b, n = nf.shape[0], nf.shape[1]
