@@ -9,7 +9,7 @@ updates) gets more out of a fixed simulation budget than on-policy PPO; the PPO 
 
 from __future__ import annotations
 
-from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs
+from gpusched_lab.agents.algos.ddqn import DDQN, DDQNArgs, is_vector_env
 
 ENV_ID = "gpusched/JobSelect-v1"
 OBS_MODE = "image"
@@ -54,8 +54,6 @@ def check_topdrl_envs(envs) -> None:
     """Raise a ``ValueError`` naming the offending env unless every env TopDRL would train on is its setting:
     each env of a list, or the native vector env's id and each of its copies (a curriculum's copy is checked
     on the env it currently steps, which has the same spaces and setting as all its stages)."""
-    from gpusched_lab.agents.algos.ddqn import is_vector_env
-
     if is_vector_env(envs):
         env_id = getattr(envs, "env_id", None) or getattr(getattr(envs, "spec", None), "id", None)
         if env_id != ENV_ID:
