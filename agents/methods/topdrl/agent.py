@@ -53,7 +53,8 @@ def _check_env(env, where: str, copy: bool = False) -> None:
 def check_topdrl_envs(envs) -> None:
     """Raise a ``ValueError`` naming the offending env unless every env TopDRL would train on is its setting:
     each env of a list, or the native vector env's id and each of its copies (a curriculum's copy is checked
-    on the env it currently steps, which has the same spaces and setting as all its stages)."""
+    on the env it currently steps; ``train.runner.check_topdrl_choices`` checks that no stage changes the placer
+    or the observations)."""
     if is_vector_env(envs):
         env_id = getattr(envs, "env_id", None) or getattr(getattr(envs, "spec", None), "id", None)
         if env_id != ENV_ID:
