@@ -47,7 +47,14 @@ NumEnvsOpt = Annotated[
         "GPUSCHED_MAX_ENVS raises the cap).",
     ),
 ]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue from OUT/checkpoint if there is one.")]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue from OUT/checkpoint if there is one, to the run's own step budget unless --steps, "
+        "--set steps=N or --config gives one.",
+    ),
+]
 TrustResumeOpt = Annotated[
     bool,
     typer.Option(
@@ -165,6 +172,24 @@ def build_config(algorithm: str, env, env_kwargs, steps, seed, device, num_envs,
     return cfg
 
 
+def steps_given(steps, config, set_) -> bool:
+    """Whether the command sets the step budget: ``--steps``, ``--set steps=N`` or a ``steps`` key of ``--config``."""
+    from gpusched_lab.train.config import load_yaml
+
+    if steps is not None or any(item.split("=", 1)[0].strip() == "steps" for item in set_ or []):
+        return True
+    return bool(config) and "steps" in load_yaml(config)
+
+
+def keep_saved_budget(cfg, out: Path) -> None:
+    """``--resume`` without a step budget continues to the run's own budget (saved in OUT/config.json), not to the
+    default one."""
+    from gpusched_lab.train.runner import read_config
+
+    if (out / "config.json").is_file():
+        cfg.steps = read_config(out)[0].steps
+
+
 def _train(
     algorithm: str,
     env,
@@ -197,6 +222,8 @@ def _train(
         cfg = build_config(
             algorithm, env, env_kwargs, steps, seed, device, num_envs, config, merged, progress
         )
+        if resume and not steps_given(steps, config, set_):
+            keep_saved_budget(cfg, out)
         from gpusched_lab.train.runner import run_ddqn, run_ppo
 
         run = run_ppo if algorithm == "ppo" else run_ddqn
