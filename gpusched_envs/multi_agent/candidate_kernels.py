@@ -149,14 +149,14 @@ def _features(
     ``stamp``, rows 1 and 2 hold the distinct servers and racks."""
     S = rows.shape[1]
     num_racks = rack_crossing.shape[0]
-    ns = 0
+    ns = _ek._ZERO  # typed int64, as the engine passes it: no second compile of shape_terms for a literal 0
     for i in range(n):
         s = gpu_st[0, gpus[i]]
         if scratch[0, s] != stamp:
             scratch[0, s] = stamp
             scratch[1, ns] = s
             ns += 1
-    nr = 0
+    nr = _ek._ZERO
     for i in range(ns):
         r = rows[2, scratch[1, i]]
         seen = False
