@@ -582,7 +582,7 @@ class MultiSchedulerEnv(EnvCore, ParallelEnv):
         params[_ck.P_MAXSERVER] = c.max_server_gpus
         cat = c.catalog
         model_f = np.stack([np.asarray(cat.gradient_bytes, float), np.asarray(cat.overlap_gamma, float)])
-        overhead = c.server_compute_overhead if c.server_compute_overhead is not None else np.zeros((0, 0))
+        overhead = c.server_compute_overhead if c.server_compute_overhead is not None else _ek.NO_OVERHEAD
         return (
             _ck.job_table(sim),
             sim.job_ideal_iter,

@@ -441,7 +441,7 @@ class Simulator:
             [np.asarray(cat.gradient_bytes, dtype=float), np.asarray(cat.overlap_gamma, dtype=float)]
         )
         self._overhead = (
-            c.server_compute_overhead if c.server_compute_overhead is not None else np.zeros((0, 0))
+            c.server_compute_overhead if c.server_compute_overhead is not None else _ek.NO_OVERHEAD
         )
         self._params = np.zeros(_ek.P_SIZE)
         self._params[_ek.P_SPINE] = c.spine_latency

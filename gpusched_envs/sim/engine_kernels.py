@@ -41,6 +41,10 @@ P_SIZE = 6
 # an integer constant as a numpy scalar: a counter started from it is typed int64 from the start, so the kernels it
 # is passed to are not compiled once more for a literal 0 while numba infers its type
 _ZERO = np.int64(0)
+# the host-overhead table of a cluster without one: read-only like every cluster array, so the kernels that take it
+# are compiled once for both kinds of cluster (numba types read-only and writable arrays apart)
+NO_OVERHEAD = np.zeros((0, 0))
+NO_OVERHEAD.flags.writeable = False
 
 
 # ------------------------------------------------------------------ orders shared by the kernels
