@@ -41,17 +41,27 @@ class _NumbaCompileClock:
         import time
 
         self.clock, self.depth, self.started, self.total, self.count = time.perf_counter, 0, 0.0, 0.0, 0
+        self.name, self.by_kernel = "", {}
 
     def on_start(self, event) -> None:
         if self.depth == 0:
             self.started = self.clock()
+            func = getattr((event.data or {}).get("dispatcher"), "py_func", None)
+            self.name = f"{func.__module__}.{func.__qualname__}" if func is not None else "?"
         self.depth += 1
 
     def on_end(self, event) -> None:
         self.depth -= 1
         if self.depth == 0:
-            self.total += self.clock() - self.started
+            took = self.clock() - self.started
+            self.total += took
             self.count += 1
+            self.by_kernel[self.name] = self.by_kernel.get(self.name, 0.0) + took
+
+    def slowest(self, k: int = 5) -> str:
+        """The ``k`` kernels that took longest to compile (their callees' compiles included), with seconds."""
+        top = sorted(self.by_kernel.items(), key=lambda item: -item[1])[:k]
+        return ", ".join(f"{name.rsplit('.', 2)[-2]}.{name.rsplit('.', 1)[-1]} {t:.1f}" for name, t in top)
 
 
 _NUMBA_CLOCK = _NumbaCompileClock()
@@ -76,3 +86,5 @@ def pytest_terminal_summary(terminalreporter):
         f"numba: {c.total:.1f} s compiling {c.count} kernels in the test process (cache misses; on a fresh clone "
         "the cache is cold, and a kernel first used in a test's subprocess compiles there, uncounted)"
     )
+    if c.by_kernel:
+        terminalreporter.write_line(f"numba: slowest compiles (s, callees included): {c.slowest()}")
