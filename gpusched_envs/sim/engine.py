@@ -238,6 +238,8 @@ class Simulator:
     def __setstate__(self, state: dict) -> None:
         state = {k: v for k, v in state.items() if k != "_shape"}  # a view made on access, not state
         self.__dict__.update(state)
+        if isinstance(state.get("_overhead"), np.ndarray) and state["_overhead"].size == 0:
+            self._overhead = _ek.NO_OVERHEAD  # read-only, as when built: the kernels' compiled type
         if "_jf" in state:
             for name, (packed, row) in _ROW_VIEWS.items():
                 setattr(self, name, getattr(self, packed)[row])

@@ -75,6 +75,14 @@ class Cluster:
         None  # (S, M) float64 s per iteration added to the GPU's time
     )
 
+    def __setstate__(self, state: dict) -> None:
+        """A copy (pickle, ``copy.deepcopy``) is as immutable as the original: its arrays are read-only again, which
+        is also the array type the compiled kernels are compiled for (a writable copy would compile them anew)."""
+        for value in state.values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        self.__dict__.update(state)
+
     def compute_time(self, model: int, gpus: np.ndarray) -> np.ndarray:
         """Seconds per iteration of ``model`` on each of ``gpus`` alone: the GPU type's time plus the host
         overhead of its server type (0 on plain servers)."""

@@ -317,3 +317,27 @@ def test_server_job_counts_equal_the_engine_dicts(name, fractional):
                 sim.start(job, np.sort(rng.choice(free, size=n, replace=False)))
     assert checked > 0
     assert shared >= (2 if fractional else 0)  # shared GPUs were counted
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copied_simulator_runs_the_kernels_compiled_for_the_original(how):
+    """A copy's cluster arrays (and its empty overhead table) are read-only like the original's, so the compiled
+    event loop is not compiled a second time for writable arrays."""
+    import copy
+    import pickle
+
+    from gpusched_envs.policies import make_policy
+    from gpusched_envs.sim import loop_kernels as lk
+    from gpusched_envs.workloads import load_workload
+
+    cluster = load_cluster("hetero64")
+    jobs = load_workload("synthetic:jobs=30,load=1.0,gpus=64,max_gpus=4", seed=0)
+    first = Simulator(cluster, jobs, SimConfig(seed=0))
+    expected = first.run(make_policy("fifo", "closest"))
+    before = len(lk.run_queue.signatures)
+    fresh = Simulator(cluster, jobs, SimConfig(seed=0))
+    twin = copy.deepcopy(fresh) if how == "deepcopy" else pickle.loads(pickle.dumps(fresh))
+    assert twin.cluster is not cluster
+    assert not twin.cluster.gpu_server.flags.writeable and not twin._overhead.flags.writeable
+    assert twin.run(make_policy("fifo", "closest")) == expected
+    assert len(lk.run_queue.signatures) == before
