@@ -400,7 +400,7 @@ def save_training_state(state: dict, path: Path) -> None:
 def check_topdrl_choices(cfg: RunConfig) -> None:
     """TopDRL's placement and observations hold in every env of the run: a curriculum stage or a held-in
     evaluation window may change the workload, load or window length, not ``placement`` or ``obs_mode``."""
-    from gpusched_lab.agents.methods.topdrl.agent import OBS_MODE, PLACEMENT
+    from gpusched_lab.agents.methods.topdrl.agent import topdrl_env_kwargs
 
     places = []
     for i, stage in enumerate(cfg.curriculum or []):
@@ -412,9 +412,10 @@ def check_topdrl_choices(cfg: RunConfig) -> None:
     for where, kwargs in places:
         if not isinstance(kwargs, dict):
             continue  # the curriculum's and the evaluator's own checks name it
-        for key, value in (("placement", PLACEMENT), ("obs_mode", OBS_MODE)):
-            if kwargs.get(key, value) != value:
-                raise ValueError(f"{where}: TopDRL uses {key}={value!r}, got {kwargs[key]!r}")
+        try:
+            topdrl_env_kwargs(**kwargs)  # TopDRL's own check of its placer and observations
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
 
 def run_ddqn(
