@@ -474,12 +474,41 @@ def _run_json(code: str, *argv: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The median of one side's timed processes: the middle run's record, or for an even count the lower middle
+    run's record with ``value`` the mean of the two middle values. ``values`` keeps every run's value."""
+    ordered = sorted(runs, key=lambda r: r["value"])
+    mid = len(ordered) // 2
+    out = dict(ordered[mid] if len(ordered) % 2 else ordered[mid - 1])
+    if len(ordered) % 2 == 0:
+        out["value"] = (ordered[mid - 1]["value"] + ordered[mid]["value"]) / 2
+    out["values"] = [r["value"] for r in runs]
+    return out
+
+
+def _warm_steps(kind: str, n: int) -> int:
+    """The size of a figure's untimed warm-up process: enough to call every compiled kernel the figure calls."""
+    if kind in ("env", "multi", "vector"):
+        return min(n, 200)
+    return (
+        n  # a training figure, a replay or the leaderboard: the same work (their compiles sit on first calls)
+    )
+
+
 def compare_with_commit(
-    rev: str, quick: bool = False, figures: list[str] | None = None, repeats: int = 3, say=print
+    rev: str,
+    quick: bool = False,
+    figures: list[str] | None = None,
+    repeats: int = 3,
+    say=print,
+    warm: bool = True,
 ) -> dict:
     """Each figure of :data:`AB_FIGURES` on commit ``rev`` and on the working tree, in one run (the median of
     ``repeats`` fresh processes per side, taking turns); replays also against the plain reference replayer of
-    ``tests/sim/test_crossvalidation.py`` on the same jobs. The load average before and after each figure is kept."""
+    ``tests/sim/test_crossvalidation.py`` on the same jobs. The load average before and after each figure is kept.
+
+    With ``warm`` (the default) each side first runs the figure once untimed, so that neither side's timed runs
+    include numba compiling into an empty cache (the pinned tree is extracted fresh, so its cache starts empty)."""
     import subprocess
     import tempfile
     from pathlib import Path
@@ -530,9 +559,12 @@ def compare_with_commit(
                 ]
                 args = {**args, "agents": sorted(both[0] & both[1])}
             n = steps // 5 if kind == "multi" else (max(512, steps // 2) if kind == "train" else steps)
-            load = [round(x, 2) for x in os.getloadavg()]
             runs: dict[str, list[dict]] = {"old": [], "new": []}
             try:
+                if warm:  # untimed, once per side: numba's cache is filled before any timed process
+                    for tree in (old, str(here)):
+                        _run_json(_AB_RUNNER, tree, kind, json.dumps(args), str(_warm_steps(kind, n)))
+                load = [round(x, 2) for x in os.getloadavg()]
                 for _ in range(repeats):  # taking turns, so that a burst of load hits both sides
                     runs["old"].append(_run_json(_AB_RUNNER, old, kind, json.dumps(args), str(n)))
                     runs["new"].append(_run_json(_AB_RUNNER, str(here), kind, json.dumps(args), str(n)))
@@ -540,11 +572,16 @@ def compare_with_commit(
                 say(f"{name}: not measured ({str(exc).strip().splitlines()[-1]})")
                 rows.append({"name": name, "error": str(exc)[-2000:]})
                 continue
-            a, b = (
-                sorted(runs[k], key=lambda r: r["value"])[repeats // 2] for k in ("old", "new")
-            )  # medians
+            a, b = (median_run(runs[k]) for k in ("old", "new"))
             load = [load, [round(x, 2) for x in os.getloadavg()]]
-            row = {"name": name, "old": a, "new": b, "load_average": load, "repeats": repeats}
+            row = {
+                "name": name,
+                "old": a,
+                "new": b,
+                "load_average": load,
+                "repeats": repeats,
+                "warm_up": warm,
+            }
             if kind == "leaderboard":
                 row["ratio"] = a["value"] / b["value"]  # shorter by
                 say(

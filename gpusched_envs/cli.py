@@ -441,14 +441,21 @@ def bench(
             parser=Int(min=1, max=15, cap=None), help="With --against: processes per side (median)."
         ),
     ] = 3,
+    warm_up: Annotated[
+        bool,
+        typer.Option(
+            help="With --against: run each figure once per side untimed first, so that no timed run includes "
+            "numba compiling into an empty cache (the pinned code starts with one)."
+        ),
+    ] = True,
 ) -> None:
     """Measure simulator, env and training speed (events/s, steps/s, samples/s) and print them."""
     if out is not None:
         check_output_path(out)
-    if against is None and (figure or repeats != 3) and figure != ["list"]:
-        fail("--figure and --repeats go with --against REV")
+    if against is None and (figure or repeats != 3 or not warm_up) and figure != ["list"]:
+        fail("--figure, --repeats and --no-warm-up go with --against REV")
     if against is not None or figure == ["list"]:
-        _bench_against(against, figure, repeats, quick, out)
+        _bench_against(against, figure, repeats, quick, out, warm_up)
         return
     from gpusched_envs.bench import run_benchmarks
 
@@ -472,7 +479,9 @@ def bench(
         console.print(f"wrote {out}")
 
 
-def _bench_against(rev: str, figures: list[str] | None, repeats: int, quick: bool, out: Path | None) -> None:
+def _bench_against(
+    rev: str, figures: list[str] | None, repeats: int, quick: bool, out: Path | None, warm: bool = True
+) -> None:
     """``gpusched bench --against REV``: each figure on the pinned commit's code and on this code, one run."""
     from gpusched_envs.bench import AB_FIGURES, compare_with_commit
 
@@ -485,7 +494,7 @@ def _bench_against(rev: str, figures: list[str] | None, repeats: int, quick: boo
             console.print(f"{name}  [dim]({kind})[/dim]")
         return
     try:
-        results = compare_with_commit(rev, quick, figures, repeats, say=err_console.print)
+        results = compare_with_commit(rev, quick, figures, repeats, say=err_console.print, warm=warm)
     except ValueError as exc:
         fail(str(exc))
     except FileNotFoundError:
