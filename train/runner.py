@@ -34,7 +34,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gpusched_lab.agents import checkpoint as ckpt
-from gpusched_lab.agents.common import make_env, make_vec_env, make_vector_env, resolve_device
+from gpusched_lab.agents.common import (
+    make_env,
+    make_vec_env,
+    make_vector_env,
+    resolve_device,
+    set_torch_threads,
+)
 from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER, masked, obs_to_tensors
 from gpusched_lab.train import trust
 from gpusched_lab.train.config import RunConfig
@@ -588,6 +594,7 @@ def run_ppo(
     network = config_for_env(eval_env, args.encoder, args.hidden, args.layers)
     if resume:  # SB3's zip holds cloudpickled objects: signed by this user's runs only
         trust.verify(sb3_path, trust_resume)
+        set_torch_threads(args.torch_threads)  # what make_ppo sets for a new run
         model = FlatMaskablePPO.load(sb3_path, env=venv, device=resolve_device(args.device))
         model.set_random_seed(cfg.seed + model.num_timesteps)
         venv.seed(cfg.seed + model.num_timesteps)
