@@ -163,8 +163,28 @@ def _batched_choice(raw: np.ndarray, action_mask: np.ndarray) -> tuple[list[int]
     """:meth:`Agent.act_many`'s decision from a batch's raw scores ``(B, A)``: each row's masked argmax (a row
     without a valid action stays unmasked, as :func:`masked`), and the rows that :meth:`Agent.act` must decide
     instead (None when there are none): those whose best score is not finite, or does not lead the second best by
-    more than :data:`ACT_MANY_MARGIN` × (1 + the row's largest finite magnitude)."""
+    more than :data:`ACT_MANY_MARGIN` × (1 + the row's largest finite magnitude).
+
+    The usual batch (every row has a valid action and finite valid scores, two actions or more) takes a short path:
+    the two best valid scores of each row from one partition, the largest magnitude from the best and the lowest
+    valid score (``max(|best|, |lowest|) = max(best, -lowest)``); the same float32 values and comparisons as the
+    general path, which every other batch takes."""
     valid = action_mask > 0
+    scores = np.where(valid, raw, -np.inf)
+    if scores.ndim == 2 and scores.shape[-1] > 1:
+        top = np.partition(scores, -2, axis=-1)
+        best, second = top[:, -1], top[:, -2]
+        low = np.where(valid, raw, np.inf).min(axis=-1)
+        # both finite: a valid action in every row, and every valid score finite
+        if np.isfinite(best).all() and np.isfinite(low).all():
+            sure = best - second > ACT_MANY_MARGIN * (1.0 + np.maximum(best, -low))
+            out = scores.argmax(axis=-1).tolist()
+            return (out, None) if sure.all() else (out, np.flatnonzero(~sure).tolist())
+    return _batched_choice_general(raw, valid)
+
+
+def _batched_choice_general(raw: np.ndarray, valid: np.ndarray) -> tuple[list[int], list[int] | None]:
+    """:func:`_batched_choice` of any batch (``valid``: the action mask as bools, changed in place)."""
     if not valid.any(axis=-1).all():
         valid |= ~valid.any(axis=-1, keepdims=True)
     scores = np.where(valid, raw, -np.inf)
