@@ -24,6 +24,7 @@ count, so a resumed PPO run is reproducible but not identical to an uninterrupte
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -41,7 +42,7 @@ from gpusched_lab.agents.common import (
     resolve_device,
     set_torch_threads,
 )
-from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER, masked, obs_to_tensors
+from gpusched_lab.agents.nets.networks import OBS_MODE_OF_ENCODER
 from gpusched_lab.train import trust
 from gpusched_lab.train.config import RunConfig
 from stable_baselines3.common.callbacks import BaseCallback
@@ -153,26 +154,66 @@ def eval_status(evaluation: dict) -> str:
 
 
 class GreedyAct:
-    """``act(obs) -> int``: the masked argmax of a policy module (a class, not a closure)."""
+    """``act(obs) -> int``: the masked argmax of a policy module; :meth:`many` gives the same decisions for several
+    observations of one shape from one batched forward pass. Both are :class:`agents.checkpoint.Agent`'s
+    (``torch.inference_mode``: the numbers of ``no_grad``), so the module must not be one still being trained
+    (pass a copy)."""
 
     def __init__(self, module: torch.nn.Module, device):
-        self.module, self.device = module, device
+        self.agent = ckpt.Agent(module, {}, None, "the policy being trained", device)
 
-    @torch.no_grad()
     def __call__(self, obs: dict) -> int:
-        t = obs_to_tensors(obs, self.device, batched=False)
-        return int(masked(self.module(t), t["action_mask"]).argmax(dim=-1)[0])
+        return self.agent.act(obs)
+
+    def many(self, observations: list[dict]) -> list[int]:
+        """``[self(obs) for obs in observations]``, exactly (a near tie is decided one observation at a time)."""
+        return self.agent.act_many(observations)
 
 
-def evaluate_module(module, env, seeds, device) -> dict:
-    from gpusched_lab.agents.common import evaluate
+def shape_key(env) -> tuple:
+    """What decides whether two envs' observations can share a batch: each key's shape (a non-``Dict`` space: the
+    env itself, batched with no other)."""
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Dict):
+        return ("env", id(env))
+    return tuple((k, sp.shape) for k, sp in space.spaces.items())
 
-    was_training = module.training
-    module.eval()
-    try:
-        return summarize(evaluate(GreedyAct(module, device), env, seeds))
-    finally:
-        module.train(was_training)
+
+def run_episodes(act: GreedyAct, envs: list, seeds: list[int]) -> list[dict]:
+    """:func:`agents.common.run_episode` of ``act`` on each env with its seed, the episodes stepped in lockstep: the
+    unfinished envs whose observations share their shapes are decided by one :meth:`GreedyAct.many` call per step,
+    which gives the actions ``act`` gives one observation at a time, so each episode (return, steps, metrics) is
+    the one :func:`~agents.common.run_episode` plays."""
+    groups: dict[tuple, list[int]] = {}
+    for i, env in enumerate(envs):
+        groups.setdefault(shape_key(env), []).append(i)
+    obs = [env.reset(seed=int(seed))[0] for env, seed in zip(envs, seeds, strict=True)]
+    total, steps = [0.0] * len(envs), [0] * len(envs)
+    out: list[dict] = [{}] * len(envs)
+    live = [list(g) for g in groups.values()]
+    while live:
+        still = []
+        for group in live:
+            actions = act.many([obs[i] for i in group]) if len(group) > 1 else [act(obs[group[0]])]
+            left = []
+            for i, action in zip(group, actions, strict=True):
+                obs[i], reward, terminated, truncated, info = envs[i].step(action)
+                total[i] += float(reward)
+                steps[i] += 1
+                if terminated or truncated:
+                    metrics = info.get("metrics", {})
+                    out[i] = {
+                        "seed": int(seeds[i]),
+                        "return": total[i],
+                        "steps": steps[i],
+                        "metrics": metrics,
+                    }
+                else:
+                    left.append(i)
+            if left:
+                still.append(left)
+        live = still
+    return out
 
 
 class Progress:
@@ -299,20 +340,35 @@ def merge_summaries(parts: list[dict]) -> dict:
 
 class Evaluator:
     """Periodic evaluation on the held-out eval seeds (SB3's ``EvalCallback`` in spirit): logs ``eval/*`` and keeps
-    the best policy so far (lowest objective) in ``best/``. ``last`` holds the latest evaluation."""
+    the best policy so far (lowest objective) in ``best/``. ``last`` holds the latest evaluation.
 
-    def __init__(self, env, seeds: list[int], writer: Writer, saver: PolicySaver, extra_envs=()):
-        self.env, self.seeds, self.writer, self.saver = env, seeds, writer, saver
-        # with eval_choices: one env per choice, every seed on each (the run's env is then not evaluated)
-        self.envs = list(extra_envs) or [env]
+    ``env_kwargs``: one env's kwargs per evaluated setting (the run's env, or one per ``eval_choices`` entry), every
+    seed played on each; the figures are the means over the settings of each setting's means over the seeds. The
+    envs (one per setting and seed) are built at the first evaluation, and every episode is played in lockstep
+    (:func:`run_episodes`): the same episodes as one after the other."""
+
+    def __init__(
+        self, env_id: str, env_kwargs: list[dict], obs_mode: str, seeds: list[int], writer, saver: PolicySaver
+    ):
+        self.env_id, self.env_kwargs, self.obs_mode = env_id, list(env_kwargs), obs_mode
+        self.seeds, self.writer, self.saver = list(seeds), writer, saver
+        self.envs: list | None = None  # setting-major: setting c, seed k at c * len(seeds) + k
         self.last: dict | None = None
 
     def __call__(self, module, step: int, device) -> dict:
-        if len(self.envs) == 1:
-            self.last = evaluate_module(module, self.envs[0], self.seeds, device)
-        else:
-            parts = [evaluate_module(module, e, self.seeds, device) for e in self.envs]
-            self.last = merge_summaries(parts)
+        """Evaluate ``module`` (the greedy policy; not a module still being trained: pass a copy)."""
+        if self.envs is None:
+            self.envs = [
+                make_env(self.env_id, kw, self.obs_mode) for kw in self.env_kwargs for _ in self.seeds
+            ]
+        was_training = module.training
+        try:
+            episodes = run_episodes(GreedyAct(module, device), self.envs, self.seeds * len(self.env_kwargs))
+        finally:
+            module.train(was_training)
+        n = len(self.seeds)
+        parts = [summarize(episodes[c * n : (c + 1) * n]) for c in range(len(self.env_kwargs))]
+        self.last = parts[0] if len(parts) == 1 else merge_summaries(parts)
         self.writer.scalar(f"eval/{self.last['objective_name']}", self.last["objective"], step)
         self.writer.scalar("eval/return", self.last["return"], step)
         if self.last["objective"] < best_objective(self.saver.out):
@@ -321,6 +377,11 @@ class Evaluator:
 
     def status(self) -> str:
         return eval_status(self.last) if self.last else ""
+
+
+def eval_settings(cfg: RunConfig) -> list[dict]:
+    """The env kwargs an evaluation plays: one per ``eval_choices`` entry (merged over the run's), else the run's."""
+    return [{**cfg.env_kwargs, **c} for c in cfg.eval_choices] or [cfg.env_kwargs]
 
 
 def resumed_config(cfg: RunConfig, out: Path) -> tuple[RunConfig, str]:
@@ -352,7 +413,7 @@ class DDQNCallback:
             self.writer.scalar("bc/loss", a.pretrain_stats["loss"], 0)
             self.writer.scalar("bc/demo_steps", a.pretrain_stats["demo_steps"], 0)
             if cfg.eval_every > 0:
-                self.evaluator(a.q, 0, a.device)
+                self.evaluator(copy.deepcopy(a.q), 0, a.device)
         if a.finished_episodes:
             self.writer.episodes(a.finished_episodes, step)
             a.finished_episodes.clear()
@@ -365,7 +426,7 @@ class DDQNCallback:
                 step, f"{sps:,.0f} steps/s ε={a.epsilon:.2f} loss={a.last_loss:.3g}" + self.evaluator.status()
             )
         if _due(before, step, cfg.eval_every) and step < cfg.steps:
-            self.evaluator(a.q, step, a.device)
+            self.evaluator(copy.deepcopy(a.q), step, a.device)
         if _due(before, step, cfg.checkpoint_every) and step < cfg.steps:
             self.save(step)
 
@@ -461,12 +522,11 @@ def run_ddqn(
     writer = Writer(out / "tb", purge_step=algo.global_step if resume else None)
     bar = Progress(cfg.steps, algo.global_step, cfg.progress, cfg.algorithm)
     saver = PolicySaver(out, cfg, "q", algo.net_config, mode, command, args.to_dict())
-    extra = [make_env(cfg.env, {**cfg.env_kwargs, **c}, mode) for c in cfg.eval_choices]
-    evaluator = Evaluator(make_env(cfg.env, cfg.env_kwargs, mode), cfg.eval_seeds, writer, saver, extra)
+    evaluator = Evaluator(cfg.env, eval_settings(cfg), mode, cfg.eval_seeds, writer, saver)
     callback = DDQNCallback(algo, cfg, writer, bar, evaluator, saver)
     try:
         algo.learn(cfg.steps, callback)
-        evaluator(algo.q, algo.global_step, algo.device)
+        evaluator(copy.deepcopy(algo.q), algo.global_step, algo.device)
         callback.save(algo.global_step)
     finally:
         bar.close()
@@ -590,8 +650,9 @@ def run_ppo(
         )
         inner = DummyVecEnv([factory])
     venv = VecMonitor(inner)  # episode returns/lengths in info["episode"]
-    eval_env = make_env(cfg.env, cfg.env_kwargs, mode)
-    network = config_for_env(eval_env, args.encoder, args.hidden, args.layers)
+    probe = make_env(cfg.env, cfg.env_kwargs, mode)
+    network = config_for_env(probe, args.encoder, args.hidden, args.layers)
+    probe.close()
     if resume:  # SB3's zip holds cloudpickled objects: signed by this user's runs only
         trust.verify(sb3_path, trust_resume)
         set_torch_threads(args.torch_threads)  # what make_ppo sets for a new run
@@ -604,10 +665,8 @@ def run_ppo(
     writer = Writer(out / "tb", purge_step=model.num_timesteps if resume else None)
     bar = Progress(cfg.steps, model.num_timesteps, cfg.progress, cfg.algorithm)
     saver = PolicySaver(out, cfg, "logits", network, mode, command, args.to_dict())
-    extra = [make_env(cfg.env, {**cfg.env_kwargs, **c}, mode) for c in cfg.eval_choices]
-    callback = PPOCallback(
-        cfg, network, writer, bar, Evaluator(eval_env, cfg.eval_seeds, writer, saver, extra), saver
-    )
+    evaluator = Evaluator(cfg.env, eval_settings(cfg), mode, cfg.eval_seeds, writer, saver)
+    callback = PPOCallback(cfg, network, writer, bar, evaluator, saver)
     if cfg.bc and not resume:
         imitate(model, cfg, mode, args, network, writer, callback.evaluator, out)
     try:
