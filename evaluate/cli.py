@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from gpusched_lab.evaluate.agents import AgentSpecError, expand_agent_specs, resolve_agent
+from gpusched_lab.evaluate.leaderboard import _report_warm_up
 from gpusched_lab.evaluate.report import _cell_text, _clean, write_outputs
 from gpusched_lab.evaluate.runner import Cell, _local_stream, run_grid
 from gpusched_lab.evaluate.scenarios import Scenario, SuiteError, find_scenario, load_suite, parse_seeds
@@ -119,7 +120,14 @@ def leaderboard(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run_grid(
-                chosen, specs, out, workers=workers, backend=backend, address=address, progress=progress
+                chosen,
+                specs,
+                out,
+                workers=workers,
+                backend=backend,
+                address=address,
+                progress=progress,
+                on_tail=_report_warm_up if plots else None,
             )
             doc = write_outputs(result, out, s.name, s.description, make_plots=plots)
         _print_warnings(caught)

@@ -10,6 +10,14 @@ from gpusched_lab.evaluate.runner import run_grid
 from gpusched_lab.evaluate.scenarios import Scenario, Suite, load_suite
 
 
+def _report_warm_up() -> None:
+    """The plots' warm-up (:func:`~gpusched_lab.evaluate.report.plots.warm_up`), run while the grid's last tasks
+    leave a processor idle."""
+    from gpusched_lab.evaluate.report.plots import warm_up
+
+    warm_up()
+
+
 def run_leaderboard(
     suite: str | Path | Suite = "quick",
     agents: list[str] | str | None = None,
@@ -37,6 +45,7 @@ def run_leaderboard(
         address=address,
         progress=progress,
         on_cell=on_cell,
+        on_tail=_report_warm_up if plots else None,
     )
     doc = write_outputs(result, out, s.name, s.description, make_plots=plots)
     doc["run"] = {

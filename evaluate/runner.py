@@ -280,13 +280,21 @@ def _payload(cell: Cell, result: dict, backend: str) -> dict:
     }
 
 
-def _local_stream(todo: list[Cell], workers: int = 1, pool: ProcessPoolExecutor | None = None):
+def _local_stream(
+    todo: list[Cell],
+    workers: int = 1,
+    pool: ProcessPoolExecutor | None = None,
+    on_tail: Callable[[], None] | None = None,
+):
     """Yield ``(cell, result)`` as cells finish: on ``pool``'s processes, else on a pool of ``workers`` processes
-    started here, or in process (one worker)."""
+    started here, or in process (one worker). ``on_tail()`` is called once, when fewer tasks remain than workers
+    (a process would otherwise idle until the last task ends)."""
     tasks = _tasks(todo)
+    if not tasks:
+        return
     if pool is None and workers > 1:
         with _start_pool(workers, sorted({c.agent.spec for c in todo})) as own:
-            yield from _local_stream(todo, workers, own)
+            yield from _local_stream(todo, workers, own, on_tail)
         return
     if pool is None:
         for task in tasks:
@@ -297,7 +305,11 @@ def _local_stream(todo: list[Cell], workers: int = 1, pool: ProcessPoolExecutor 
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
-                yield from zip(pending.pop(fut), fut.result(), strict=True)
+                task = pending.pop(fut)
+                if on_tail is not None and len(pending) < workers:  # a worker has nothing left to do
+                    on_tail()
+                    on_tail = None
+                yield from zip(task, fut.result(), strict=True)
     finally:
         for fut in pending:
             fut.cancel()
@@ -345,9 +357,13 @@ def run_grid(
     address: str | None = None,
     progress: bool = True,
     on_cell: Callable[[Cell, dict], None] | None = None,
+    on_tail: Callable[[], None] | None = None,
 ) -> GridResult:
     """Run every missing cell and return all valid cells. ``on_cell(cell, payload)`` is called after each computed
-    cell is written (an exception there stops the run; finished cells stay cached)."""
+    cell is written (an exception there stops the run; finished cells stay cached). ``on_tail()``: called once on
+    the local backend with several workers, when fewer tasks remain than workers (work for the idle processor:
+    the report's warm-up). The pool's processes are handed back without waiting for them to exit: they leave
+    while the caller goes on (the report)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     start = time.perf_counter()
@@ -357,13 +373,15 @@ def run_grid(
     if backend == "local" and workers > 1 and not (Path(out) / "cells").exists():
         pools.append(_start_pool(workers, agent_specs))
     try:
-        result = _run_grid(scenarios, agent_specs, out, pools, workers, backend, address, progress, on_cell)
+        result = _run_grid(
+            scenarios, agent_specs, out, pools, workers, backend, address, progress, on_cell, on_tail
+        )
     except BaseException:
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
         raise
     for pool in pools:
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=False)
     result.wall_s = time.perf_counter() - start
     return result
 
@@ -378,6 +396,7 @@ def _run_grid(
     address: str | None,
     progress: bool,
     on_cell: Callable[[Cell, dict], None] | None,
+    on_tail: Callable[[], None] | None = None,
 ) -> GridResult:
     agents, cells, skipped = plan(scenarios, agent_specs, out)
     result = GridResult(list(scenarios), agents, skipped=skipped)
@@ -397,7 +416,11 @@ def _run_grid(
     if backend == "local" and workers > 1 and todo and not pools:
         pools.append(_start_pool(workers, agent_specs))
     pool = pools[0] if pools else None
-    stream = _ray_stream(todo, workers, address) if backend == "ray" else _local_stream(todo, workers, pool)
+    stream = (
+        _ray_stream(todo, workers, address)
+        if backend == "ray"
+        else _local_stream(todo, workers, pool, on_tail)
+    )
     bar = None
     if progress and todo:
         bar = Progress(
