@@ -50,27 +50,71 @@ def parse_stages(curriculum, base_kwargs: dict) -> list[tuple[int, list[dict]]]:
     return stages
 
 
+# (env id, obs mode, base kwargs, stage kwargs) whose env was found to have the base env's spaces in this process:
+# the other copies of a vector env build that env only when they first draw it
+_SAME_SPACES: set[tuple] = set()
+
+
+def _frozen(value):
+    """A hashable form of a kwargs value that two equal values share (None when there is none)."""
+    if isinstance(value, dict):
+        items = [(k, _frozen(v)) for k, v in value.items()]
+        return None if any(v is None for _, v in items) else ("dict", tuple(sorted(items)))
+    if isinstance(value, list | tuple):
+        items = [_frozen(v) for v in value]
+        return None if any(v is None for v in items) else (type(value).__name__, tuple(items))
+    if value is None or isinstance(value, bool | int | float | str):
+        return (type(value).__name__, value)
+    return None
+
+
 class CurriculumEnv(gym.Env):
-    """Switches between envs built from the stages' kwargs at episode boundaries (see the module docstring)."""
+    """Switches between envs built from the stages' kwargs at episode boundaries (see the module docstring).
+
+    Each stage's envs are checked against the config's env (same spaces) when the first copy is built in a process;
+    a later copy builds an env only when it first draws it (``envs[stage][choice]`` is None until then). An env
+    depends only on its kwargs and the seed of each reset, so the episodes are those of envs built up front."""
 
     def __init__(self, env_id: str, base_kwargs: dict, curriculum, obs_mode: str, num_envs: int = 1):
         self.stages = parse_stages(curriculum, base_kwargs)
+        self.env_id, self.obs_mode = env_id, obs_mode
         self.final = make_env(env_id, base_kwargs, obs_mode)
-        self.envs = [[make_env(env_id, kw, obs_mode) for kw in choices] for _, choices in self.stages]
         self.observation_space = self.final.observation_space
         self.action_space = self.final.action_space
-        for i, group in enumerate(self.envs):
-            for env in group:
+        base = _frozen(base_kwargs)
+        self.envs: list[list[gym.Env | None]] = []
+        for i, (_, choices) in enumerate(self.stages):
+            group: list[gym.Env | None] = []
+            for kw in choices:
+                frozen = _frozen(kw)
+                key = None if base is None or frozen is None else (env_id, obs_mode, base, frozen)
+                if key is not None and key in _SAME_SPACES:
+                    group.append(None)
+                    continue
+                env = make_env(env_id, kw, obs_mode)
                 if env.observation_space != self.observation_space or env.action_space != self.action_space:
                     raise ValueError(
                         f"curriculum[{i}]: its env has other observation or action spaces than the config's env "
                         "(a stage must keep the cluster layout and the window)"
                     )
+                if key is not None:
+                    _SAME_SPACES.add(key)
+                group.append(env)
+            self.envs.append(group)
         self.num_envs = int(num_envs)
         self.steps = 0  # this copy's steps
         self.rng = np.random.default_rng()
         self.current = self.final
         self.spec = self.final.spec
+
+    def _env(self, stage: int, choice: int) -> gym.Env:
+        """The env of a stage's choice, built when first drawn."""
+        env = self.envs[stage][choice]
+        if env is None:
+            env = self.envs[stage][choice] = make_env(
+                self.env_id, self.stages[stage][1][choice], self.obs_mode
+            )
+        return env
 
     @property
     def unwrapped(self):
@@ -85,8 +129,8 @@ class CurriculumEnv(gym.Env):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
         k = self.stage()
-        group = self.envs[k] if k < len(self.stages) else [self.final]
-        self.current = group[int(self.rng.integers(len(group)))]
+        choice = int(self.rng.integers(len(self.envs[k]) if k < len(self.stages) else 1))
+        self.current = self._env(k, choice) if k < len(self.stages) else self.final
         return self.current.reset(seed=int(self.rng.integers(2**31)), options=options)
 
     def step(self, action):
@@ -97,5 +141,5 @@ class CurriculumEnv(gym.Env):
         return self.current.unwrapped.action_masks()
 
     def close(self):
-        for env in [self.final, *(e for g in self.envs for e in g)]:
+        for env in [self.final, *(e for g in self.envs for e in g if e is not None)]:
             env.close()

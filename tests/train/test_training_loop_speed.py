@@ -1,18 +1,23 @@
 """What makes a training run cheaper must not change what it learns or reports: a resumed PPO run runs torch with
 the configured thread count, as a new run does (two threads fighting over a shared CPU made resumed runs several
 times slower per sample); the periodic evaluation plays its episodes in lockstep, with batched forward passes, and
-reports exactly what playing them one after the other reports."""
+reports exactly what playing them one after the other reports; a curriculum's later vector-env copies build their
+envs when they first draw them and play the episodes envs built up front play."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 import torch
 from gpusched_lab.agents.algos.ppo import FlatMaskablePPO
 from gpusched_lab.agents.checkpoint import PPOPolicy
 from gpusched_lab.agents.common import evaluate, make_env, run_episode
 from gpusched_lab.agents.nets.config import config_for_env
 from gpusched_lab.agents.nets.networks import masked, obs_to_tensors
-from gpusched_lab.train import runner
+from gpusched_lab.train import curriculum, runner
 from gpusched_lab.train.config import RunConfig
+
+from gpusched_envs.policies.placement import get_placement
 
 
 def _cfg(steps: int) -> RunConfig:
@@ -128,3 +133,66 @@ def test_run_episodes_matches_run_episode_on_each_env_and_seed():
     assert got == want
     assert got[0] == got[2] and got[0] != got[1]  # one seed, one episode; another seed, another
     assert runner.run_episodes(act, [], []) == []
+
+
+# ------------------------------------------------------------------------------------------------ curriculum
+CURRICULUM_BASE = {"cluster": "tiny", "num_jobs": 5, "load": 0.9}
+CURRICULUM = [
+    {"until": 12, "choices": [{"load": 0.5}, {"load": 1.5}, {"num_jobs": 7}]},
+    {"until": 30, "choices": [{"load": 2.0}, {"load": 0.7, "num_jobs": 6}]},
+]
+
+
+def _trajectory(env, steps: int) -> tuple[list, list]:
+    """The (load, num_jobs) of each episode started while taking ``steps`` steps, and every reward and observation."""
+    obs, _ = env.reset(seed=5)
+    settings, out = [(env.unwrapped.load, env.unwrapped.num_jobs)], [obs["obs"].tobytes()]
+    for _ in range(steps):
+        obs, reward, terminated, truncated, _ = env.step(int(np.flatnonzero(env.action_masks())[0]))
+        out.append((reward, obs["obs"].tobytes()))
+        if terminated or truncated:
+            obs, _ = env.reset()
+            settings.append((env.unwrapped.load, env.unwrapped.num_jobs))
+            out.append(obs["obs"].tobytes())
+    return settings, out
+
+
+def test_later_curriculum_copies_build_their_envs_when_drawn_and_play_the_same_episodes(monkeypatch):
+    monkeypatch.setattr(curriculum, "_SAME_SPACES", set())
+    first = curriculum.CurriculumEnv("gpusched/JobSelect-v1", CURRICULUM_BASE, CURRICULUM, "flat", num_envs=1)
+    assert all(env is not None for group in first.envs for env in group)  # built and checked up front
+    later = curriculum.CurriculumEnv("gpusched/JobSelect-v1", CURRICULUM_BASE, CURRICULUM, "flat", num_envs=1)
+    assert [[env is None for env in group] for group in later.envs] == [[True] * 3, [True] * 2]
+    expected = _trajectory(first, 60)
+    assert _trajectory(later, 60) == expected
+    settings = expected[0]
+    assert len(settings) >= 4 and settings[-1] == (0.9, 5)  # through both stages to the config's env
+    assert settings[0] in {(0.5, 5), (1.5, 5), (0.9, 7)} and {(2.0, 5), (0.7, 6)} & set(settings)
+    built = [[env is not None for env in group] for group in later.envs]
+    assert any(built[0]) and not all(all(b) for b in built)  # only the drawn ones exist
+    drawn = [env for group in later.envs for env in group if env is not None]
+    assert len({id(env) for env in drawn}) == len(drawn)  # every copy and choice its own env
+    assert not any(env is e for env in drawn for group in first.envs for e in group)
+
+
+def test_a_curriculum_stage_with_other_spaces_is_refused_in_every_copy(monkeypatch):
+    monkeypatch.setattr(curriculum, "_SAME_SPACES", set())
+    bad = [{"until": 5, "choices": [{"load": 0.5}, {"window": 3}]}]
+    for _ in range(2):  # the good choice is remembered, the bad one never
+        with pytest.raises(ValueError, match=r"curriculum\[0\].*keep the cluster layout"):
+            curriculum.CurriculumEnv("gpusched/JobSelect-v1", CURRICULUM_BASE, bad, "flat")
+    assert len(curriculum._SAME_SPACES) == 1
+
+
+def test_curriculum_kwargs_without_a_hashable_form_are_built_and_checked_in_every_copy(monkeypatch):
+    monkeypatch.setattr(curriculum, "_SAME_SPACES", set())
+    assert curriculum._frozen({"a": [1, 2.0, "x", None, True]}) == curriculum._frozen(
+        {"a": [1, 2.0, "x", None, True]}
+    )
+    assert curriculum._frozen({"a": 1}) != curriculum._frozen({"a": True}) != curriculum._frozen({"a": 1.0})
+    assert curriculum._frozen({"a": np.zeros(2)}) is None and curriculum._frozen({"f": len}) is None
+    stages = [{"until": 5, "choices": [{"placement": get_placement("closest")}]}]
+    for _ in range(2):
+        env = curriculum.CurriculumEnv("gpusched/JobSelect-v1", CURRICULUM_BASE, stages, "flat")
+        assert env.envs[0][0] is not None
+    assert not curriculum._SAME_SPACES
