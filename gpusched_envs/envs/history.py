@@ -6,11 +6,11 @@ done: every allocation, restart delays included); a job's *attained time* is the
 allocation included). Both are known to a real scheduler; the traced duration of a job that has not finished is
 never read.
 
-:class:`RuntimeHistory` records the runtime of each job when it finishes (incrementally: at each sync it looks only
-at the jobs that were in the system at the previous sync and the jobs that arrived since), grouped by *kind* at three
-levels: same virtual cluster and same GPU count, same GPU count, all jobs. :meth:`RuntimeHistory.write_rows` fills the
-columns :data:`HISTORY_JOB_FEATURES` of a job block; :func:`write_context` fills :data:`HISTORY_CONTEXT_FEATURES`.
-JobSelect's ``history_features=True`` shows both.
+:class:`RuntimeHistory` records the runtime of each job when it finishes (incrementally: once some job finished since
+its previous scan, it looks only at the jobs that were in the system at that scan and the jobs that arrived since),
+grouped by *kind* at three levels: same virtual cluster and same GPU count, same GPU count, all jobs.
+:meth:`RuntimeHistory.write_rows` fills the columns :data:`HISTORY_JOB_FEATURES` of a job block;
+:func:`write_context` fills :data:`HISTORY_CONTEXT_FEATURES`. JobSelect's ``history_features=True`` shows both.
 """
 
 from __future__ import annotations
@@ -98,16 +98,23 @@ class RuntimeHistory:
         self.by_gpus: dict[int, _Runtimes] = {}
         self.all = _Runtimes()
         self.recorded = 0  # finished jobs recorded
-        self._live = np.zeros(0, dtype=np.int64)  # jobs in the system at the last sync
-        self._arrived = 0  # jobs arrived by the last sync
+        self._live = np.zeros(0, dtype=np.int64)  # jobs in the system at the last scan
+        self._arrived = 0  # jobs arrived by the last scan
+        self._finished = -1  # the simulator's count of finished jobs at the last scan
         # job -> (jobs recorded, attained time, statistics) when last computed: a queued job's row is reused until
         # a job finishes or it runs again
         self._cache: dict[int, tuple[int, float, tuple]] = {}
         self.sync()
 
     def sync(self) -> None:
-        """Record the jobs that finished since the last sync (in finish-time order, ties by id)."""
+        """Record the jobs that finished since the last sync (in finish-time order, ties by id). While no job
+        finishes (the simulator's ``finished`` count stays) there is nothing to record and nothing is scanned: the
+        next scan looks at the jobs in the system at the last one and every job that arrived since, which hold every
+        job in the system then."""
         sim = self.sim
+        if sim.finished == self._finished:
+            return
+        self._finished = sim.finished
         arrived = int(sim.next_arrival)
         if self._arrived < arrived:
             candidates = np.concatenate([self._live, np.arange(self._arrived, arrived, dtype=np.int64)])
@@ -189,7 +196,8 @@ class RuntimeHistory:
             if hit is None or hit[0] != stamp or hit[1] != a:
                 hit = cache[j] = (stamp, a, stats(j, a))
             rows.append(hit[2])
-        values = np.array(rows, dtype=np.float64)
+        # the (k, 5) float64 array np.array(rows) gives, filled without a per-row conversion
+        values = np.fromiter(itertools.chain.from_iterable(rows), np.float64, count=5 * k).reshape(k, 5)
         np.log1p(values[:, 1], out=values[:, 1])
         inv = 1.0 / time_scale
         for c in (_MEDIAN, _REMAINING):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import types
 from types import SimpleNamespace
 
 import numpy as np
@@ -261,3 +262,81 @@ def test_encoder_pickles_with_its_history_columns():
     assert enc.extra_job_column == env.encoder.extra_job_column == 10
     np.testing.assert_array_equal(enc.observation()["obs"], obs["obs"])
     assert enc.observation_space() == env.observation_space
+
+
+def _scan_everything(sim) -> RuntimeHistory:
+    """A history that scans every job now (a new one records each finished job at its first sync)."""
+    return RuntimeHistory(sim)
+
+
+def _tables(hist: RuntimeHistory) -> tuple:
+    return (
+        hist.recorded,
+        hist.all.values,
+        {k: r.values for k, r in hist.by_gpus.items()},
+        {k: r.values for k, r in hist.by_vc_gpus.items()},
+    )
+
+
+def _reference_rows(self, block, first, jobs, row0, running, time_scale):
+    """``write_rows`` spelled out: every row from :meth:`RuntimeHistory.statistics`, no cache, ``np.array``."""
+    k = len(jobs)
+    if not k:
+        return
+    attained = self.sim.allocated_time[jobs]
+    if running:
+        attained = attained + (float(self.sim.now) - self.sim.run_start[jobs])
+    pairs = zip(jobs.tolist(), attained.tolist(), strict=True)
+    values = np.array([self.statistics(j, a) for j, a in pairs], np.float64)
+    np.log1p(values[:, 1], out=values[:, 1])
+    for c in (MEDIAN, REMAINING):
+        np.log1p(values[:, c] * (1.0 / time_scale), out=values[:, c])
+    block[row0 : row0 + k, first : first + len(HISTORY_JOB_FEATURES)] = values
+
+
+def test_incremental_history_holds_what_a_full_scan_finds_at_every_step():
+    """The history synced step by step (scanning only once some job finished since its last scan) holds at every
+    step the runtimes a history scanning every job finds, and its rows are those of the plain computation."""
+    kw = {
+        "num_jobs": 60,
+        "load": 1.3,
+        "history_features": True,
+        "preemption": True,
+        "decision_interval": 600.0,
+    }
+    env, plain = JobSelectEnv("tiny", **kw), JobSelectEnv("tiny", **kw)
+    rng = np.random.default_rng(5)
+    obs, _ = env.reset(seed=4)
+    ref, _ = plain.reset(seed=4)
+    plain.history.write_rows = types.MethodType(_reference_rows, plain.history)
+    steps, finished_seen, skipped, done = 0, set(), 0, False
+    while not done:
+        assert _tables(env.history) == _tables(_scan_everything(env.sim))
+        np.testing.assert_array_equal(obs["job_features"], ref["job_features"])
+        np.testing.assert_array_equal(obs["context"], ref["context"])
+        finished_seen.add(env.sim.finished)
+        action = int(rng.choice(np.flatnonzero(env.action_masks())))
+        live_before = env.history._live
+        obs, _, term, trunc, _ = env.step(action)
+        skipped += env.history._live is live_before  # no job finished: nothing scanned
+        ref, *_ = plain.step(action)
+        done = term or trunc
+        steps += 1
+    assert env.history.recorded == env.sim.num_jobs == 60
+    assert len(finished_seen) > 30 and skipped > steps // 4 and steps > 200
+
+
+def test_rows_of_every_job_match_the_plain_computation():
+    """``write_rows`` writes, row for row, what computing every row from :meth:`RuntimeHistory.statistics` writes
+    (queued and running rows, several levels), and nothing outside its rows and columns."""
+    env = make_env(preemption=True)
+    run_to_300(env)
+    hist = env.history
+    jobs = np.arange(env.sim.num_jobs, dtype=np.int64)
+    for running in (False, True, False):  # the second queued pass reads the row cache
+        block, want = np.full((8, 9), -1.0), np.full((8, 9), -1.0)
+        hist.write_rows(block, 2, jobs, 1, running, HOUR)
+        _reference_rows(hist, want, 2, jobs, 1, running, HOUR)
+        np.testing.assert_array_equal(block, want)
+        assert (block[1:7, 2:7] != -1).all()
+    assert len({hist.kind_of(j)[0] for j in jobs.tolist()}) >= 2
