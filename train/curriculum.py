@@ -143,3 +143,17 @@ class CurriculumEnv(gym.Env):
     def close(self):
         for env in [self.final, *(e for g in self.envs for e in g if e is not None)]:
             env.close()
+
+
+def resume_at(envs, run_steps: int) -> int:
+    """Continue the curricula of a resumed run: every :class:`CurriculumEnv` among ``envs`` (each possibly inside
+    wrappers that hold it as ``env``) counts ``run_steps`` steps of the run so far, as its copy does in a run that
+    went on without a break. Returns how many it set."""
+    count = 0
+    for env in envs:
+        while not isinstance(env, CurriculumEnv) and hasattr(env, "env"):
+            env = env.env
+        if isinstance(env, CurriculumEnv):
+            env.steps = int(run_steps) // env.num_envs
+            count += 1
+    return count

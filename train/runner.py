@@ -19,7 +19,8 @@ Resume guarantees. DDQN / TopDRL: bit-for-bit — a run resumed from a checkpoin
 uninterrupted run (the envs are pickled mid-episode, with every RNG). PPO: the policy, optimiser state and step
 counter continue exactly; the collected-but-unused part of a rollout is dropped (checkpoints are taken at rollout
 boundaries, so nothing is lost there) and the envs restart with fresh episodes seeded from ``seed`` + the step
-count, so a resumed PPO run is reproducible but not identical to an uninterrupted one.
+count (a curriculum at the stage of the run's step count), so a resumed PPO run is reproducible but not identical
+to an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -657,6 +658,10 @@ def run_ppo(
         trust.verify(sb3_path, trust_resume)
         set_torch_threads(args.torch_threads)  # what make_ppo sets for a new run
         model = FlatMaskablePPO.load(sb3_path, env=venv, device=resolve_device(args.device))
+        if cfg.curriculum:  # the stages follow the run's step count, not the resumed process's
+            from gpusched_lab.train.curriculum import resume_at
+
+            resume_at(inner.vec_env.envs if hasattr(inner, "vec_env") else inner.envs, model.num_timesteps)
         model.set_random_seed(cfg.seed + model.num_timesteps)
         venv.seed(cfg.seed + model.num_timesteps)
     else:

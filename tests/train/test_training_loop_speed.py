@@ -196,3 +196,31 @@ def test_curriculum_kwargs_without_a_hashable_form_are_built_and_checked_in_ever
         env = curriculum.CurriculumEnv("gpusched/JobSelect-v1", CURRICULUM_BASE, stages, "flat")
         assert env.envs[0][0] is not None
     assert not curriculum._SAME_SPACES
+
+
+@pytest.mark.parametrize("num_envs", [1, 2])
+def test_a_resumed_ppo_run_goes_on_with_its_curriculum_stage(tmp_path, monkeypatch, num_envs):
+    seen: list[list[tuple[int, int]]] = []
+    learn = FlatMaskablePPO.learn
+
+    def recording_learn(self, *args, **kwargs):
+        inner = self.env.venv  # VecMonitor over the SB3 vector env (or DummyVecEnv)
+        copies = inner.vec_env.envs if hasattr(inner, "vec_env") else inner.envs
+        found = []
+        for env in copies:
+            while not isinstance(env, curriculum.CurriculumEnv):
+                env = env.env
+            found.append((env.steps, env.stage()))
+        seen.append(found)
+        return learn(self, *args, **kwargs)
+
+    monkeypatch.setattr(FlatMaskablePPO, "learn", recording_learn)
+    cfg = _cfg(64)
+    cfg.num_envs = num_envs
+    cfg.curriculum = [{"until": 64, "env_kwargs": {"load": 0.5}}, {"until": 128, "env_kwargs": {"load": 1.5}}]
+    out = tmp_path / "ppo"
+    runner.run_ppo(cfg, out, "test")
+    resumed = _cfg(128)  # the run's own configuration (with its curriculum) holds on --resume
+    runner.run_ppo(resumed, out, "test", resume=True)
+    assert seen == [[(0, 0)] * num_envs, [(64 // num_envs, 1)] * num_envs]
+    assert curriculum.resume_at([object()], 10) == 0
