@@ -29,6 +29,15 @@ PARTS = ("metrics", "replays", "envs")
 SEEDS = (0, 1, 2)
 JOBS = 60  # synthetic jobs per run: small, sized to the cluster by its GPU count
 ENV_STEPS = 300
+# env kwargs of the history-features cases (non-clairvoyant, preemptive, scheduling rounds, as the research configs)
+HISTORY_KWARGS = {
+    "history_features": True,
+    "information": "non-clairvoyant",
+    "preemption": True,
+    "decision_interval": 900.0,
+    "min_run": 900.0,
+    "window": 32,
+}
 ENV_SEEDS = (0, 1)
 
 
@@ -181,6 +190,11 @@ def env_cases() -> list[dict]:
     for mode in ("graph", "flat"):
         for seed in ENV_SEEDS:
             cases.append({"env": "multi_scheduler_v1", "obs_mode": mode, "seed": seed, "num_agents": 4})
+    for mode in ("graph", "flat"):  # the opt-in runtime-history features, on the preemptive JobSelect
+        for seed in ENV_SEEDS:
+            cases.append(
+                {"env": "gpusched/JobSelect-v1", "obs_mode": mode, "seed": seed, "kwargs": HISTORY_KWARGS}
+            )
     return cases
 
 
@@ -252,7 +266,7 @@ def run_env_case(case: dict) -> dict[str, str]:
 
             import gpusched_envs.envs  # noqa: F401
 
-            env = gym.make(case["env"], obs_mode=case["obs_mode"])
+            env = gym.make(case["env"], obs_mode=case["obs_mode"], **case.get("kwargs", {}))
             obs, info = env.reset(seed=case["seed"])
             _feed(dyn, obs)
             _feed(inf, info)
