@@ -20,6 +20,8 @@ counts its own steps × ``num_envs`` (the envs of a vector env step in lock-step
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 from gpusched_lab.agents.common import make_env
@@ -55,17 +57,12 @@ def parse_stages(curriculum, base_kwargs: dict) -> list[tuple[int, list[dict]]]:
 _SAME_SPACES: set[tuple] = set()
 
 
-def _frozen(value):
-    """A hashable form of a kwargs value that two equal values share (None when there is none)."""
-    if isinstance(value, dict):
-        items = [(k, _frozen(v)) for k, v in value.items()]
-        return None if any(v is None for _, v in items) else ("dict", tuple(sorted(items)))
-    if isinstance(value, list | tuple):
-        items = [_frozen(v) for v in value]
-        return None if any(v is None for v in items) else (type(value).__name__, tuple(items))
-    if value is None or isinstance(value, bool | int | float | str):
-        return (type(value).__name__, value)
-    return None
+def _frozen(value) -> str | None:
+    """A key that two equal kwargs share: their JSON text with sorted keys (None for a value JSON cannot write)."""
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=True)
+    except (TypeError, ValueError):
+        return None
 
 
 class CurriculumEnv(gym.Env):
