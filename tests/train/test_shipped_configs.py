@@ -54,15 +54,16 @@ def test_config_validates_and_names_loadable_windows(path):
             assert len(wl.duration) == int(asked.group(1)), spec
 
 
-def test_the_wide_config_holds_its_validation_windows_out_of_training():
-    """No job of a held-in evaluation window of ``ppo_jobselect_gnn_nc_wide`` is in a training window (the
-    curriculum's or the warm start's), and every window starts before the held-out period (2017-11-01)."""
+@pytest.mark.parametrize("name", ["ppo_jobselect_gnn_nc_wide", "ppo_jobselect_gnn_clairvoyant_wide"])
+def test_the_wide_config_holds_its_validation_windows_out_of_training(name):
+    """No job of a held-in evaluation window of a wide config is in a training window (the curriculum's or the
+    warm start's), and every window starts before the held-out period (2017-11-01)."""
     import numpy as np
 
     from gpusched_envs.workloads import load_workload
     from gpusched_envs.workloads.select import resolve_time
 
-    path = CONFIGS / "ppo_jobselect_gnn_nc_wide.yaml"
+    path = CONFIGS / f"{name}.yaml"
     cfg = build_config("ppo", None, None, None, None, None, None, str(path), [], False)
     trace = load_workload("philly", seed=0)
     submit = np.sort(np.asarray(trace.submit_time))
@@ -80,3 +81,30 @@ def test_the_wide_config_holds_its_validation_windows_out_of_training():
     assert len(training) > 40
     for c in training:
         assert not jobs(c["workload"]) & held_in, c
+
+
+def test_the_clairvoyant_wide_config_differs_from_the_non_clairvoyant_one_only_in_information_and_teacher():
+    """The two wide configs are a controlled pair: same windows, curriculum, network and hyperparameters; the
+    clairvoyant one shows durations and imitates SRTF instead of LAS."""
+    nc, cl = (
+        build_config("ppo", None, None, None, None, None, None, str(CONFIGS / f"{n}.yaml"), [], False)
+        for n in ("ppo_jobselect_gnn_nc_wide", "ppo_jobselect_gnn_clairvoyant_wide")
+    )
+    assert nc.env_kwargs["information"] == "non-clairvoyant" and cl.env_kwargs["information"] == "clairvoyant"
+    assert {k: v for k, v in nc.env_kwargs.items() if k != "information"} == {
+        k: v for k, v in cl.env_kwargs.items() if k != "information"
+    }
+    assert (nc.bc["policy"], cl.bc["policy"]) == ("las", "srtf")
+    assert {k: v for k, v in nc.bc.items() if k != "policy"} == {
+        k: v for k, v in cl.bc.items() if k != "policy"
+    }
+    for field in (
+        "curriculum",
+        "eval_choices",
+        "args",
+        "steps",
+        "num_envs",
+        "eval_every",
+        "checkpoint_every",
+    ):
+        assert getattr(nc, field) == getattr(cl, field), field
