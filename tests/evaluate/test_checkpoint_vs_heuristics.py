@@ -160,6 +160,37 @@ def test_compare_a_gnn_checkpoint_on_another_cluster(gnn_checkpoint):
     assert result["rows"][1]["fifo+backfill"] == pytest.approx(expected)
 
 
+def test_compare_plays_the_agent_seeds_in_lockstep_with_the_figures_of_one_at_a_time(
+    gnn_checkpoint, monkeypatch
+):
+    """Several seeds run in lockstep with one batched forward per step; the average JCTs equal those of each seed's
+    episode played alone with ``act``, and a batch is what the agent is asked for."""
+    from gpusched_lab import agents
+    from gpusched_lab.agents.common import run_episode
+    from gpusched_lab.evaluate import compare as compare_mod
+
+    kwargs = {"cluster": "topdrl", "num_jobs": 12}
+    agent = agents.load(gnn_checkpoint)
+    batches = []
+    real = type(agent).act_many
+
+    def counting(self, observations):
+        batches.append(len(observations))
+        return real(self, observations)
+
+    monkeypatch.setattr(type(agent), "act_many", counting)
+    env = make_env("gpusched/JobSelect-v1", compare_mod.scenario_kwargs(agent.meta, kwargs), agent.obs_mode)
+    lockstep = compare_mod.agent_avg_jcts(
+        agent, env, compare_mod.scenario_kwargs(agent.meta, kwargs), [0, 1, 2]
+    )
+    assert batches and batches[0] == 3
+    alone = [float(run_episode(agent.act, env, s)["metrics"]["avg_jct"]) for s in (0, 1, 2)]
+    assert lockstep == alone
+    assert len(set(alone)) > 1  # the seeds are different episodes
+    rows = compare(gnn_checkpoint, [0, 1, 2], env_kwargs=kwargs, heuristics=["fifo"])["rows"]
+    assert [r["agent"] for r in rows] == alone
+
+
 def test_compare_cli_env_kwargs_and_errors(gnn_checkpoint, tmp_path):
     runner = CliRunner()
     out = tmp_path / "r.json"
