@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from gpusched_lab.agents.nets.cnn import MultiBranchCNN
 from gpusched_lab.agents.nets.common import (
     ENCODERS,
@@ -179,36 +180,43 @@ class ActionScorer(nn.Module):
         """The ``slots="jobs"`` scores of a GNN batch with the window's empty slots computed once per sample: a
         slot whose features are all zero (padding) embeds to ``job_in(0)`` whatever its sample, and scores
         ``slot_head([job_in(0), cluster])`` in every empty slot of its sample, so the job MLP runs on the
-        filled slots and one zero row, the slot head on the filled slots and one row per sample; every row goes
-        through the same layers with the same values (a matmul over fewer rows may round its last bit
-        differently), gathered back into ``(B, W)``. None when most slots are filled (then the plain
-        computation costs no more)."""
+        filled slots and one zero row, the slot head on the filled slots and one row per sample, gathered back
+        into ``(B, W)``. The slot head's first layer is split by its two inputs, ``W_job · job + W_ctx · cluster +
+        b``: the job part once per job row (the zero row's once), the cluster part once per sample, read by each
+        of its slots. The window summary (the masked mean of the job embeddings) sums the filled rows into their
+        sample and adds the zero row's embedding once per masked-in empty slot. Every number is the plain
+        computation's up to float rounding (sums in another order, a matmul over fewer rows). None when most
+        slots are filled (then the plain computation costs no more)."""
+        view = param_view(self.slot_head)
+        if view.layers != [("0.weight", "0.bias"), None, ("2.weight", "2.bias")]:  # not an mlp([2h, h, 1])
+            return None
         x = obs["job_features"]
         b, w, f = x.shape
         flat = x.reshape(b * w, f)
+        jm = obs.get("job_mask", obs["action_mask"][:, :-1]).float()  # (B, W)
         with torch.no_grad():
             filled = torch.nonzero((flat != 0).any(-1)).squeeze(1)  # flat (sample, slot) of the filled slots
             r = filled.numel()
             if 2 * r > b * w:
                 return None
             sample = torch.div(filled, w, rounding_mode="floor")
-            # each slot's row among [filled slots, the zero row] (job embeddings) and among [filled slots, one
-            # empty-slot row per sample] (scores)
-            emb_row = torch.full((b * w,), r, dtype=torch.long, device=x.device)
-            emb_row[filled] = torch.arange(r, device=x.device)
+            # each slot's row among [filled slots, one empty-slot row per sample] (scores)
             score_row = r + torch.arange(b, device=x.device).repeat_interleave(w)
             score_row[filled] = torch.arange(r, device=x.device)
+            jm_filled = jm.reshape(-1).index_select(0, filled)  # (r,)
+            # per sample: the mask of its empty slots summed (each embeds to the zero row's embedding)
+            filled_sum = torch.zeros(b, dtype=jm.dtype, device=x.device).index_add_(0, sample, jm_filled)
+            jm_empty = jm.sum(1) - filled_sum
+        h = cluster.shape[-1]
         emb = run_mlp(self.encoder.job_in, torch.cat([flat.index_select(0, filled), flat.new_zeros(1, f)]))
-        jobs = emb.index_select(0, emb_row).view(b, w, -1)
-        jm = obs.get("job_mask", obs["action_mask"][:, :-1]).float().unsqueeze(-1)
-        summary = (jobs * jm).sum(1) / jm.sum(1).clamp(min=1.0)
-        head_in = torch.cat(
-            [
-                torch.cat([emb[:r], cluster.index_select(0, sample)], dim=-1),
-                torch.cat([emb[r:].expand(b, -1), cluster], dim=-1),
-            ]
-        )
-        scores = run_mlp(self.slot_head, head_in).squeeze(-1)  # (r + B,)
+        total = emb.new_zeros(b, h).index_add(0, sample, emb[:r] * jm_filled.unsqueeze(-1))
+        summary = (total + jm_empty.unsqueeze(-1) * emb[r]) / jm.sum(1, keepdim=True).clamp(min=1.0)
+        p = view.live if torch.is_grad_enabled() else view.frozen
+        w1 = p["0.weight"]
+        job_part = F.linear(emb, w1[:, :h])  # (r + 1, h)
+        ctx_part = F.linear(cluster, w1[:, h:], p["0.bias"])  # (B, h)
+        hidden = torch.cat([job_part[:r] + ctx_part.index_select(0, sample), job_part[r:] + ctx_part])
+        scores = F.linear(torch.relu(hidden), p["2.weight"], p["2.bias"]).squeeze(-1)  # (r + B,)
         slot_scores = scores.index_select(0, score_row).view(b, w)
         last = run_mlp(self.last_head, torch.cat([cluster, summary], dim=-1))  # (B, 1)
         return torch.cat([slot_scores, last], dim=-1), cluster
