@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from gpusched_lab.agents.nets.common import NetworkConfig, mlp, param_view, run_mlp
-from gpusched_lab.agents.nets.gnn_rows import distinct_rows
+from gpusched_lab.agents.nets.gnn_rows import distinct_bit_rows, distinct_rows
 
 from gpusched_envs.envs.encoding import KINDS
 from gpusched_envs.graph import to_pyg
@@ -276,6 +276,36 @@ def _gpu_rows(obs: dict[str, torch.Tensor], tree: _Tree, servers: bool) -> _GpuR
     return rows
 
 
+class _GpuGroups:
+    """The distinct GPU rows of a :class:`_GpuRows` grouped by their features alone, across samples and servers:
+    on a regular tree a GPU's hidden state, until the first downward update of the GPU block, is a function of
+    its own features (its one link is the level's, the same for every GPU; the node mask enters only the pooled
+    mean), so the node MLP, the first upward message and the LayerNorms before that update run once per
+    distinct feature row. ``uid``: each GPU row's group; ``node``: a flat ``(B · N)`` node index of each group.
+    Rows are grouped when their features are equal bit for bit (:func:`~gpusched_lab.agents.nets.gnn_rows.
+    distinct_bit_rows`)."""
+
+    def __init__(self, uid: torch.Tensor, node: torch.Tensor):
+        self.uid, self.node = uid, node
+
+
+def _gpu_groups(nf: torch.Tensor, rows) -> _GpuGroups | None:
+    """:class:`_GpuGroups` of ``rows`` (kept on the rows, which are kept per batch), or None when grouping leaves
+    more than nine in ten rows (then the two gathers it adds cost about what it saves)."""
+    if "_groups" in rows.__dict__:
+        return rows.__dict__["_groups"]
+    f = nf.shape[-1]
+    x = nf.detach().reshape(-1, f).index_select(0, rows.node)  # (rows, F), a copy
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
+    u, uid, rep = distinct_bit_rows(x.view(bits).numpy())
+    groups = None
+    if 10 * u <= 9 * rows.size:
+        with torch.inference_mode(False):  # normal tensors, as the rows' (a training forward saves them)
+            groups = _GpuGroups(torch.from_numpy(uid), rows.node.index_select(0, torch.from_numpy(rep[:u])))
+    rows.__dict__["_groups"] = groups
+    return groups
+
+
 class GraphEncoder(nn.Module):
     """Hierarchical message passing over the GPU–server–rack–cluster tree.
 
@@ -294,7 +324,9 @@ class GraphEncoder(nn.Module):
       overhead). Small batches (a rollout step) norm a level's nodes in one LayerNorm call; CPU batches of 16 and
       more norm each block on its own and, on a regular tree (every server with the same number of GPUs), compute
       the GPU block once per distinct (sample, server, GPU features) row and, where racks are regular too, the
-      server block once per distinct server of a rack (:class:`_GpuRows`). A batch whose samples do not all share
+      server block once per distinct server of a rack (:class:`_GpuRows`); until the GPU block's first update, a
+      GPU's state depends on its features alone, so that part runs once per distinct GPU feature row of the whole
+      batch (:class:`_GpuGroups`). A batch whose samples do not all share
       one tree (several clusters in one batch) takes the scatter path.
     - ``impl="scatter"``: each level is a gather (down: every child reads its one parent) or a segment mean (up:
       ``scatter_add`` of the children's messages into their parent's row) on dense ``(B, nodes, h)`` tensors, with
@@ -392,7 +424,8 @@ class GraphEncoder(nn.Module):
         call over the blocks concatenated (split again into views, whose backward is one concatenation) or, for a
         wide CPU batch, one call per block. With :class:`_GpuRows` the GPU block (and the server block) is its
         distinct rows (sample-major), summed into the parents by ``index_add`` (weighed by the rows' counts) and
-        reading them back by ``index_select``."""
+        reading them back by ``index_select``; with :class:`_GpuGroups` the GPU block is one row per feature group
+        until its first update, when each GPU row reads its group's."""
         nf = obs["node_features"]
         b, n, f = nf.shape
         hd = self.out_dim
@@ -404,17 +437,20 @@ class GraphEncoder(nn.Module):
         # its distinct rows (:class:`_GpuRows`); an accelerator is bound by the number of kernels (and the distinct
         # rows' count needs a host sync), so it takes the fewer, wider calls of a small batch
         wide = b >= WIDE_BATCH and nf.device.type == "cpu"
-        rows = None
+        rows = groups = None
         if wide and tree.gpus_per_server > 1:
             rows = _gpu_rows(obs, tree, servers=tree.servers_per_rack > 1)
+            groups = _gpu_groups(nf, rows)
         if rows is None:
             x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
             # GPU, server, rack, cluster blocks, each (rows · B, h)
             hs = list(run_mlp(self.node_in, x).split_with_sizes(sizes))
         else:  # the GPU block (and the server block) as distinct rows, the others node-major
             first = 2 if rows.servers else 1
-            nodes = torch.cat([rows.node, rows.server_node]) if rows.servers else rows.node
-            split = [rows.size, rows.server_size] if rows.servers else [rows.size]
+            # until the GPU block's first update: one row per distinct GPU feature row (_GpuGroups)
+            gpu_nodes = rows.node if groups is None else groups.node
+            nodes = torch.cat([gpu_nodes, rows.server_node]) if rows.servers else gpu_nodes
+            split = [gpu_nodes.shape[0], rows.server_size] if rows.servers else [gpu_nodes.shape[0]]
             hs = list(run_mlp(self.node_in, nf.view(b * n, f).index_select(0, nodes)).split_with_sizes(split))
             x = nf[:, bounds[first] :].transpose(0, 1).reshape((n - bounds[first]) * b, f)
             hs += list(run_mlp(self.node_in, x).split_with_sizes(sizes[first:]))
@@ -464,6 +500,8 @@ class GraphEncoder(nn.Module):
                 msg = torch.relu(F.linear(first_layer(hs[lv], k, lv), p[2], p[3]))  # (C · B, h)
                 if lv == 0 and rows is not None:  # each distinct GPU row weighs its count / GPUs per server
                     w = rows.count / tree.gpus_per_server
+                    if groups is not None:  # the messages of the feature groups, one per GPU row
+                        msg = msg.index_select(0, groups.uid)
                     agg = msg.new_zeros(hs[1].shape[0], hd).index_add(0, rows.parent_row, msg * w)
                 elif lv == 1 and rows is not None and rows.servers:  # and each distinct server row
                     w = rows.server_count / tree.servers_per_rack
@@ -474,6 +512,9 @@ class GraphEncoder(nn.Module):
             for lv in (2, 1, 0):  # down: every child lv reads its one parent, one message per (parent, link)
                 k = 3 * sweep + lv
                 p = params[nup + k]
+                if lv == 0 and groups is not None:  # the GPU block's first update: one row per GPU row
+                    hs[0] = hs[0].index_select(0, groups.uid)
+                    groups = None
                 par = gather(hs[lv + 1], tree.src[lv])  # (groups · B, h)
                 msg = torch.relu(F.linear(first_layer(par, nup + k, lv, tree.rep[lv]), p[2], p[3]))
                 half = F.linear(msg, p[13], p[5])
@@ -484,6 +525,8 @@ class GraphEncoder(nn.Module):
                 else:
                     half = gather(half, tree.inv[lv])  # (C · B, h)
                 hs = update(p, lv, half, tree.mask_p[lv])
+        if groups is not None:  # no sweep (layers=0): the GPU block still by feature group
+            hs[0] = hs[0].index_select(0, groups.uid)
         cluster_node = hs[3]
         if rows is not None and rows.servers:  # (B, S, h) from the distinct rows
             servers = hs[1].index_select(0, rows.server_of).view(b, -1, hd)

@@ -129,3 +129,46 @@ def distinct_rows(nf, mask, g, k, m):
         server_count,
         server_of,
     )
+
+
+@njit(cache=True)
+def distinct_bit_rows(x):
+    """The distinct rows of ``x`` (R, F), an integer array (the bits of float rows): ``(u, uid, rep)``, ``u`` the
+    number of distinct rows, ``uid`` (R,) each row's distinct row, numbered in order of first appearance, and ``rep``
+    (R,) whose first ``u`` entries are each distinct row's first appearance. Rows are equal when every entry is
+    (so float rows are equal when their bits are: ``-0.0`` differs from ``0.0``, a NaN equals the same NaN)."""
+    r, f = x.shape
+    cap = 1
+    while cap < 2 * r:
+        cap *= 2
+    table = np.full(cap, -1, np.int64)  # open addressing: a slot holds a distinct row's number
+    uid = np.empty(r, np.int64)
+    rep = np.empty(r, np.int64)
+    u = 0
+    for i in range(r):
+        h = np.int64(-3750763034362895579)  # FNV-1a over the row's entries (wrapping int64 arithmetic)
+        for j in range(f):
+            h = (h ^ np.int64(x[i, j])) * np.int64(1099511628211)
+        h ^= h >> 32  # bring the high bits down: a float's low bits are often all zero
+        h *= np.int64(-7046029254386353131)
+        h ^= h >> 29
+        slot = h & (cap - 1)
+        while True:
+            k = table[slot]
+            if k < 0:  # a new distinct row
+                table[slot] = u
+                rep[u] = i
+                uid[i] = u
+                u += 1
+                break
+            other = rep[k]
+            same = True
+            for j in range(f):
+                if x[other, j] != x[i, j]:
+                    same = False
+                    break
+            if same:
+                uid[i] = k
+                break
+            slot = (slot + 1) & (cap - 1)
+    return u, uid, rep
