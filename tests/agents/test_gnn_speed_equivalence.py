@@ -1,0 +1,206 @@
+"""The dense GNN's shortcuts on wide batches against the computation they stand for: the GPU block's feature
+groups (:class:`~gpusched_lab.agents.nets.gnn._GpuGroups`, from the compiled
+:func:`~gpusched_lab.agents.nets.gnn_rows.distinct_bit_rows`) and the split slot head of JobSelect's job scores
+give the per-row forward and gradients up to float rounding; the groups are kept per batch and built again for
+another one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gpusched_lab.agents.common import make_env
+from gpusched_lab.agents.nets import gnn, networks
+from gpusched_lab.agents.nets.gnn import _GpuRows, tree_blocks
+from gpusched_lab.agents.nets.gnn_rows import distinct_bit_rows
+
+from tests.agents.test_gnn_dense_batches import dense_and_reference, encoder, observations, stack
+
+
+def reference_groups(x: np.ndarray) -> tuple[int, list[int], list[int]]:
+    """``distinct_bit_rows`` by its definition: rows numbered by first appearance, equal when every entry is."""
+    firsts: dict[bytes, int] = {}
+    uid, rep = [], []
+    for i, row in enumerate(x):
+        key = row.tobytes()
+        if key not in firsts:
+            firsts[key] = len(rep)
+            rep.append(i)
+        uid.append(firsts[key])
+    return len(rep), uid, rep
+
+
+def test_distinct_bit_rows_of_a_hand_built_array():
+    """Equal rows share a number (first appearance order); ``-0.0`` and ``0.0`` differ (their bits do), a NaN
+    equals the same NaN."""
+    x = np.array(
+        [
+            [1.0, 2.0],
+            [0.0, 0.0],
+            [1.0, 2.0],
+            [-0.0, 0.0],
+            [np.nan, 1.0],
+            [0.0, 0.0],
+            [np.nan, 1.0],
+            [2.0, 1.0],
+        ],
+        dtype=np.float32,
+    )
+    u, uid, rep = distinct_bit_rows(x.view(np.int32))
+    assert u == 5
+    assert uid.tolist() == [0, 1, 0, 2, 3, 1, 3, 4]
+    assert rep[:u].tolist() == [0, 1, 3, 4, 7]
+
+
+@pytest.mark.parametrize(
+    "dtype,bits", [(np.float32, np.int32), (np.float64, np.int64), (np.float16, np.int16)]
+)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distinct_bit_rows_equal_the_reference(dtype, bits, seed):
+    """Random arrays drawn from a few values (many duplicates, rows whose float bits differ only in their high
+    bits) and from many (few duplicates): the same numbering as the reference."""
+    rng = np.random.default_rng(seed)
+    few = np.array([0.0, 1.0, -2.0, 0.5, 3.0e5])
+    for rows, cols, pool in (
+        (3000, 6, few[:3]),
+        (500, 28, few[:2]),
+        (800, 5, few),
+        (2000, 15, np.arange(1000.0)),
+        (1, 4, few),
+        (0, 3, few),
+    ):
+        x = rng.choice(pool, size=(rows, cols)).astype(dtype)
+        u, uid, rep = distinct_bit_rows(np.ascontiguousarray(x).view(bits))
+        ru, ruid, rrep = reference_groups(x.view(bits))
+        assert u == ru
+        assert uid.tolist() == ruid and rep[:u].tolist() == rrep
+
+
+def topdrl_batch(size: int, seed: int) -> tuple:
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 40, "load": 1.2}, "graph")
+    return env, stack(observations(env, size, seed=seed))
+
+
+def forward_and_gradients(net, batch: dict) -> tuple[torch.Tensor, dict]:
+    net.zero_grad()
+    out = net(batch)
+    (out.square().sum() + out.sin().sum()).backward()
+    gnn._ROWS_CACHE.clear()
+    return out.detach(), {n: p.grad.clone() for n, p in net.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_gpu_feature_groups_give_the_per_row_forward_and_gradients(layers, monkeypatch):
+    """A batch of 48 real observations on topdrl (a regular tree): the GPU rows fall into fewer feature groups,
+    and scores and every gradient equal those of the per-row computation (groups turned off) up to float
+    rounding; with two sweeps the second runs per row."""
+    env, batch = topdrl_batch(48, seed=11)
+    net, _ = dense_and_reference(env, layers=layers)
+    g, s, _ = tree_blocks(batch)
+    tree = encoder(net).tree_of(batch, g, s)
+    rows = _GpuRows(batch, tree, servers=True)
+    groups = gnn._gpu_groups(batch["node_features"], rows)
+    assert groups is not None and groups.node.shape[0] < rows.size
+    # every GPU row's group has its features
+    flat = batch["node_features"].reshape(-1, batch["node_features"].shape[-1])
+    assert torch.equal(flat[groups.node[groups.uid]], flat[rows.node])
+    used = []
+    real = gnn._gpu_groups
+
+    def spy(nf, rows):
+        out = real(nf, rows)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(gnn, "_gpu_groups", spy)
+    grouped = forward_and_gradients(net, batch)
+    assert used == [True]
+    monkeypatch.setattr(gnn, "_gpu_groups", lambda nf, rows: None)
+    per_row = forward_and_gradients(net, batch)
+    torch.testing.assert_close(grouped[0], per_row[0], rtol=1e-5, atol=1e-5)
+    assert grouped[1].keys() == per_row[1].keys()
+    for name, grad in per_row[1].items():
+        scale = float(grad.abs().max()) + 1.0
+        torch.testing.assert_close(grouped[1][name], grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
+
+
+def test_gpu_feature_groups_are_kept_per_batch_and_built_for_another():
+    """The groups live on the batch's distinct rows: the very same batch reuses them, a batch changed in place
+    or of another size gets its own (and the forward follows: the changed batch scores what a fresh copy of it
+    scores)."""
+    env, batch = topdrl_batch(32, seed=4)
+    net, _ = dense_and_reference(env, layers=1)
+    g, s, _ = tree_blocks(batch)
+    tree = encoder(net).tree_of(batch, g, s)
+    gnn._ROWS_CACHE.clear()
+    with torch.no_grad():
+        net(batch)
+        rows = gnn._gpu_rows(batch, tree, servers=True)
+        groups = gnn._gpu_groups(batch["node_features"], rows)
+        assert groups is not None
+        net(batch)
+        assert gnn._gpu_rows(batch, tree, servers=True) is rows
+        assert gnn._gpu_groups(batch["node_features"], rows) is groups
+        batch["node_features"][:, 0, -1] += 0.5  # changed in place: new rows, new groups
+        changed = net(batch)
+        rows2 = gnn._gpu_rows(batch, tree, servers=True)
+        assert rows2 is not rows and rows2.__dict__["_groups"] is not groups
+        gnn._ROWS_CACHE.clear()
+        assert torch.equal(changed, net({k: v.clone() for k, v in batch.items()}))
+        half = {k: v[:16] for k, v in batch.items()}  # another batch size
+        rows3 = gnn._gpu_rows(half, tree, servers=True)
+        assert rows3.size < rows2.size and gnn._gpu_groups(half["node_features"], rows3) is not groups
+    gnn._ROWS_CACHE.clear()
+
+
+def test_no_feature_groups_when_few_gpu_rows_merge():
+    """A batch whose GPUs all differ: grouping would leave every row, so the forward runs per row."""
+    env, batch = topdrl_batch(16, seed=2)
+    b, n, f = batch["node_features"].shape
+    g, s, _ = tree_blocks(batch)
+    batch["node_features"][:, :g, -1] = torch.arange(b * g, dtype=torch.float32).view(b, g) + 1.0
+    net, _ = dense_and_reference(env, layers=1)
+    tree = encoder(net).tree_of(batch, g, s)
+    rows = _GpuRows(batch, tree, servers=True)
+    assert rows.size == b * g
+    assert gnn._gpu_groups(batch["node_features"], rows) is None
+
+
+def job_scorer(env):
+    torch.manual_seed(0)
+    net = networks.build_network(
+        networks.config_for_env(env, "gnn", hidden=16, layers=1), env.observation_space
+    )
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return net
+
+
+def test_split_slot_head_with_masked_slots_gives_the_plain_scores(monkeypatch):
+    """The job mask decides the window summary: a filled slot masked out and empty slots masked in (each adds
+    the zero row's embedding) give the plain computation's scores and gradients up to float rounding."""
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 60, "load": 0.9}, "graph")
+    net = job_scorer(env)
+    batch = stack(observations(env, 24, seed=9))
+    filled = (batch["job_features"] != 0).any(-1)
+    assert 0 < int(filled.sum()) < filled.numel() // 2
+    mask = batch["job_mask"].clone()
+    i, j = torch.nonzero(filled)[0].tolist()
+    mask[i, j] = 0  # a filled slot masked out
+    empty = torch.nonzero(~filled)
+    for i, j in empty[:: max(1, len(empty) // 7)].tolist():  # some empty slots masked in
+        mask[i, j] = 1
+    batch["job_mask"] = mask
+    out = []
+    for threshold in (1, 10**9):  # the split head, the plain computation
+        monkeypatch.setattr(networks, "DISTINCT_JOBS_BATCH", threshold)
+        net.zero_grad()
+        scores, emb = net.scores_and_embedding(batch)
+        (scores.square().sum() + emb.sin().sum()).backward()
+        out.append((scores.detach(), {n: p.grad.clone() for n, p in net.named_parameters()}))
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-6, atol=1e-6)
+    for name, grad in out[1][1].items():
+        scale = float(grad.abs().max()) + 1.0
+        torch.testing.assert_close(out[0][1][name], grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
