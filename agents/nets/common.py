@@ -5,6 +5,8 @@ conversion of observations (:func:`obs_to_tensors`)."""
 
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -58,6 +60,24 @@ class ParamView:
         if self.first is not None and self.first.data_ptr() != self.first_ptr:
             return False
         return all(d.get(name) is p for d, name, p in self.checks)
+
+
+class ViewsCheck:
+    """Whether several :class:`ParamView` are all still valid, in one pass (what :meth:`ParamView.valid` checks of
+    each, as C-level loops): a cache built from their views checks this instead of fetching every view again."""
+
+    def __init__(self, views: list[ParamView]):
+        checks = [c for view in views for c in view.checks]
+        self.dicts = [d for d, _, _ in checks]
+        self.names = [name for _, name, _ in checks]
+        self.params = [p for _, _, p in checks]
+        self.firsts = [view.first for view in views if view.first is not None]
+        self.ptrs = [view.first_ptr for view in views if view.first is not None]
+
+    def valid(self) -> bool:
+        return list(map(torch.Tensor.data_ptr, self.firsts)) == self.ptrs and all(
+            map(operator.is_, map(dict.get, self.dicts, self.names), self.params)
+        )
 
 
 def param_view(module: nn.Module) -> ParamView:

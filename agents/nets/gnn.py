@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from gpusched_lab.agents.nets.common import NetworkConfig, mlp, param_view, run_mlp
+from gpusched_lab.agents.nets.common import NetworkConfig, ViewsCheck, mlp, param_view, run_mlp
 from gpusched_lab.agents.nets.gnn_rows import distinct_bit_rows, distinct_rows
 
 from gpusched_envs.envs.encoding import KINDS
@@ -106,6 +106,8 @@ class _Tree:
         nf = obs["node_features"]
         n = nf.shape[1]
         self.key = (g, s, obs["edge_index"].dtype, nf.dtype, nf.device)
+        self.blocks = (g, s)
+        self.kinds = nf[0, :, 1:3].clone()  # what tree_blocks reads (see same_tree)
         self.edges = tuple(obs[k][0].clone() for k in EDGE_KEYS)
         self._link_cache: tuple | None = None
         with torch.no_grad():
@@ -167,10 +169,12 @@ class _Tree:
         self.src.append(None if u == p and bool((src == arange[:p]).all()) else src)
         self.inv.append(None if u == c and bool((inv == arange[:c]).all()) else inv)
 
-    def link_terms(self, params: list[tuple], hd: int) -> torch.Tensor:
+    def link_terms(self, params: list[tuple], hd: int) -> tuple[torch.Tensor, list]:
         """The link part (+ bias) of every conv's first message layer for every child node, in one matmul:
-        ``(n-1, convs · h)``. Outside autograd it depends only on the parameters' values, so it is kept until an
-        optimizer step or ``load_state_dict`` changes them (their version counters)."""
+        ``(n-1, convs · h)``, and per conv (conv ``k`` reads level ``k mod 3``) the row of it that is the first
+        layer's bias where that level's links are all equal (None elsewhere). Outside autograd both depend only on
+        the parameters' values, so they are kept until an optimizer step or ``load_state_dict`` changes them
+        (their version counters)."""
         grad = torch.is_grad_enabled()
         if not grad:  # the very same detached views (rebuilt after a move), none changed since
             views = [t for p in params for t in p[:2]]
@@ -184,14 +188,33 @@ class _Tree:
                 return cache[2]
         weight = torch.cat([p[0][:, hd:] for p in params])
         terms = F.linear(self.link, weight, torch.cat([p[1] for p in params]))
+        rows = [
+            terms[self.bounds[k % 3] + self.rep0[k % 3], k * hd : (k + 1) * hd]
+            if self.uniform[k % 3]
+            else None
+            for k in range(len(params))
+        ]
         if not grad:
-            self._link_cache = (views, versions, terms)
-        return terms
+            self._link_cache = (views, versions, (terms, rows))
+        return terms, rows
+
+    def same_tree(self, obs: dict[str, torch.Tensor]) -> bool:
+        """Is this the tree of every sample of ``obs``, with the blocks :func:`tree_blocks` reads from it (the
+        kind columns of its first sample, equal to this tree's)? :meth:`matches` without reading the blocks."""
+        nf = obs["node_features"]
+        if nf.dtype != self.key[3] or nf.device != self.key[4] or nf.shape[1] != self.kinds.shape[0]:
+            return False
+        return torch.equal(nf[0, :, 1:3], self.kinds) and self._same_edges(obs)
 
     def matches(self, obs: dict[str, torch.Tensor], g: int, s: int) -> bool:
         """Is this the tree of every sample of ``obs``?"""
         nf = obs["node_features"]
         if self.key != (g, s, obs["edge_index"].dtype, nf.dtype, nf.device):
+            return False
+        return self._same_edges(obs)
+
+    def _same_edges(self, obs: dict[str, torch.Tensor]) -> bool:
+        if obs["edge_index"].dtype != self.key[2]:
             return False
         for k, mine in zip(EDGE_KEYS, self.edges, strict=True):
             t = obs[k]
@@ -367,6 +390,8 @@ class GraphEncoder(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """``(cluster (B, h), jobs (B, W, h), servers (B, S, h))``; ``with_jobs=False``: jobs is None (a caller
         that embeds the window's jobs itself, :meth:`ActionScorer.scores_and_embedding`)."""
+        if self.impl == "dense" and self._trees and self._trees[0].same_tree(obs):  # the last batch's tree
+            return self._forward_dense(obs, self._trees[0], with_jobs)
         g, s, _ = tree_blocks(obs)
         if self.impl == "dense":
             tree = self.tree_of(obs, g, s)
@@ -387,8 +412,10 @@ class GraphEncoder(nn.Module):
 
     def tree_of(self, obs: dict[str, torch.Tensor], g: int, s: int) -> _Tree | None:
         """The dense operators of the batch's tree (cached), or None when its samples have different trees."""
-        for tree in self._trees:
+        for i, tree in enumerate(self._trees):
             if tree.matches(obs, g, s):
+                if i:  # the most recent first (forward tries it before reading the blocks)
+                    self._trees = [tree, *self._trees[:i], *self._trees[i + 1 :]]
                 return tree
         tree = _Tree(obs, g, s)
         if not tree.matches(obs, g, s):  # the samples differ among themselves
@@ -400,13 +427,13 @@ class GraphEncoder(nn.Module):
         """Per conv (up convs, then down convs): the parameters of its two MLPs and its norm (:class:`ParamView`),
         then the column blocks of the first layers that the dense forward multiplies separately: the message
         layer's node part, the update layer's node part (transposed) and its message part. Outside autograd the
-        list is kept while every conv's :class:`ParamView` stays the same (the slices are views of the same
-        storage, so optimizer steps and ``load_state_dict`` show through)."""
+        list is kept while every conv's :class:`ParamView` stays valid (one :class:`ViewsCheck`; the slices are
+        views of the same storage, so optimizer steps and ``load_state_dict`` show through)."""
         grad = torch.is_grad_enabled()
-        views = [param_view(conv) for conv in (*self.up, *self.down)]
         cache = self.__dict__.get("_frozen_params")
-        if not grad and cache is not None and all(a is b for a, b in zip(cache[0], views, strict=True)):
+        if not grad and cache is not None and cache[0].valid():
             return cache[1]
+        views = [param_view(conv) for conv in (*self.up, *self.down)]
         hd = self.out_dim
         out = []
         for conv, view in zip((*self.up, *self.down), views, strict=True):
@@ -414,7 +441,7 @@ class GraphEncoder(nn.Module):
             t = tuple(p[name] for name in CONV_PARAMS) + (conv.norm.eps,)
             out.append(t + (t[0][:, :hd], t[4][:, :hd].t(), t[4][:, hd:]))
         if not grad:
-            self.__dict__["_frozen_params"] = (views, out)
+            self.__dict__["_frozen_params"] = (ViewsCheck(views), out)
         return out
 
     def _forward_dense(self, obs: dict[str, torch.Tensor], tree: _Tree, with_jobs: bool = True):
@@ -432,7 +459,8 @@ class GraphEncoder(nn.Module):
         bounds = tree.bounds
         sizes = [(bounds[k + 1] - bounds[k]) * b for k in range(4)]
         params = self._conv_params()
-        link_all = tree.link_terms(params, hd)  # (n-1, convs · h): links' part of the first message layers
+        # (n-1, convs · h): links' part of the first message layers; per conv its bias row (uniform levels)
+        link_all, link_rows = tree.link_terms(params, hd)
         # on the CPU a wide batch is bound by the work per row: each block normed on its own and the GPU block as
         # its distinct rows (:class:`_GpuRows`); an accelerator is bound by the number of kernels (and the distinct
         # rows' count needs a host sync), so it takes the fewer, wider calls of a small batch
@@ -457,10 +485,9 @@ class GraphEncoder(nn.Module):
 
         def link_of(k: int, lv: int, rows: torch.Tensor | None = None) -> torch.Tensor:
             """Conv k's link terms of level lv's children (``rows``: of these children only; uniform: one row)."""
-            cols = slice(k * hd, (k + 1) * hd)
             if tree.uniform[lv]:
-                return link_all[bounds[lv] + tree.rep0[lv], cols]
-            link = link_all[bounds[lv] : bounds[lv + 1], cols]
+                return link_rows[k]
+            link = link_all[bounds[lv] : bounds[lv + 1], k * hd : (k + 1) * hd]
             return link if rows is None else link.index_select(0, rows)
 
         def first_layer(x: torch.Tensor, k: int, lv: int, rows: torch.Tensor | None = None) -> torch.Tensor:

@@ -204,3 +204,67 @@ def test_split_slot_head_with_masked_slots_gives_the_plain_scores(monkeypatch):
     for name, grad in out[1][1].items():
         scale = float(grad.abs().max()) + 1.0
         torch.testing.assert_close(out[0][1][name], grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
+
+
+def scores_of(net, obs: dict) -> torch.Tensor:
+    with torch.inference_mode():
+        return net(obs)
+
+
+def test_inference_caches_follow_flat_adam_steps_and_replaced_parameters():
+    """Outside autograd the dense encoder keeps its parameter views and link terms; a training step by FlatAdam
+    (which moves every parameter into one buffer on its first step, then updates it in place) and parameters
+    replaced by ``load_state_dict(assign=True)`` each show in the next inference forward: the scores equal those
+    of a fresh network with the same weights, and differ from the scores before."""
+    from gpusched_lab.agents.nets.common import FlatAdam
+
+    env, batch = topdrl_batch(24, seed=8)
+    net, _ = dense_and_reference(env, layers=1)
+    one = {k: v[:1] for k, v in batch.items()}
+
+    def fresh_scores(obs):
+        other, _ = dense_and_reference(env, layers=1)
+        other.load_state_dict(net.state_dict())
+        return scores_of(other, obs)
+
+    before = [scores_of(net, obs) for obs in (one, batch)]
+    opt = FlatAdam(net.parameters(), lr=0.05)
+    for step in range(3):
+        opt.zero_grad()
+        net(batch).square().mean().backward()
+        opt.step()
+        for obs, old in zip((one, batch), before, strict=True):
+            now = scores_of(net, obs)
+            assert not torch.equal(now, old), step
+            torch.testing.assert_close(now, fresh_scores(obs), rtol=1e-6, atol=1e-6)
+        before = [scores_of(net, obs) for obs in (one, batch)]
+    other, _ = dense_and_reference(env, layers=1, seed=5)
+    net.load_state_dict(other.state_dict(), assign=True)
+    for obs in (one, batch):
+        torch.testing.assert_close(scores_of(net, obs), scores_of(other, obs), rtol=1e-6, atol=1e-6)
+    with torch.no_grad():  # an in-place change of one parameter outside any optimizer (its version counter)
+        encoder(net).up[0].message_mlp[0].bias.add_(1.0)
+    torch.testing.assert_close(scores_of(net, one), fresh_scores(one), rtol=1e-6, atol=1e-6)
+
+
+def test_the_last_tree_is_reused_only_for_its_own_cluster():
+    """One network reading observations of two clusters in turn (topdrl: a regular tree; hetero64: padded, other
+    block sizes) and a topdrl observation whose edges differ from its cluster's (a link masked out): each forward
+    uses its own tree and equals the scatter implementation's."""
+    top = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 30, "load": 1.0}, "graph")
+    het = make_env("gpusched/JobSelect-v1", {"cluster": "hetero64", "num_jobs": 30, "load": 1.0}, "graph")
+    net, _ = dense_and_reference(top, layers=1)
+    scatter = networks.build_network(
+        networks.config_for_env(top, "gnn", hidden=16, layers=1), top.observation_space, "scatter"
+    )
+    scatter.load_state_dict(net.state_dict())
+    a = stack(observations(top, 3, seed=1))
+    b = stack(observations(het, 3, seed=1))
+    cut = {k: v.clone() for k, v in a.items()}
+    cut["edge_mask"][:, 0] = 0
+    assert tree_blocks(a) != tree_blocks(b)
+    enc = encoder(net)
+    for obs in (a, b, a, a, b, cut, a, {k: v[:1] for k, v in b.items()}):
+        torch.testing.assert_close(scores_of(net, obs), scores_of(scatter, obs), rtol=1e-5, atol=1e-5)
+        assert enc._trees[0].same_tree(obs)  # the tree just used is tried first next time
+    assert len(enc._trees) == 3  # topdrl, hetero64, topdrl with a link cut
