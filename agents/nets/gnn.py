@@ -312,6 +312,10 @@ class _GpuGroups:
         self.uid, self.node = uid, node
 
 
+# an integer dtype per float width: rows compared bit for bit (distinct_bit_rows)
+BIT_VIEWS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def _gpu_groups(nf: torch.Tensor, rows) -> _GpuGroups | None:
     """:class:`_GpuGroups` of ``rows`` (kept on the rows, which are kept per batch), or None when grouping leaves
     more than nine in ten rows (then the two gathers it adds cost about what it saves)."""
@@ -319,8 +323,7 @@ def _gpu_groups(nf: torch.Tensor, rows) -> _GpuGroups | None:
         return rows.__dict__["_groups"]
     f = nf.shape[-1]
     x = nf.detach().reshape(-1, f).index_select(0, rows.node)  # (rows, F), a copy
-    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
-    u, uid, rep = distinct_bit_rows(x.view(bits).numpy())
+    u, uid, rep = distinct_bit_rows(x.view(BIT_VIEWS[x.element_size()]).numpy())
     groups = None
     if 10 * u <= 9 * rows.size:
         with torch.inference_mode(False):  # normal tensors, as the rows' (a training forward saves them)

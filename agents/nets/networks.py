@@ -42,6 +42,7 @@ from gpusched_lab.agents.nets.common import (
 )
 from gpusched_lab.agents.nets.config import GNN_FEATURE_KEYS, layout_mismatch
 from gpusched_lab.agents.nets.gnn import (
+    BIT_VIEWS,
     CONV_PARAMS,
     EDGE_KEYS,
     GNN_IMPLS,
@@ -51,6 +52,7 @@ from gpusched_lab.agents.nets.gnn import (
     tree_blocks,
     tree_index,
 )
+from gpusched_lab.agents.nets.gnn_rows import distinct_bit_rows
 
 __all__ = [
     "CONV_PARAMS",
@@ -183,7 +185,8 @@ class ActionScorer(nn.Module):
         filled slots and one zero row, the slot head on the filled slots and one row per sample, gathered back
         into ``(B, W)``. The slot head's first layer is split by its two inputs, ``W_job · job + W_ctx · cluster +
         b``: the job part once per job row (the zero row's once), the cluster part once per sample, read by each
-        of its slots. The window summary (the masked mean of the job embeddings) sums the filled rows into their
+        of its slots. On the CPU, equal filled rows (the same job seen at several steps, bit for bit equal
+        features) are embedded once (:func:`distinct_jobs`). The window summary (the masked mean of the job embeddings) sums the filled rows into their
         sample and adds the zero row's embedding once per masked-in empty slot. Every number is the plain
         computation's up to float rounding (sums in another order, a matmul over fewer rows). None when most
         slots are filled (then the plain computation costs no more)."""
@@ -208,18 +211,34 @@ class ActionScorer(nn.Module):
             filled_sum = torch.zeros(b, dtype=jm.dtype, device=x.device).index_add_(0, sample, jm_filled)
             jm_empty = jm.sum(1) - filled_sum
         h = cluster.shape[-1]
-        emb = run_mlp(self.encoder.job_in, torch.cat([flat.index_select(0, filled), flat.new_zeros(1, f)]))
-        total = emb.new_zeros(b, h).index_add(0, sample, emb[:r] * jm_filled.unsqueeze(-1))
-        summary = (total + jm_empty.unsqueeze(-1) * emb[r]) / jm.sum(1, keepdim=True).clamp(min=1.0)
+        jobs, uid = distinct_jobs(flat.index_select(0, filled))  # (q, F): the filled rows, or their groups
+        q = jobs.shape[0]
+        emb = run_mlp(self.encoder.job_in, torch.cat([jobs, flat.new_zeros(1, f)]))  # (q + 1, h)
+        emb_filled = emb[:r] if uid is None else emb.index_select(0, uid)  # (r, h)
+        total = emb.new_zeros(b, h).index_add(0, sample, emb_filled * jm_filled.unsqueeze(-1))
+        summary = (total + jm_empty.unsqueeze(-1) * emb[q]) / jm.sum(1, keepdim=True).clamp(min=1.0)
         p = view.live if torch.is_grad_enabled() else view.frozen
         w1 = p["0.weight"]
-        job_part = F.linear(emb, w1[:, :h])  # (r + 1, h)
+        job_part = F.linear(emb, w1[:, :h])  # (q + 1, h)
         ctx_part = F.linear(cluster, w1[:, h:], p["0.bias"])  # (B, h)
-        hidden = torch.cat([job_part[:r] + ctx_part.index_select(0, sample), job_part[r:] + ctx_part])
+        job_filled = job_part[:r] if uid is None else job_part.index_select(0, uid)
+        hidden = torch.cat([job_filled + ctx_part.index_select(0, sample), job_part[q:] + ctx_part])
         scores = F.linear(torch.relu(hidden), p["2.weight"], p["2.bias"]).squeeze(-1)  # (r + B,)
         slot_scores = scores.index_select(0, score_row).view(b, w)
         last = run_mlp(self.last_head, torch.cat([cluster, summary], dim=-1))  # (B, 1)
         return torch.cat([slot_scores, last], dim=-1), cluster
+
+
+def distinct_jobs(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(groups, uid)``: the distinct rows of the job feature rows ``rows`` (R, F) (equal bit for bit,
+    :func:`~gpusched_lab.agents.nets.gnn_rows.distinct_bit_rows`) in order of first appearance and each row's
+    group; ``(rows, None)`` off the CPU or when grouping leaves more than nine in ten rows."""
+    if rows.device.type != "cpu" or rows.shape[0] == 0 or rows.element_size() not in BIT_VIEWS:
+        return rows, None
+    u, uid, rep = distinct_bit_rows(rows.detach().contiguous().view(BIT_VIEWS[rows.element_size()]).numpy())
+    if 10 * u > 9 * rows.shape[0]:
+        return rows, None
+    return rows.index_select(0, torch.from_numpy(rep[:u])), torch.from_numpy(uid)
 
 
 def build_network(cfg: NetworkConfig, obs_space, gnn_impl: str = "dense") -> ActionScorer:

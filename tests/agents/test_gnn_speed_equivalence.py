@@ -268,3 +268,47 @@ def test_the_last_tree_is_reused_only_for_its_own_cluster():
         torch.testing.assert_close(scores_of(net, obs), scores_of(scatter, obs), rtol=1e-5, atol=1e-5)
         assert enc._trees[0].same_tree(obs)  # the tree just used is tried first next time
     assert len(enc._trees) == 3  # topdrl, hetero64, topdrl with a link cut
+
+
+def test_distinct_jobs_of_hand_built_rows():
+    """Equal job rows form one group (first appearance order); too few equal rows, or none, leave the rows."""
+    rows = torch.tensor([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0], [1.0, 2.0], [5.0, 6.0], [3.0, 4.0]])
+    groups, uid = networks.distinct_jobs(rows)
+    assert groups.tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    assert uid.tolist() == [0, 1, 0, 0, 2, 1]
+    distinct = torch.arange(40.0).view(20, 2)
+    distinct[19] = distinct[0]  # one repeat in twenty: not worth it
+    same, none = networks.distinct_jobs(distinct)
+    assert same is distinct and none is None
+    empty = torch.zeros(0, 2)
+    assert networks.distinct_jobs(empty)[1] is None
+
+
+def test_repeated_jobs_embedded_once_give_the_plain_scores(monkeypatch):
+    """A batch holding every observation twice (each filled job row at least twice): the job rows are grouped,
+    and scores and gradients equal the plain computation's up to float rounding."""
+    env = make_env("gpusched/JobSelect-v1", {"cluster": "topdrl", "num_jobs": 60, "load": 0.9}, "graph")
+    net = job_scorer(env)
+    seen = observations(env, 16, seed=4)
+    batch = stack(seen + seen)
+    grouped = []
+    real = networks.distinct_jobs
+
+    def spy(rows):
+        out = real(rows)
+        grouped.append(out[1] is not None and 2 * out[0].shape[0] <= rows.shape[0])
+        return out
+
+    monkeypatch.setattr(networks, "distinct_jobs", spy)
+    out = []
+    for threshold in (1, 10**9):
+        monkeypatch.setattr(networks, "DISTINCT_JOBS_BATCH", threshold)
+        net.zero_grad()
+        scores, emb = net.scores_and_embedding(batch)
+        (scores.square().sum() + emb.sin().sum()).backward()
+        out.append((scores.detach(), {n: p.grad.clone() for n, p in net.named_parameters()}))
+    assert grouped == [True]
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-6, atol=1e-6)
+    for name, grad in out[1][1].items():
+        scale = float(grad.abs().max()) + 1.0
+        torch.testing.assert_close(out[0][1][name], grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
