@@ -508,11 +508,19 @@ class GraphEncoder(nn.Module):
             """Rows groups (of B) ``idx`` of ``x``, ``(rows · B, h)``."""
             return x if idx is None else x.view(-1, b * hd).index_select(0, idx).view(-1, hd)
 
-        def update(p: tuple, lv: int, half: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
+        def update(
+            p: tuple, lv: int, half: torch.Tensor, mask: torch.Tensor | None, uid: torch.Tensor | None = None
+        ) -> list[torch.Tensor]:
             """``norm(h + mask · update_mlp([h_lv, other]))``, ``half`` the ``other`` part of the first layer (+ its
-            bias): block lv updated, every node normed (per block, or as one call at small batches)."""
+            bias): block lv updated, every node normed (per block, or as one call at small batches). ``uid``: block
+            lv holds one row per group, row i of the update reads group ``uid[i]`` (its node part computed once per
+            group)."""
             dst = hs[lv]
-            u = torch.relu(torch.addmm(half, dst, p[12]))
+            if uid is None:
+                u = torch.relu(torch.addmm(half, dst, p[12]))
+            else:
+                u = torch.relu(half + dst.mm(p[12]).index_select(0, uid))
+                dst = dst.index_select(0, uid)
             delta = F.linear(u, p[6], p[7])
             if mask is not None:
                 delta = (delta.view(-1, b, hd) * mask.unsqueeze(1)).view(-1, hd)
@@ -542,9 +550,6 @@ class GraphEncoder(nn.Module):
             for lv in (2, 1, 0):  # down: every child lv reads its one parent, one message per (parent, link)
                 k = 3 * sweep + lv
                 p = params[nup + k]
-                if lv == 0 and groups is not None:  # the GPU block's first update: one row per GPU row
-                    hs[0] = hs[0].index_select(0, groups.uid)
-                    groups = None
                 par = gather(hs[lv + 1], tree.src[lv])  # (groups · B, h)
                 msg = torch.relu(F.linear(first_layer(par, nup + k, lv, tree.rep[lv]), p[2], p[3]))
                 half = F.linear(msg, p[13], p[5])
@@ -554,7 +559,11 @@ class GraphEncoder(nn.Module):
                     half = half.index_select(0, rows.server_parent_row)
                 else:
                     half = gather(half, tree.inv[lv])  # (C · B, h)
-                hs = update(p, lv, half, tree.mask_p[lv])
+                if lv == 0 and groups is not None:  # the GPU block's first update: per GPU row from here
+                    hs = update(p, lv, half, tree.mask_p[lv], groups.uid)
+                    groups = None
+                else:
+                    hs = update(p, lv, half, tree.mask_p[lv])
         if groups is not None:  # no sweep (layers=0): the GPU block still by feature group
             hs[0] = hs[0].index_select(0, groups.uid)
         cluster_node = hs[3]
