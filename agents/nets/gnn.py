@@ -299,36 +299,47 @@ def _gpu_rows(obs: dict[str, torch.Tensor], tree: _Tree, servers: bool) -> _GpuR
     return rows
 
 
-class _GpuGroups:
-    """The distinct GPU rows of a :class:`_GpuRows` grouped by their features alone, across samples and servers:
-    on a regular tree a GPU's hidden state, until the first downward update of the GPU block, is a function of
-    its own features (its one link is the level's, the same for every GPU; the node mask enters only the pooled
-    mean), so the node MLP, the first upward message and the LayerNorms before that update run once per
-    distinct feature row. ``uid``: each GPU row's group; ``node``: a flat ``(B · N)`` node index of each group.
-    Rows are grouped when their features are equal bit for bit (:func:`~gpusched_lab.agents.nets.gnn_rows.
-    distinct_bit_rows`)."""
+class _BlockGroups:
+    """The rows of each block of a wide batch on a regular tree (GPUs and servers as :class:`_GpuRows`' distinct
+    rows, racks and the cluster node-major) grouped by their features alone, across samples: until a block's first
+    update its hidden state is a function of its own features (the node MLP, then LayerNorms), and nothing reads
+    it before that update but the first upward message of the GPUs (whose one link is the level's, the same for
+    every GPU), so the node MLP, that message, the LayerNorms and the node part of the first update run once per
+    group. Per block ``k``: ``node[k]``, the flat ``(B · N)`` node index of each row the node MLP reads (a group's
+    first row, or every row where the block is not grouped), and ``uid[k]``, each row's group (None: not grouped,
+    when grouping would leave more than nine in ten rows). Rows are grouped when their features are equal bit for
+    bit (:func:`~gpusched_lab.agents.nets.gnn_rows.distinct_bit_rows`)."""
 
-    def __init__(self, uid: torch.Tensor, node: torch.Tensor):
-        self.uid, self.node = uid, node
+    def __init__(self, nf: torch.Tensor, rows, tree: _Tree):
+        b, n, f = nf.shape
+        bounds = tree.bounds
+        flat = nf.detach().reshape(-1, f)
+        first = 2 if rows.servers else 1
+        # normal tensors even when built in torch.inference_mode, as the rows' (a training forward saves them)
+        with torch.inference_mode(False):
+            per_row = [rows.node, rows.server_node] if rows.servers else [rows.node]
+            for k in range(first, 4):  # node-major blocks: row j·B + i is node bounds[k] + j of sample i
+                j = torch.arange(bounds[k], bounds[k + 1])
+                per_row.append((j.unsqueeze(1) + torch.arange(b).unsqueeze(0) * n).reshape(-1))
+            self.node: list[torch.Tensor] = []
+            self.uid: list[torch.Tensor | None] = []
+            for idx in per_row:
+                x = flat.index_select(0, idx)
+                u, uid, rep = distinct_bit_rows(x.view(BIT_VIEWS[x.element_size()]).numpy())
+                grouped = 10 * u <= 9 * idx.shape[0]
+                self.node.append(idx.index_select(0, torch.from_numpy(rep[:u])) if grouped else idx)
+                self.uid.append(torch.from_numpy(uid) if grouped else None)
 
 
 # an integer dtype per float width: rows compared bit for bit (distinct_bit_rows)
 BIT_VIEWS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def _gpu_groups(nf: torch.Tensor, rows) -> _GpuGroups | None:
-    """:class:`_GpuGroups` of ``rows`` (kept on the rows, which are kept per batch), or None when grouping leaves
-    more than nine in ten rows (then the two gathers it adds cost about what it saves)."""
-    if "_groups" in rows.__dict__:
-        return rows.__dict__["_groups"]
-    f = nf.shape[-1]
-    x = nf.detach().reshape(-1, f).index_select(0, rows.node)  # (rows, F), a copy
-    u, uid, rep = distinct_bit_rows(x.view(BIT_VIEWS[x.element_size()]).numpy())
-    groups = None
-    if 10 * u <= 9 * rows.size:
-        with torch.inference_mode(False):  # normal tensors, as the rows' (a training forward saves them)
-            groups = _GpuGroups(torch.from_numpy(uid), rows.node.index_select(0, torch.from_numpy(rep[:u])))
-    rows.__dict__["_groups"] = groups
+def _block_groups(nf: torch.Tensor, rows, tree: _Tree) -> _BlockGroups:
+    """:class:`_BlockGroups` of a batch, kept on its rows (which are kept per batch, on the same tree layout)."""
+    groups = rows.__dict__.get("_groups")
+    if groups is None:
+        groups = rows.__dict__["_groups"] = _BlockGroups(nf, rows, tree)
     return groups
 
 
@@ -350,9 +361,9 @@ class GraphEncoder(nn.Module):
       overhead). Small batches (a rollout step) norm a level's nodes in one LayerNorm call; CPU batches of 16 and
       more norm each block on its own and, on a regular tree (every server with the same number of GPUs), compute
       the GPU block once per distinct (sample, server, GPU features) row and, where racks are regular too, the
-      server block once per distinct server of a rack (:class:`_GpuRows`); until the GPU block's first update, a
-      GPU's state depends on its features alone, so that part runs once per distinct GPU feature row of the whole
-      batch (:class:`_GpuGroups`). A batch whose samples do not all share
+      server block once per distinct server of a rack (:class:`_GpuRows`); until a block's first update, a node's
+      state depends on its features alone, so that part runs once per distinct feature row of the whole batch
+      (:class:`_BlockGroups`). A batch whose samples do not all share
       one tree (several clusters in one batch) takes the scatter path.
     - ``impl="scatter"``: each level is a gather (down: every child reads its one parent) or a segment mean (up:
       ``scatter_add`` of the children's messages into their parent's row) on dense ``(B, nodes, h)`` tensors, with
@@ -454,8 +465,8 @@ class GraphEncoder(nn.Module):
         call over the blocks concatenated (split again into views, whose backward is one concatenation) or, for a
         wide CPU batch, one call per block. With :class:`_GpuRows` the GPU block (and the server block) is its
         distinct rows (sample-major), summed into the parents by ``index_add`` (weighed by the rows' counts) and
-        reading them back by ``index_select``; with :class:`_GpuGroups` the GPU block is one row per feature group
-        until its first update, when each GPU row reads its group's."""
+        reading them back by ``index_select``; with :class:`_BlockGroups` each block is one row per feature group
+        until its first update, when each row reads its group's."""
         nf = obs["node_features"]
         b, n, f = nf.shape
         hd = self.out_dim
@@ -468,23 +479,22 @@ class GraphEncoder(nn.Module):
         # its distinct rows (:class:`_GpuRows`); an accelerator is bound by the number of kernels (and the distinct
         # rows' count needs a host sync), so it takes the fewer, wider calls of a small batch
         wide = b >= WIDE_BATCH and nf.device.type == "cpu"
-        rows = groups = None
+        rows = None
         if wide and tree.gpus_per_server > 1:
             rows = _gpu_rows(obs, tree, servers=tree.servers_per_rack > 1)
-            groups = _gpu_groups(nf, rows)
+        # pending[k]: block k holds one row per feature group (until its first update), row i reads uid[i]
+        pending: list[torch.Tensor | None] = [None] * 4
         if rows is None:
             x = nf.view(n, f) if b == 1 else nf.transpose(0, 1).reshape(n * b, f)
             # GPU, server, rack, cluster blocks, each (rows · B, h)
             hs = list(run_mlp(self.node_in, x).split_with_sizes(sizes))
-        else:  # the GPU block (and the server block) as distinct rows, the others node-major
-            first = 2 if rows.servers else 1
-            # until the GPU block's first update: one row per distinct GPU feature row (_GpuGroups)
-            gpu_nodes = rows.node if groups is None else groups.node
-            nodes = torch.cat([gpu_nodes, rows.server_node]) if rows.servers else gpu_nodes
-            split = [gpu_nodes.shape[0], rows.server_size] if rows.servers else [gpu_nodes.shape[0]]
-            hs = list(run_mlp(self.node_in, nf.view(b * n, f).index_select(0, nodes)).split_with_sizes(split))
-            x = nf[:, bounds[first] :].transpose(0, 1).reshape((n - bounds[first]) * b, f)
-            hs += list(run_mlp(self.node_in, x).split_with_sizes(sizes[first:]))
+        else:  # the GPU block (and the server block) as distinct rows, the others node-major, all by groups
+            groups = _block_groups(nf, rows, tree)
+            nodes = torch.cat(groups.node)
+            x = nf.reshape(b * n, f).index_select(0, nodes)
+            hs = list(run_mlp(self.node_in, x).split_with_sizes([t.shape[0] for t in groups.node]))
+            pending = list(groups.uid)
+            sizes = [rows.size, rows.server_size if rows.servers else sizes[1], sizes[2], sizes[3]]
 
         def link_of(k: int, lv: int, rows: torch.Tensor | None = None) -> torch.Tensor:
             """Conv k's link terms of level lv's children (``rows``: of these children only; uniform: one row)."""
@@ -536,17 +546,18 @@ class GraphEncoder(nn.Module):
                 k = 3 * sweep + lv
                 p = params[k]
                 msg = torch.relu(F.linear(first_layer(hs[lv], k, lv), p[2], p[3]))  # (C · B, h)
+                if pending[lv] is not None:  # the children's messages by group (the GPUs'), one per row
+                    msg = msg.index_select(0, pending[lv])
                 if lv == 0 and rows is not None:  # each distinct GPU row weighs its count / GPUs per server
                     w = rows.count / tree.gpus_per_server
-                    if groups is not None:  # the messages of the feature groups, one per GPU row
-                        msg = msg.index_select(0, groups.uid)
-                    agg = msg.new_zeros(hs[1].shape[0], hd).index_add(0, rows.parent_row, msg * w)
+                    agg = msg.new_zeros(sizes[1], hd).index_add(0, rows.parent_row, msg * w)
                 elif lv == 1 and rows is not None and rows.servers:  # and each distinct server row
                     w = rows.server_count / tree.servers_per_rack
                     agg = msg.new_zeros(sizes[2], hd).index_add(0, rows.server_parent_row, msg * w)
                 else:  # children without a parent weigh 0
                     agg = tree.mean[lv].mm(msg.view(-1, b * hd)).view(-1, hd)
-                hs = update(p, lv + 1, F.linear(agg, p[13], p[5]), tree.mask_c[lv])
+                hs = update(p, lv + 1, F.linear(agg, p[13], p[5]), tree.mask_c[lv], pending[lv + 1])
+                pending[lv + 1] = None
             for lv in (2, 1, 0):  # down: every child lv reads its one parent, one message per (parent, link)
                 k = 3 * sweep + lv
                 p = params[nup + k]
@@ -559,13 +570,11 @@ class GraphEncoder(nn.Module):
                     half = half.index_select(0, rows.server_parent_row)
                 else:
                     half = gather(half, tree.inv[lv])  # (C · B, h)
-                if lv == 0 and groups is not None:  # the GPU block's first update: per GPU row from here
-                    hs = update(p, lv, half, tree.mask_p[lv], groups.uid)
-                    groups = None
-                else:
-                    hs = update(p, lv, half, tree.mask_p[lv])
-        if groups is not None:  # no sweep (layers=0): the GPU block still by feature group
-            hs[0] = hs[0].index_select(0, groups.uid)
+                hs = update(p, lv, half, tree.mask_p[lv], pending[lv])  # (the parents: updated going up)
+                pending[lv] = None
+        for k, uid in enumerate(pending):  # no sweep (layers=0): blocks still by group
+            if uid is not None:
+                hs[k] = hs[k].index_select(0, uid)
         cluster_node = hs[3]
         if rows is not None and rows.servers:  # (B, S, h) from the distinct rows
             servers = hs[1].index_select(0, rows.server_of).view(b, -1, hd)

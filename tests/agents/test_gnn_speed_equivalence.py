@@ -1,10 +1,12 @@
 """The dense GNN's shortcuts on wide batches against the computation they stand for: the GPU block's feature
-groups (:class:`~gpusched_lab.agents.nets.gnn._GpuGroups`, from the compiled
+groups of every block (:class:`~gpusched_lab.agents.nets.gnn._BlockGroups`, from the compiled
 :func:`~gpusched_lab.agents.nets.gnn_rows.distinct_bit_rows`) and the split slot head of JobSelect's job scores
 give the per-row forward and gradients up to float rounding; the groups are kept per batch and built again for
 another one."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -89,42 +91,60 @@ def forward_and_gradients(net, batch: dict) -> tuple[torch.Tensor, dict]:
     return out.detach(), {n: p.grad.clone() for n, p in net.named_parameters() if p.grad is not None}
 
 
+def per_row(groups) -> SimpleNamespace:
+    """The same blocks ungrouped: every row its own."""
+    nodes = [
+        node if uid is None else node.index_select(0, uid)
+        for node, uid in zip(groups.node, groups.uid, strict=True)
+    ]
+    return SimpleNamespace(node=nodes, uid=[None] * 4)
+
+
 @pytest.mark.parametrize("layers", [1, 2])
-def test_gpu_feature_groups_give_the_per_row_forward_and_gradients(layers, monkeypatch):
-    """A batch of 48 real observations on topdrl (a regular tree): the GPU rows fall into fewer feature groups,
-    and scores and every gradient equal those of the per-row computation (groups turned off) up to float
-    rounding; with two sweeps the second runs per row."""
+def test_block_groups_give_the_per_row_forward_and_gradients(layers, monkeypatch):
+    """A batch of 48 real observations on topdrl (a regular tree): the GPU rows, the server rows, the racks and
+    the cluster nodes fall into fewer feature groups, and scores and every gradient equal those of the per-row
+    computation (groups turned off) up to float rounding; with two sweeps the second runs per row."""
     env, batch = topdrl_batch(48, seed=11)
     net, _ = dense_and_reference(env, layers=layers)
+    b, n, f = batch["node_features"].shape
     g, s, _ = tree_blocks(batch)
     tree = encoder(net).tree_of(batch, g, s)
     rows = _GpuRows(batch, tree, servers=True)
-    groups = gnn._gpu_groups(batch["node_features"], rows)
-    assert groups is not None and groups.node.shape[0] < rows.size
-    # every GPU row's group has its features
-    flat = batch["node_features"].reshape(-1, batch["node_features"].shape[-1])
-    assert torch.equal(flat[groups.node[groups.uid]], flat[rows.node])
+    groups = gnn._block_groups(batch["node_features"], rows, tree)
+    flat = batch["node_features"].reshape(-1, f)
+    racks = n - 1 - g - s
+    every = [rows.node, rows.server_node]
+    every += [
+        (torch.arange(lo, lo + c).unsqueeze(1) + torch.arange(b) * n).reshape(-1)
+        for lo, c in ((g + s, racks), (n - 1, 1))
+    ]
+    for k in range(4):
+        assert groups.uid[k] is not None and groups.node[k].shape[0] < every[k].shape[0], k
+        # each row's group has its features; the groups differ
+        assert torch.equal(flat[groups.node[k][groups.uid[k]]], flat[every[k]]), k
+        assert torch.unique(flat[groups.node[k]], dim=0).shape[0] == groups.node[k].shape[0], k
     used = []
-    real = gnn._gpu_groups
+    real = gnn._block_groups
 
-    def spy(nf, rows):
-        out = real(nf, rows)
-        used.append(out is not None)
+    def spy(nf, rows, tree):
+        out = real(nf, rows, tree)
+        used.append(out)
         return out
 
-    monkeypatch.setattr(gnn, "_gpu_groups", spy)
+    monkeypatch.setattr(gnn, "_block_groups", spy)
     grouped = forward_and_gradients(net, batch)
-    assert used == [True]
-    monkeypatch.setattr(gnn, "_gpu_groups", lambda nf, rows: None)
-    per_row = forward_and_gradients(net, batch)
-    torch.testing.assert_close(grouped[0], per_row[0], rtol=1e-5, atol=1e-5)
-    assert grouped[1].keys() == per_row[1].keys()
-    for name, grad in per_row[1].items():
+    assert len(used) == 1 and all(uid is not None for uid in used[0].uid)
+    monkeypatch.setattr(gnn, "_block_groups", lambda nf, rows, tree: per_row(real(nf, rows, tree)))
+    ungrouped = forward_and_gradients(net, batch)
+    torch.testing.assert_close(grouped[0], ungrouped[0], rtol=1e-5, atol=1e-5)
+    assert grouped[1].keys() == ungrouped[1].keys()
+    for name, grad in ungrouped[1].items():
         scale = float(grad.abs().max()) + 1.0
         torch.testing.assert_close(grouped[1][name], grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
 
 
-def test_gpu_feature_groups_are_kept_per_batch_and_built_for_another():
+def test_block_groups_are_kept_per_batch_and_built_for_another():
     """The groups live on the batch's distinct rows: the very same batch reuses them, a batch changed in place
     or of another size gets its own (and the forward follows: the changed batch scores what a fresh copy of it
     scores)."""
@@ -136,11 +156,10 @@ def test_gpu_feature_groups_are_kept_per_batch_and_built_for_another():
     with torch.no_grad():
         net(batch)
         rows = gnn._gpu_rows(batch, tree, servers=True)
-        groups = gnn._gpu_groups(batch["node_features"], rows)
-        assert groups is not None
+        groups = gnn._block_groups(batch["node_features"], rows, tree)
         net(batch)
         assert gnn._gpu_rows(batch, tree, servers=True) is rows
-        assert gnn._gpu_groups(batch["node_features"], rows) is groups
+        assert gnn._block_groups(batch["node_features"], rows, tree) is groups
         batch["node_features"][:, 0, -1] += 0.5  # changed in place: new rows, new groups
         changed = net(batch)
         rows2 = gnn._gpu_rows(batch, tree, servers=True)
@@ -149,12 +168,14 @@ def test_gpu_feature_groups_are_kept_per_batch_and_built_for_another():
         assert torch.equal(changed, net({k: v.clone() for k, v in batch.items()}))
         half = {k: v[:16] for k, v in batch.items()}  # another batch size
         rows3 = gnn._gpu_rows(half, tree, servers=True)
-        assert rows3.size < rows2.size and gnn._gpu_groups(half["node_features"], rows3) is not groups
+        groups3 = gnn._block_groups(half["node_features"], rows3, tree)
+        assert groups3 is not groups and groups3.node[3].max() < 16 * half["node_features"].shape[1]
     gnn._ROWS_CACHE.clear()
 
 
-def test_no_feature_groups_when_few_gpu_rows_merge():
-    """A batch whose GPUs all differ: grouping would leave every row, so the forward runs per row."""
+def test_no_gpu_groups_when_few_gpu_rows_merge():
+    """A batch whose GPUs all differ: grouping would leave every GPU row, so the GPU block runs per row (the
+    other blocks still by group) and scores what the per-row computation scores."""
     env, batch = topdrl_batch(16, seed=2)
     b, n, f = batch["node_features"].shape
     g, s, _ = tree_blocks(batch)
@@ -163,7 +184,9 @@ def test_no_feature_groups_when_few_gpu_rows_merge():
     tree = encoder(net).tree_of(batch, g, s)
     rows = _GpuRows(batch, tree, servers=True)
     assert rows.size == b * g
-    assert gnn._gpu_groups(batch["node_features"], rows) is None
+    groups = gnn._block_groups(batch["node_features"], rows, tree)
+    assert groups.uid[0] is None and torch.equal(groups.node[0], rows.node)
+    assert groups.uid[3] is not None
 
 
 def job_scorer(env):
