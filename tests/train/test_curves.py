@@ -56,3 +56,45 @@ def test_cli_writes_png_and_json(tmp_path, capsys):
 def test_cli_rejects_a_folder_without_events(tmp_path):
     with pytest.raises(SystemExit):
         curves.main([str(tmp_path), "--out", str(tmp_path / "c.png")])
+
+
+def _process(run, evals, t0):
+    """One process's event file of a run (a fresh writer in the same tb/ folder), its events at wall time t0 + i."""
+    import time
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    time.sleep(0.01)  # a distinct file name
+    w = SummaryWriter(log_dir=str(run / "tb"))
+    for i, (step, value) in enumerate(evals):
+        w.add_scalar("eval/avg_jct", value, step, walltime=t0 + i)
+    w.close()
+
+
+def test_a_resumed_run_keeps_its_surviving_history_the_best_of_every_branch_and_its_running_time(tmp_path):
+    """A first process logs steps 0-300 and stops; a second resumes from the checkpoint at step 200 an hour
+    later and logs 200-500. The curve is 0, 100 (first) then 200-500 (second); the first process's 200 and 300 are
+    a discarded branch, whose 300 holds the best value (the run's best/ checkpoint came from it); the wall time is
+    the two spans (3 s + 3 s), not the hour between them."""
+    run = tmp_path / "resumed"
+    _process(run, [(0, 100.0), (100, 90.0), (200, 80.0), (300, 60.0)], t0=1000.0)
+    _process(run, [(200, 85.0), (300, 75.0), (400, 70.0), (500, 72.0)], t0=5000.0)
+    steps, values = curves.read_scalars(run, "eval/avg_jct")
+    assert steps.tolist() == [0, 100, 200, 300, 400, 500]
+    assert values.tolist() == [100.0, 90.0, 85.0, 75.0, 70.0, 72.0]
+    steps, values = curves.read_scalars(run, "eval/avg_jct", discarded=True)
+    assert sorted(zip(steps.tolist(), values.tolist(), strict=True)) == [
+        (0, 100.0),
+        (100, 90.0),
+        (200, 80.0),
+        (200, 85.0),
+        (300, 60.0),
+        (300, 75.0),
+        (400, 70.0),
+        (500, 72.0),
+    ]
+    s = curves.run_summary(run)
+    assert s["samples"] == 500 and s["evaluations"] == 6 and s["discarded_evaluations"] == 2
+    assert (s["best"], s["best_step"]) == (60.0, 300)
+    assert s["wall_s"] == pytest.approx(6.0)
+    assert s["plateaued"] is True  # the last third (steps >= 333.3) reaches 70, not below 0.99 * 60
