@@ -106,7 +106,6 @@ class _Tree:
         nf = obs["node_features"]
         n = nf.shape[1]
         self.key = (g, s, obs["edge_index"].dtype, nf.dtype, nf.device)
-        self.blocks = (g, s)
         self.kinds = nf[0, :, 1:3].clone()  # what tree_blocks reads (see same_tree)
         self.edges = tuple(obs[k][0].clone() for k in EDGE_KEYS)
         self._link_cache: tuple | None = None
