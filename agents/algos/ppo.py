@@ -21,6 +21,7 @@ from gpusched_lab.agents.nets.common import FlatAdam
 from gpusched_lab.agents.nets.networks import ActionScorer, NetworkConfig, build_network
 from gymnasium import spaces
 from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer
 from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.utils import explained_variance
@@ -122,8 +123,14 @@ class FlatMaskablePPO(MaskablePPO):
     """``sb3_contrib.MaskablePPO`` whose update clips the gradients through the policy's :class:`FlatAdam`
     (:meth:`FlatAdam.clip_grad_norm_`: torch's norms and arithmetic, the gradients scaled as one flat buffer
     instead of ~90 tensors), else through ``torch.nn.utils.clip_grad_norm_`` as sb3_contrib does; everything else
-    is sb3_contrib's update, step for step: the same minibatches, losses, logs and weights, bit for bit. Saved
+    is sb3_contrib's update, step for step: the same minibatches, losses, logs and weights, bit for bit. Dict
+    observations are kept in a :class:`OneCopyDictRolloutBuffer` (the same minibatches with one copy fewer). Saved
     models load with ``MaskablePPO.load`` too (they then update the plain way)."""
+
+    def _setup_model(self) -> None:
+        if self.rollout_buffer_class is None and isinstance(self.observation_space, spaces.Dict):
+            self.rollout_buffer_class = OneCopyDictRolloutBuffer
+        super()._setup_model()
 
     def train(self) -> None:
         """sb3_contrib's ``MaskablePPO.train`` (n_epochs passes of minibatches over the rollout, the clipped
@@ -284,6 +291,18 @@ def init_action_net_identity(model, num_actions: int) -> None:
     net.weight.zero_()
     net.bias.zero_()
     net.weight[:, :num_actions] = torch.eye(num_actions)
+
+
+class OneCopyDictRolloutBuffer(MaskableDictRolloutBuffer):
+    """sb3-contrib's masked dict rollout buffer, handing each minibatch over with one copy instead of two.
+
+    Every array the buffer turns into a tensor for a minibatch (``obs[batch_inds]``, ``values[batch_inds].flatten()``,
+    ...) is already a fresh copy made by numpy's fancy indexing; the base class then copies it again into the
+    tensor. Here the tensor takes that fresh array's memory (on CPU; another device copies anyway), so nothing in a
+    minibatch aliases the buffer."""
+
+    def to_torch(self, array: np.ndarray, copy: bool = True) -> torch.Tensor:
+        return torch.as_tensor(array, device=self.device)
 
 
 def make_ppo(

@@ -98,3 +98,60 @@ def test_flat_update_equals_sb3_contribs_update(max_grad_norm):
     for a, b in zip(o0["state"].values(), o1["state"].values(), strict=True):
         assert all(torch.equal(a[k], b[k]) for k in a)
     assert l0 == l1 and "train/loss" in l0
+
+
+def test_the_one_copy_rollout_buffer_gives_sb3_contribs_minibatches_without_aliasing_the_buffer():
+    """The same minibatches, bit for bit, as sb3-contrib's masked dict buffer on the same rollout and shuffle;
+    no minibatch tensor shares memory with the buffer (changing the buffer afterwards leaves it as it was); and
+    PPO on dict observations, fresh or loaded, keeps its rollouts in it."""
+    from gpusched_lab.agents.algos.ppo import FlatMaskablePPO, OneCopyDictRolloutBuffer
+    from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer
+
+    env = make_env("gpusched/JobSelect-v1", KW, "graph")
+    batches = []
+    for cls in (MaskableDictRolloutBuffer, OneCopyDictRolloutBuffer):
+        buf = cls(8, env.observation_space, env.action_space, device="cpu", n_envs=2)
+        env.observation_space.seed(0)
+        gen = np.random.default_rng(1)
+        for _ in range(8):
+            obs = {
+                k: np.stack([space.sample() for _ in range(2)]) for k, space in env.observation_space.items()
+            }
+            buf.add(
+                obs,
+                gen.integers(0, env.action_space.n, (2, 1)),
+                gen.random(2),
+                np.zeros(2, dtype=bool),
+                torch.as_tensor(gen.random(2)),
+                torch.as_tensor(gen.random(2)),
+                action_masks=gen.random((2, env.action_space.n)) < 0.5,
+            )
+        buf.compute_returns_and_advantage(torch.as_tensor(gen.random(2)), np.zeros(2, dtype=bool))
+        np.random.seed(3)  # noqa: NPY002 - the buffer shuffles with numpy's global generator
+        out = list(buf.get(5))
+        batches.append(out)
+        if cls is OneCopyDictRolloutBuffer:
+            kept = [{k: v.clone() for k, v in b.observations.items()} for b in out]
+            for arr in buf.observations.values():
+                arr += 1
+            buf.advantages += 1
+            assert all(
+                torch.equal(b.observations[k], c[k]) for b, c in zip(out, kept, strict=True) for k in c
+            )
+    for a, b in zip(*batches, strict=True):
+        assert a.observations.keys() == b.observations.keys()
+        assert all(torch.equal(a.observations[k], b.observations[k]) for k in a.observations)
+        for field in ("actions", "old_values", "old_log_prob", "advantages", "returns", "action_masks"):
+            x, y = getattr(a, field), getattr(b, field)
+            assert x.dtype == y.dtype and torch.equal(x, y), field
+    venv = make_vec_env("gpusched/JobSelect-v1", KW, "graph", 2, seed=0)
+    args = PPOArgs(encoder="gnn", device="cpu", seed=0, n_steps=8, batch_size=8, n_epochs=1)
+    model = make_ppo(venv, config_for_env(env, "gnn", args.hidden, args.layers), args)
+    assert type(model.rollout_buffer) is OneCopyDictRolloutBuffer
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save(Path(tmp) / "m.zip")
+        loaded = FlatMaskablePPO.load(Path(tmp) / "m.zip", env=venv, device="cpu")
+    assert type(loaded.rollout_buffer) is OneCopyDictRolloutBuffer
