@@ -44,12 +44,26 @@ def windows_of(config: str) -> list[dict]:
     return out
 
 
-def run(checkpoints: list[str], windows: list[dict], seeds: list[int]) -> dict:
+def run(checkpoints: list[str], windows: list[dict], seeds: list[int], heuristics=HEURISTICS) -> dict:
     from gpusched_lab import agents
     from gpusched_lab.agents.common import run_episode
-    from gpusched_lab.evaluate.compare import heuristic_in_env_jct
+    from gpusched_lab.evaluate.compare import heuristic_in_env_jct, information_of
+
+    from gpusched_envs.policies import CLAIRVOYANT_POLICIES
 
     loaded = {ck: agents.load(ck) for ck in checkpoints}
+    # the heuristics act through the last checkpoint's env (they read no agent features); a clairvoyant heuristic
+    # needs an env that shows durations: the last clairvoyant checkpoint's
+    host = checkpoints[-1]
+    if any(h in CLAIRVOYANT_POLICIES for h in heuristics):
+        seeing = [ck for ck in checkpoints if information_of(loaded[ck].meta) == "clairvoyant"]
+        if not seeing:
+            raise SystemExit(
+                "--heuristics: "
+                + ", ".join(h for h in heuristics if h in CLAIRVOYANT_POLICIES)
+                + " read traced durations; give a clairvoyant checkpoint too (its env hosts them)"
+            )
+        host = seeing[-1]
     rows = []
     for w in windows:
         envs = {ck: agent.make_env(**w) for ck, agent in loaded.items()}
@@ -57,22 +71,22 @@ def run(checkpoints: list[str], windows: list[dict], seeds: list[int]) -> dict:
             row = {"window": w["workload"], "seed": seed}
             for ck, agent in loaded.items():
                 row[ck] = float(run_episode(agent.act, envs[ck], seed)["metrics"]["avg_jct"])
-            for h in HEURISTICS:  # through the last checkpoint's env (the heuristics read no agent features)
-                row[f"{h}@env"] = heuristic_in_env_jct(envs[checkpoints[-1]], h, "closest", seed)
+            for h in heuristics:
+                row[f"{h}@env"] = heuristic_in_env_jct(envs[host], h, "closest", seed)
             rows.append(row)
             print(json.dumps(row), flush=True)
     ratios = {
         ck: {
             h: float(np.mean([r[ck] for r in rows]) / np.mean([r[f"{h}@env"] for r in rows]))
-            for h in HEURISTICS
+            for h in heuristics
         }
         for ck in checkpoints
     }
-    return {"rows": rows, "mean_ratio": ratios}
+    return {"rows": rows, "mean_ratio": ratios, "heuristics": list(heuristics)}
 
 
 def markdown(result: dict, checkpoints: list[str]) -> str:
-    cols = [*checkpoints, *(f"{h}@env" for h in HEURISTICS)]
+    cols = [*checkpoints, *(f"{h}@env" for h in result.get("heuristics", HEURISTICS))]
     lines = [
         "| window | seed | " + " | ".join(f"`{c}`" for c in cols) + " |",
         "|---|---:|" + "---:|" * len(cols),
@@ -92,12 +106,26 @@ def main(argv=None) -> dict:
     ap.add_argument(
         "--seeds", default="0", help="simulator seeds per window (default 0, as training evaluates)"
     )
+    ap.add_argument(
+        "--heuristics",
+        default=",".join(HEURISTICS),
+        help=f"comma-separated heuristics acting through the checkpoint's env (default {','.join(HEURISTICS)}; "
+        "e.g. add srtf,sjf for a clairvoyant checkpoint)",
+    )
     ap.add_argument("--out", type=Path, default=None, help="result JSON")
     args = ap.parse_args(argv)
+    from gpusched_envs.policies import POLICIES
+
+    heuristics = tuple(h.strip() for h in args.heuristics.split(",") if h.strip())
+    unknown = [h for h in heuristics if h not in POLICIES]
+    if not heuristics or unknown:
+        raise SystemExit(
+            f"--heuristics: unknown {', '.join(unknown) or '(none given)'}; valid: {', '.join(POLICIES)}"
+        )
     for ck in args.checkpoints:
         if not (Path(ck) / "meta.json").is_file():
             raise SystemExit(f"{ck}: not a checkpoint folder (no meta.json)")
-    result = run(args.checkpoints, windows_of(args.config), parse_seeds(args.seeds))
+    result = run(args.checkpoints, windows_of(args.config), parse_seeds(args.seeds), heuristics)
     result["command"] = "python scripts/studies/jobselect_heldin.py " + " ".join(argv or sys.argv[1:])
     print(markdown(result, args.checkpoints))
     if args.out is not None:
