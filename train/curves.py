@@ -49,7 +49,7 @@ def _file_scalars(path: Path) -> list[tuple[int, float, str, float]]:
 def read_history(run: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], float]:
     """Per tag ``(steps, values, kept)`` over the run's event files, sorted by step (``kept`` False for points of a
     branch a resumed process discarded), and the summed wall time of the processes."""
-    files = sorted((run / "tb").glob("events.out.tfevents.*"), key=lambda p: (p.stat().st_mtime, p.name))
+    files = sorted((run / "tb").glob("events.out.tfevents.*"))
     per_file = [f for f in (_file_scalars(p) for p in files) if f]
     # a file that starts before the files after it end (a resumed process) discards their later points
     per_file.sort(key=lambda f: min(r[1] for r in f))
@@ -131,9 +131,13 @@ def plot(runs: list[Path], out: Path, title: str = "") -> Path:
     from gpusched_envs.io import atomic_write_bytes
 
     fig, axes = plt.subplots(1, len(PANELS), figsize=(11, 3.6))
+    histories = {run: read_history(run)[0] for run in runs}  # each run's event files read once
     for ax, (tag, label) in zip(axes, PANELS, strict=True):
         for run in runs:
-            steps, values = read_scalars(run, tag)
+            if tag not in histories[run]:
+                continue
+            all_steps, all_values, kept = histories[run][tag]
+            steps, values = all_steps[kept], all_values[kept]
             if tag.startswith("episode/") and len(values):
                 values = smooth(values)
                 steps = steps[len(steps) - len(values) :]
@@ -141,8 +145,6 @@ def plot(runs: list[Path], out: Path, title: str = "") -> Path:
                 (line,) = ax.plot(
                     steps, values, marker="o" if tag.startswith("eval/") else None, label=run.name
                 )
-                history, _ = read_history(run)
-                all_steps, all_values, kept = history[tag]
                 if tag.startswith("eval/") and not kept.all():  # a discarded branch: hollow, not joined
                     ax.plot(all_steps[~kept], all_values[~kept], "o", mfc="none", color=line.get_color())
         ax.set_xlabel("env steps")
