@@ -1,4 +1,5 @@
-"""Behaviour-cloning warm start for MaskablePPO on JobSelect-v1: imitate a heuristic, then let PPO improve on it.
+"""Behaviour-cloning warm start for MaskablePPO on JobSelect-v1 and WorkerPlacement-v1: imitate a heuristic, then
+let PPO improve on it.
 
 From a random start, PPO on a 300-job Philly window with preemption wastes its budget: a uniform policy preempts
 about as often as it starts a job, so jobs restart over and over and an episode does not end in 20,000 steps (a
@@ -7,12 +8,15 @@ Tiresias episode takes ~1,100). So the policy first imitates a heuristic of its 
 heuristic itself; each later round rolls out the current policy and labels every state it visits with the
 heuristic's action, so the policy learns to recover from its own mistakes. The value head is fitted to the
 discounted returns of the rolled-out episodes (in the same reward scale PPO uses), so PPO's first updates start from
-a sensible baseline instead of tearing the imitated policy apart.
+a sensible baseline instead of tearing the imitated policy apart. On WorkerPlacement-v1 the heuristic is a
+placement rule under the env's head rule, FIFO with backfill (``consolidate``, ``closest``, ...: the env's
+``heuristic_action``, :class:`PlacementExpert`).
 
 A config's ``bc`` block (all keys optional but ``policy``)::
 
     bc:
-      policy: tiresias          # the heuristic to imitate (gpusched_envs.policies.make_policy name)
+      policy: tiresias          # the heuristic to imitate (gpusched_envs.policies.make_policy name; on
+                                # WorkerPlacement-v1 a placement rule under FIFO with backfill, e.g. consolidate)
       episodes: 4               # episodes per DAgger round
       rounds: 3                 # 1 = plain behaviour cloning on the heuristic's own trajectories
       epochs: 4                 # passes over the data after each round
@@ -181,6 +185,17 @@ def fit(model, data: Dataset, args: BCArgs, rng: np.random.Generator) -> dict:
     return {"loss": float(np.mean(losses[-10:])), "p_expert_gt_half": float(np.mean(accs[-10:]))}
 
 
+class PlacementExpert:
+    """``expert(env) -> action`` on WorkerPlacement-v1: FIFO with backfill and the placement rule ``rule`` (the
+    env's ``heuristic_action``; played to the end it is ``Simulator.run(FIFO(rule, backfill=True))``)."""
+
+    def __init__(self, rule: str):
+        self.rule = rule
+
+    def __call__(self, env) -> int:
+        return int(env.unwrapped.heuristic_action(self.rule))
+
+
 def pretrain(
     model,
     env_id: str,
@@ -199,9 +214,14 @@ def pretrain(
     rng = np.random.default_rng(seed)
     choices = args.choices or [{}]
     envs = [make_env(env_id, {**env_kwargs, **c}, obs_mode) for c in choices]
+    placement = all(hasattr(e.unwrapped, "heuristic_action") for e in envs)  # WorkerPlacement-v1
     for e in envs:
-        if not hasattr(e.unwrapped, "running_window"):
-            raise ValueError(f"bc: imitation needs a JobSelect-v1 env, got {env_id}")
+        if not placement and not hasattr(e.unwrapped, "running_window"):
+            raise ValueError(f"bc: imitation needs a JobSelect-v1 or WorkerPlacement-v1 env, got {env_id}")
+    if placement:
+        from gpusched_envs.policies.placement import get_placement
+
+        get_placement(args.policy)  # an unknown rule fails here, not mid-round
 
     def learner(obs, mask):
         action, _ = model.predict(obs, action_masks=mask, deterministic=True)
@@ -212,7 +232,7 @@ def pretrain(
         episodes = []
         for i in range(args.episodes):
             env = envs[int(rng.integers(len(envs)))]
-            expert = HeuristicAgent(make_policy(args.policy))
+            expert = PlacementExpert(args.policy) if placement else HeuristicAgent(make_policy(args.policy))
             ep_seed = int(seed * 100_003 + rnd * 1_009 + i)
             episodes.append(
                 collect_episode(
