@@ -111,7 +111,7 @@ BCStepsOpt = Annotated[
 
 def invoked_command(algorithm: str, **options) -> str:
     """The command line that reproduces this run (the given options, in canonical form)."""
-    parts = ["python", "-m", "train", algorithm]
+    parts = ["gpusched", "train", algorithm]
     for name, value in options.items():
         flag = "--" + name.rstrip("_").replace("_", "-")
         if value is None or value is False or value == []:
@@ -480,7 +480,7 @@ def offline_command(algorithm: str):
             alpha=alpha if algorithm == "cql" else None,
             eval_seeds=",".join(map(str, eval_seeds)) if eval_seeds else None,
             out=out,
-        ).replace("python -m train ", "gpusched train ", 1)
+        )
         try:
             from gpusched_lab.train.offline import DatasetError, OfflineArgs, train_offline
 
