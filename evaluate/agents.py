@@ -78,6 +78,8 @@ LAYOUT_KWARGS = (
     "preempt_window",
     "decision_interval",  # when the agent is asked (a periodic scheduling round)
     "min_run",  # the preemption lease
+    "work_conserving",  # whether waiting is allowed while a job fits (the action mask)
+    "history_features",  # the runtime-history feature columns
 )
 EVAL_TORCH_THREADS = 1
 

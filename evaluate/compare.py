@@ -51,6 +51,8 @@ POLICY_KWARGS = (
     "min_run",
     "information",
     "task_clusters",
+    "work_conserving",
+    "history_features",
 )
 FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their parameters depend on it)
 HEURISTIC_PLACEMENT = {

@@ -137,6 +137,17 @@ def test_checkpoint_agent_runs_only_where_it_fits(checkpoint, tmp_path):
     assert metrics["jobs"] == 30 and metrics["invalid_actions"] == 0
 
 
+def test_a_checkpoint_trained_with_history_features_reads_them_on_every_scenario():
+    # the runtime-history columns are part of the observation layout: the leaderboard turns them on for the agent
+    agent = resolve_agent("checkpoints/ppo_jobselect_gnn_nc_wide")
+    assert agent.env_overrides()["history_features"] is True
+    philly = next(s for s in load_suite("quick").scenarios if s.name == "topdrl-philly")
+    assert agent.applies_to(philly) is None
+    env = philly.make_env(**agent.env_overrides())
+    assert env.unwrapped.history_features
+    env.close()
+
+
 def test_evaluate_command_json(tmp_path):
     out = tmp_path / "one.json"
     result = CliRunner().invoke(
