@@ -10,6 +10,7 @@ import numpy as np
 
 from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.engine import DONE, RUNNING
+from gpusched_envs.sim.engine import portable_dot as _dot
 from gpusched_envs.sim.topology import Cluster
 
 
@@ -69,10 +70,8 @@ class RunningTotals:
                 self.done_goodput += float(one[1])
             elif finished:
                 newly = live[sim.status[live] == DONE]
-                self.done_weighted += float(
-                    np.dot(self.weight[newly], sim.finish_time[newly] - self.submit[newly])
-                )
-                self.done_goodput += float(np.dot(sim.job_work[newly], self.gpu_seconds_per_unit[newly]))
+                self.done_weighted += _dot(self.weight[newly], sim.finish_time[newly] - self.submit[newly])
+                self.done_goodput += _dot(sim.job_work[newly], self.gpu_seconds_per_unit[newly])
         if now_live is not None:
             self.live = now_live
             return
@@ -82,7 +81,7 @@ class RunningTotals:
 
     def weighted_time(self) -> float:
         live = self.live
-        return self.done_weighted + float(np.dot(self.weight[live], self.sim.now - self.submit[live]))
+        return self.done_weighted + _dot(self.weight[live], self.sim.now - self.submit[live])
 
     def goodput(self) -> float:
         sim, live = self.sim, self.live
@@ -90,4 +89,4 @@ class RunningTotals:
             sim.status[live] == RUNNING, sim.rate[live] * (sim.now - sim.last_update[live]), 0.0
         )
         done = np.minimum(done, sim.job_work[live])
-        return self.done_goodput + float(np.dot(done, self.gpu_seconds_per_unit[live]))
+        return self.done_goodput + _dot(done, self.gpu_seconds_per_unit[live])

@@ -127,6 +127,13 @@ def typical_placement(
     return gpus[:num_gpus]
 
 
+def portable_dot(a, b) -> float:
+    """The sum of ``a * b`` as a float, with the same bits on every CPU: elementwise products and numpy's pairwise
+    sum. ``np.dot`` hands the sum to the BLAS library, whose kernel (chosen for the CPU at run time) orders the
+    additions differently from one CPU to another, so a result would change in its last bits across machines."""
+    return float(np.multiply(a, b, dtype=np.float64).sum())
+
+
 def typical_iteration_time(
     cluster: Cluster, model: int, num_gpus: int, mask: np.ndarray | None = None
 ) -> float:
@@ -150,7 +157,7 @@ def typical_iteration_time(
     if not times:
         gpus = np.arange(cluster.num_gpus) if mask is None else np.flatnonzero(mask)
         return float(cluster.compute_time(model, gpus).max())  # slowest allowed GPU (and its host overhead)
-    return float(np.dot(times, weights) / np.sum(weights))
+    return portable_dot(times, weights) / float(np.sum(weights))
 
 
 _SPEED_CACHES: dict[int, tuple[Cluster, dict]] = {}  # id(cluster) -> (the cluster, its iteration-time cache)

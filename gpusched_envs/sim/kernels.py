@@ -213,7 +213,7 @@ def count_fits(fits, jobs, job_gpus_n, job_allowed, job_milli, free, full_gpu):
 @njit(cache=True)
 def one_finished(jobs, status, state, weight, finish, submit, jf, per_unit, out):
     """How many of ``jobs`` have ``status == state``; when exactly one, ``out[0] = weight * (finish - submit)`` and
-    ``out[1] = work * per_unit`` of it (what ``np.dot`` gives over a single entry; ``work`` is the ``WORK`` row of
+    ``out[1] = work * per_unit`` of it (the sum of products over a single entry; ``work`` is the ``WORK`` row of
     the simulator's packed per-job state ``jf``)."""
     n = 0
     last = -1
