@@ -33,7 +33,6 @@ whose files changed, or other seeds, start over).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jobselect_learned import checkpoint_digest, paired_ratio  # noqa: E402  (the JobSelect study's readers)
 from workerplacement_headroom import (  # noqa: E402  (the sibling study: its settings, cases and search figure)
     ENV_ID,
     PLACEMENTS,
@@ -54,14 +54,6 @@ from workerplacement_headroom import (  # noqa: E402  (the sibling study: its se
 HEADROOM = Path(__file__).resolve().parents[2] / "docs" / "data" / "workerplacement_headroom.json"
 DEFAULTS = {"settings": "drift-300,topdrl-worker-placement", "seeds": "0-4", "heldin_seeds": "100-102"}
 RESAMPLES, SEED = 10_000, 0
-
-
-def checkpoint_digest(path: Path) -> str:
-    """A digest of the checkpoint's files (weights and metadata), so that a changed checkpoint is run again."""
-    h = hashlib.sha256()
-    for name in ("model.pt", "meta.json"):
-        h.update((path / name).read_bytes())
-    return h.hexdigest()[:16]
 
 
 def task_kwargs(task: dict, num_gpus: int) -> dict:
@@ -125,14 +117,6 @@ def check_pairs(rows: list[dict], study: dict, best: str) -> None:
                 f"{r['scenario']} seed {r['seed']}: {best} gives {r[best]:,.3f} s here and {s[best]:,.3f} s in the "
                 "headroom study: not the study's pair (another version of the simulator or of the study?)"
             )
-
-
-def paired_ratio(agent, base) -> dict:
-    """mean(agent) ÷ mean(base) with the paired 95% bootstrap interval (pairs resampled together)."""
-    from gpusched_lab.evaluate.stats import paired_relative_change
-
-    mean, lo, hi = paired_relative_change(np.asarray(agent), np.asarray(base))
-    return {"ratio": 1.0 + mean, "ci95": [1.0 + lo, 1.0 + hi], "pairs": len(agent)}
 
 
 def room_share(agent, base, search) -> dict | None:
