@@ -152,7 +152,14 @@ def validate_meta(meta, where: str, allowed_env_ids=(), allow_paths: bool = Fals
     net = meta["network"]
     check_known_fields(net, fields, where, "network")
     for key, value in net.items():
-        want = str if fields[key] in ("str", str) else int
+        kind = fields[key] if isinstance(fields[key], str) else fields[key].__name__
+        if kind == "float":  # a starting logit weight (hint_logit): finite, of a sensible size
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e3 <= value <= 1e3:
+                raise CheckpointError(
+                    f"{where}: network.{key} must be a number in [-1000, 1000], got {value!r}"
+                )
+            continue
+        want = str if kind == "str" else int
         if (
             isinstance(value, bool)
             or not isinstance(value, want)

@@ -80,6 +80,7 @@ LAYOUT_KWARGS = (
     "min_run",  # the preemption lease
     "work_conserving",  # whether waiting is allowed while a job fits (the action mask)
     "history_features",  # the runtime-history feature columns
+    "hint",  # the heuristic whose action the policy reads (obs["hint"])
 )
 EVAL_TORCH_THREADS = 1
 

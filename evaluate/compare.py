@@ -53,6 +53,7 @@ POLICY_KWARGS = (
     "task_clusters",
     "work_conserving",
     "history_features",
+    "hint",
 )
 FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their parameters depend on it)
 HEURISTIC_PLACEMENT = {

@@ -75,7 +75,7 @@ SET_KEYS = {
     "exploration_fraction, learning_starts, train_frequency, gradient_steps, bc_from, bc_steps, bc_demo_steps, "
     "bc_margin, bc_weight, bc_learning_rate",
     "ppo": f"{SHARED_ARGS}, lr_final_fraction, target_kl, n_steps, n_epochs, gae_lambda, clip_range, ent_coef, "
-    "vf_coef, wait_logit_init",
+    "vf_coef, wait_logit_init, hint_logit",
 }
 SET_KEYS["topdrl"] = SET_KEYS["ddqn"]
 

@@ -652,7 +652,7 @@ def run_ppo(
         inner = DummyVecEnv([factory])
     venv = VecMonitor(inner)  # episode returns/lengths in info["episode"]
     probe = make_env(cfg.env, cfg.env_kwargs, mode)
-    network = config_for_env(probe, args.encoder, args.hidden, args.layers)
+    network = config_for_env(probe, args.encoder, args.hidden, args.layers, hint_logit=args.hint_logit)
     probe.close()
     if resume:  # SB3's zip holds cloudpickled objects: signed by this user's runs only
         trust.verify(sb3_path, trust_resume)

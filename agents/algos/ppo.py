@@ -258,6 +258,9 @@ class PPOArgs:
     """auto | cpu | cuda[:N]"""
     torch_threads: int = 1
     """CPU threads for torch (0: torch's default)"""
+    hint_logit: float = 0.0
+    """> 0: add the env's ``obs["hint"]`` (``JobSelect-v1(hint=<heuristic>)``: the rule's action) to the logits
+    with a learned weight starting here, so the policy starts as the rule and learns where to depart from it"""
     wait_logit_init: float = -3.0
     """initial bias of the last action's logit (wait / defer): the policy starts near work-conserving, so the
     deterministic policy does not idle GPUs while the stochastic one still explores waiting"""

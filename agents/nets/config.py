@@ -25,13 +25,16 @@ class NetworkConfig:
     window: int
     hidden: int = 64
     layers: int = 2  # GNN: up/down sweeps; CNN/MLP: hidden layers
+    # > 0: the env's obs["hint"] (a heuristic's action, JobSelect-v1(hint=...)) is added to the scores times a
+    # learned weight starting at this value, so the policy starts as the rule and learns where to depart from it
+    hint_logit: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def config_for_env(
-    env, encoder: str, hidden: int = 64, layers: int = 2, slots: str | None = None
+    env, encoder: str, hidden: int = 64, layers: int = 2, slots: str | None = None, hint_logit: float = 0.0
 ) -> NetworkConfig:
     """The network config matching an env's layout and action space (``slots`` detected when not given)."""
     if encoder not in ENCODERS:
@@ -61,11 +64,16 @@ def config_for_env(
             slots = "none"
     if slots not in SLOT_KINDS:
         raise ValueError(f"slots must be one of {', '.join(SLOT_KINDS)}, got {slots!r}")
-    return config_for_layout(lo, encoder, a, slots, hidden, layers)
+    if hint_logit and "hint" not in env.observation_space.spaces:
+        raise ValueError(
+            f"hint_logit={hint_logit} adds the env's obs['hint'] to the policy's logits, but this env has no hint: "
+            "make it with hint=<heuristic> (JobSelect-v1), or set hint_logit to 0"
+        )
+    return config_for_layout(lo, encoder, a, slots, hidden, layers, hint_logit)
 
 
 def config_for_layout(
-    lo, encoder: str, num_actions: int, slots: str, hidden: int = 64, layers: int = 2
+    lo, encoder: str, num_actions: int, slots: str, hidden: int = 64, layers: int = 2, hint_logit: float = 0.0
 ) -> NetworkConfig:
     """The network config of a cluster encoder's padded layout (``envs.encoding.Layout``)."""
     return NetworkConfig(
@@ -79,6 +87,7 @@ def config_for_layout(
         window=lo.window,
         hidden=hidden,
         layers=layers,
+        hint_logit=float(hint_logit),
     )
 
 

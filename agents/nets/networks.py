@@ -141,6 +141,14 @@ class ActionScorer(nn.Module):
             self.slot_head = mlp([2 * h, h, 1])
             self.last_head = mlp([2 * h, h, 1])
             self.head_job = cfg.slots == "servers" and cfg.encoder != "mlp"
+        self.hint_weight = None
+        if cfg.hint_logit:
+            if "hint" not in sh:
+                raise ValueError(
+                    f"the network adds obs['hint'] to its scores (hint_logit={cfg.hint_logit}) but the observation "
+                    "space has no hint: make the env with hint=<the heuristic it was trained with>"
+                )
+            self.hint_weight = nn.Parameter(torch.tensor(float(cfg.hint_logit)))
 
     def embed(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(B, h)`` pooled embedding (the PPO value branch reads it)."""
@@ -150,6 +158,14 @@ class ActionScorer(nn.Module):
         return self.scores_and_embedding(obs)[0]
 
     def scores_and_embedding(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(scores (B, A), cluster embedding (B, h))``; with ``hint_logit`` the scores include
+        ``hint_weight · obs["hint"]``."""
+        scores, cluster = self._scores_and_embedding(obs)
+        if self.hint_weight is not None:
+            scores = scores + self.hint_weight * obs["hint"]
+        return scores, cluster
+
+    def _scores_and_embedding(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         if (
             self.cfg.slots == "jobs"
             and isinstance(self.encoder, GraphEncoder)
@@ -258,4 +274,4 @@ def for_env(cfg: NetworkConfig, env) -> NetworkConfig:
     the cluster's or the window's size, so a GNN checkpoint runs on any preset with the same feature columns."""
     if cfg.encoder != "gnn":
         return cfg
-    return config_for_env(env, cfg.encoder, cfg.hidden, cfg.layers, cfg.slots)
+    return config_for_env(env, cfg.encoder, cfg.hidden, cfg.layers, cfg.slots, cfg.hint_logit)

@@ -114,6 +114,17 @@ class HeuristicAgent:
         self._sim = None
 
     def __call__(self, env) -> int:
+        action, timer = self.decide(env)
+        if timer is not None:
+            env.unwrapped.sim.set_timer(
+                timer
+            )  # the heuristic asked for a decision point (Tiresias' demotion)
+        return action
+
+    def decide(self, env) -> tuple[int, float | None]:
+        """``(action, timer)``: the heuristic's action now and, when it waits, the time it asked to be woken at
+        (None: no timer). Changes nothing in the env: :meth:`__call__` sets the timer; a hint
+        (``JobSelect-v1(hint=...)``) only reads the action."""
         u = env.unwrapped
         sim = u.sim
         hide = not getattr(u, "clairvoyant", True) and not self.allow_clairvoyant
@@ -148,5 +159,5 @@ class HeuristicAgent:
             else:
                 action = int(np.flatnonzero(mask)[0])
         elif action == u.wait_action and view.timer is not None:
-            sim.set_timer(view.timer)  # the heuristic asked for a decision point (Tiresias' demotion)
-        return action
+            return action, view.timer
+        return action, None

@@ -317,7 +317,11 @@ class ClusterEnv(EnvCore, gym.Env):
         self.steps += 1
         truncated = self.max_steps is not None and self.steps >= self.max_steps
         info = self._info(False, truncated, True)
-        return self.encoder.observation(), -self.invalid_penalty, False, truncated, info
+        return self._unchanged_observation(), -self.invalid_penalty, False, truncated, info
+
+    def _unchanged_observation(self) -> dict:
+        """The observation again, after an invalid action (the state has not moved)."""
+        return self.encoder.observation()
 
     def episode_metrics(self) -> dict[str, np.float64]:
         """The simulator's metrics (:data:`~gpusched_envs.sim.metrics.METRIC_KEYS`, float64) of the episode so far:

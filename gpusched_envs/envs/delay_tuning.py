@@ -78,6 +78,8 @@ class DelayTuningEnv(ClusterEnv):
     - v0: initial version.
     """
 
+    heuristic_setting = "delay"  # which heuristics act here (gpusched_envs.policies.playable)
+
     obs_modes_offered = ("graph", "flat")
 
     def __init__(

@@ -89,6 +89,12 @@ class JobSelectEnv(ClusterEnv):
     jobs by GPUs asked), ``free_fragmented`` (share of the wholly free GPUs on servers with a busy GPU) and
     ``largest_free_server`` (the most wholly free GPUs on one server ÷ the largest server's GPUs).
 
+    ``hint="<heuristic>"`` adds ``hint (A,)``: 1.0 at the action the named heuristic of
+    :mod:`gpusched_envs.policies` (``srtf``, ``las``, ``gittins``, ...) would take now, acting through this env
+    (:class:`~gpusched_envs.envs.adapters.HeuristicAgent`), 0.0 elsewhere (all zeros once the episode has ended).
+    A policy can add it to its logits and learn only where to depart from the rule (``hint_logit`` of the PPO
+    networks). It changes nothing in the simulation; a clairvoyant rule needs ``information="clairvoyant"``.
+
     ## Rewards
     Between two decisions at times ``t0 < t1`` (0 for a decision at the same instant):
     - ``"jct"`` (default, the leaderboard's metric): ``−∫ (jobs in system) dt / time_scale`` over ``[t0, t1]``,
@@ -147,6 +153,7 @@ class JobSelectEnv(ClusterEnv):
       as a work-conserving scheduler; with ``preemption=True`` it may still preempt).
     - ``history_features`` (False): the runtime-history job columns and queue / fragmentation context entries
       described under Observation Space (off: the observations are exactly those without it).
+    - ``hint`` (None): a heuristic's name; adds its action now as ``obs["hint"]`` (Observation Space).
     - ``decision_interval`` (None): seconds; when the agent waits while jobs run, it is asked again at the latest
       this long after (a periodic scheduling round, as Tiresias' demotion timer gives the heuristic). None: only
       at arrivals, completions and the timers a heuristic sets.
@@ -163,6 +170,8 @@ class JobSelectEnv(ClusterEnv):
     - v0: initial version. Later additions kept the id: ``information`` (default non-clairvoyant; the clairvoyant
       layout is v0's), ``preemption``, and the default reward ``"jct"`` (was ``"throughput"``).
     """
+
+    heuristic_setting = "queue"  # which heuristics act here (gpusched_envs.policies.playable)
 
     def __init__(
         self,
@@ -181,6 +190,7 @@ class JobSelectEnv(ClusterEnv):
         min_run: float | None = None,
         work_conserving: bool = False,
         history_features: bool = False,
+        hint: str | None = None,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -248,6 +258,38 @@ class JobSelectEnv(ClusterEnv):
         self.action_space = spaces.Discrete(window + running + 1)
         self.wait_action = window + running
         self.first_preempt_action = window
+        self.hint = None if hint is None else self._hint_rule(hint, placement)
+        if self.hint is not None:
+            n = window + running + 1
+            self.observation_space = spaces.Dict(
+                {**self.observation_space.spaces, "hint": spaces.Box(0.0, 1.0, (n,), np.float32)}
+            )
+            self._hint_buffer = np.zeros(n, dtype=np.float32)
+
+    def _hint_rule(self, hint, placement):
+        """The :class:`~gpusched_envs.envs.adapters.HeuristicAgent` behind ``obs["hint"]``, checked now."""
+        from gpusched_envs.envs.adapters import HeuristicAgent
+        from gpusched_envs.policies.schedulers import (
+            CLAIRVOYANT_POLICIES,
+            NON_CLAIRVOYANT_POLICIES,
+            POLICIES,
+            PREEMPTIVE_POLICIES,
+            make_policy,
+        )
+
+        names = sorted(set(NON_CLAIRVOYANT_POLICIES) | set(CLAIRVOYANT_POLICIES) | set(PREEMPTIVE_POLICIES))
+        if not isinstance(hint, str) or hint not in POLICIES or hint not in names:
+            raise ValueError(f"hint must be None or one of {', '.join(names)}, got {hint!r}")
+        if hint in CLAIRVOYANT_POLICIES and not self.clairvoyant:
+            raise ValueError(
+                f"hint={hint!r} reads traced durations, which this non-clairvoyant env hides from the agent: use "
+                "information='clairvoyant', or a non-clairvoyant rule (las, gittins, tiresias, fifo)"
+            )
+        if hint in PREEMPTIVE_POLICIES and not self.preemption:
+            raise ValueError(
+                f"hint={hint!r} preempts jobs: use preemption=True, or a rule that does not (fifo, sjf)"
+            )
+        return HeuristicAgent(make_policy(hint, placement if isinstance(placement, str) else None))
 
     # ------------------------------------------------------------------ decisions
     def _new_episode(self) -> None:
@@ -329,7 +371,9 @@ class JobSelectEnv(ClusterEnv):
             elapsed = sim.now - sim.workload.submit_time[0] if arrived else 0.0
             ctx[1] = np.log1p(arrived * self.time_scale / max(elapsed, self.time_scale))
         if not self.history_features:
-            return self._encode(self._jobs, startable, None, self._running, self._preemptible)
+            return self._with_hint(
+                self._encode(self._jobs, startable, None, self._running, self._preemptible)
+            )
         self.history.sync()
         write_context(ctx[2:], sim, self._gpu_bucket, self.layout.max_server_gpus)
         beyond = max(0, len(sim.queue) - len(self._jobs))
@@ -340,7 +384,23 @@ class JobSelectEnv(ClusterEnv):
         self.history.write_rows(enc.job_features, first, self._jobs, 0, False, scale)
         if self.preemption:
             self.history.write_rows(enc.job_features, first, self._running, enc.queue_rows, True, scale)
-        return enc.observation()
+        return self._with_hint(enc.observation())
+
+    def _with_hint(self, obs: dict, fresh: bool = True) -> dict:
+        """``obs`` with ``obs["hint"]`` added when the env has a hint (``fresh=False``: the last one, the state has
+        not moved)."""
+        if self.hint is None:
+            return obs
+        out = self._hint_buffer
+        if fresh:
+            out[:] = 0.0
+            if not self.drained:
+                out[self.hint.decide(self)[0]] = 1.0
+        obs["hint"] = out.copy()
+        return obs
+
+    def _unchanged_observation(self) -> dict:
+        return self._with_hint(self.encoder.observation(), fresh=False)
 
     # ------------------------------------------------------------------ actions
     def _first_decision(self) -> None:

@@ -128,6 +128,8 @@ class WorkerPlacementEnv(ClusterEnv):
     - v0: initial version.
     """
 
+    heuristic_setting = "placement"  # which heuristics act here (gpusched_envs.policies.playable)
+
     context_names = ("workers_left", "workers_placed", "workers_per_gpu", "deferred")
 
     def __init__(

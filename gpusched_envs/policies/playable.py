@@ -27,16 +27,14 @@ def check_playable(policy, env, allow_clairvoyant: bool = False) -> None:
     (``srtf``, ``tiresias``, ``las``, ``gittins``) needs ``preemption=True``, a clairvoyant one (``sjf``, ``srtf``)
     ``information="clairvoyant"`` (or ``allow_clairvoyant``). The other envs play only their own heuristics:
     WorkerPlacement FIFO with backfill and a placement rule (``heuristic_action``), DelayTuning NetSens."""
-    from gpusched_envs.envs.delay_tuning import DelayTuningEnv
-    from gpusched_envs.envs.job_select import JobSelectEnv
-    from gpusched_envs.envs.worker_placement import WorkerPlacementEnv
-
     name = _name(policy)
     u = getattr(env, "unwrapped", env)
     kind = type(u).__name__
+    # each env class names the heuristics' setting it offers (read by name: the envs import this module)
+    setting = getattr(u, "heuristic_setting", None)
     preemptive = name in PREEMPTIVE_POLICIES or bool(getattr(policy, "preemptive", False))
     clairvoyant = name in CLAIRVOYANT_POLICIES or bool(getattr(policy, "clairvoyant", False))
-    if isinstance(u, JobSelectEnv):
+    if setting == "queue":  # JobSelect
         problems = []
         if preemptive and not getattr(u, "preemption", False):
             problems.append(f"{name} preempts: use JobSelect with preemption=True")
@@ -48,12 +46,12 @@ def check_playable(policy, env, allow_clairvoyant: bool = False) -> None:
                 "information, preemption) lists the heuristics a setting plays)"
             )
         return
-    if isinstance(u, WorkerPlacementEnv):
+    if setting == "placement":  # WorkerPlacement
         raise NotPlayableError(
             f"{name}: WorkerPlacement plays FIFO with backfill and a placement rule only "
             "(env.unwrapped.heuristic_action(rule)); use JobSelect for scheduling heuristics"
         )
-    if isinstance(u, DelayTuningEnv):
+    if setting == "delay":  # DelayTuning
         if name in ("netsens", "netsens-auto"):
             return
         raise NotPlayableError(f"{name}: DelayTuning plays NetSens's delay scheduling only; use JobSelect")
