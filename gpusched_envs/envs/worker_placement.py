@@ -44,6 +44,18 @@ class PlacementTask:
         )
         return spec + (f",models={self.models}" if self.models else "")
 
+    def env_kwargs(self, num_gpus: int) -> dict:
+        """The ``WorkerPlacement-v1`` kwargs that run this task as :meth:`WorkerPlacementEnv.set_task` does (its
+        cluster, offered load, interference factor and synthetic workload on ``num_gpus`` GPUs, arrival process
+        included), e.g. for a leaderboard scenario or a study's case."""
+        return {
+            "cluster": self.cluster,
+            "num_jobs": self.num_jobs,
+            "load": self.load,
+            "interference_scale": self.interference,
+            "workload": self.workload_spec(num_gpus),
+        }
+
 
 def scaled_interference_cluster(name: str, factor: float) -> Cluster:
     """A preset whose catalogue's co-location slowdowns are multiplied by ``factor`` (never below 1)."""

@@ -61,14 +61,7 @@ def task_kwargs(task: dict, num_gpus: int) -> dict:
     ``set_task`` does: its offered load, interference factor and synthetic workload (arrival process included)."""
     from gpusched_envs.envs.worker_placement import PlacementTask
 
-    t = PlacementTask(**task)
-    return {
-        "cluster": t.cluster,
-        "num_jobs": t.num_jobs,
-        "load": t.load,
-        "interference_scale": t.interference,
-        "workload": t.workload_spec(num_gpus),
-    }
+    return PlacementTask(**task).env_kwargs(num_gpus)
 
 
 def cases(setting: str, phase: str, tasks: int) -> list[tuple[str, dict | None, str | None]]:

@@ -83,6 +83,21 @@ def test_sample_and_set_task_keep_spaces():
         env.set_task(PlacementTask(cluster="hetero64"))
 
 
+def test_a_tasks_env_kwargs_make_the_env_set_task_makes():
+    task = PlacementTask(cluster="topdrl", load=1.1, num_jobs=12, interference=1.4, arrival="diurnal")
+    episodes = []
+    for env in (WorkerPlacementEnv(**task.env_kwargs(32)), WorkerPlacementEnv("topdrl", num_jobs=5)):
+        if env.task is None:
+            env.set_task(task)
+        env.reset(seed=3)
+        done, steps = False, 0
+        while not done:
+            _, _, done, _, info = env.step(env.heuristic_action("consolidate"))
+            steps += 1
+        episodes.append((steps, env.cluster.catalog.colocation_slowdown.tolist(), info["metrics"]))
+    assert episodes[0] == episodes[1]
+
+
 # ---------------------------------------------------------------------------------- heuristic actions (the expert)
 @pytest.mark.parametrize("cluster", ["topdrl", "hetero64"])
 @pytest.mark.parametrize("rule", ["consolidate", "closest", "pack", "first-fit", "spread", "random"])

@@ -34,7 +34,10 @@ def drawn(seed: int, n: int) -> list[PlacementTask]:
 
 
 def as_kwargs(task: PlacementTask) -> dict:
-    return {"load": task.load, "interference_scale": task.interference, "workload": task.workload_spec(32)}
+    kw = task.env_kwargs(
+        32
+    )  # the config's choices set what varies per task (cluster and size are the config's)
+    return {k: kw[k] for k in ("load", "interference_scale", "workload")}
 
 
 def test_the_config_is_ppo_gnn_on_worker_placement_with_a_consolidate_warm_start(cfg):
