@@ -115,10 +115,8 @@ class HeuristicAgent:
 
     def __call__(self, env) -> int:
         action, timer = self.decide(env)
-        if timer is not None:
-            env.unwrapped.sim.set_timer(
-                timer
-            )  # the heuristic asked for a decision point (Tiresias' demotion)
+        if timer is not None:  # the heuristic asked for a decision point (Tiresias' demotion)
+            env.unwrapped.sim.set_timer(timer)
         return action
 
     def decide(self, env) -> tuple[int, float | None]:

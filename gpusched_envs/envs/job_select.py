@@ -272,13 +272,12 @@ class JobSelectEnv(ClusterEnv):
         from gpusched_envs.policies.schedulers import (
             CLAIRVOYANT_POLICIES,
             NON_CLAIRVOYANT_POLICIES,
-            POLICIES,
             PREEMPTIVE_POLICIES,
             make_policy,
         )
 
         names = sorted(set(NON_CLAIRVOYANT_POLICIES) | set(CLAIRVOYANT_POLICIES) | set(PREEMPTIVE_POLICIES))
-        if not isinstance(hint, str) or hint not in POLICIES or hint not in names:
+        if not isinstance(hint, str) or hint not in names:
             raise ValueError(f"hint must be None or one of {', '.join(names)}, got {hint!r}")
         if hint in CLAIRVOYANT_POLICIES and not self.clairvoyant:
             raise ValueError(
