@@ -81,6 +81,7 @@ LAYOUT_KWARGS = (
     "work_conserving",  # whether waiting is allowed while a job fits (the action mask)
     "history_features",  # the runtime-history feature columns
     "hint",  # the heuristic whose action the policy reads (obs["hint"])
+    "rules",  # the rules the policy's actions choose among (a rule-choice env)
 )
 EVAL_TORCH_THREADS = 1
 

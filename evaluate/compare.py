@@ -54,6 +54,7 @@ POLICY_KWARGS = (
     "work_conserving",
     "history_features",
     "hint",
+    "rules",
 )
 FIXED_LAYOUT_KWARGS = ("window",)  # also fixed for the CNN and MLP (their parameters depend on it)
 HEURISTIC_PLACEMENT = {

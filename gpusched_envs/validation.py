@@ -437,6 +437,7 @@ FIELD_RULES: dict[str, Rule] = {
     "bc_weight": nonneg(),
     "beta_decay": unit(),
     "wait_logit_init": FINITE,
+    "rule_logit_init": FINITE,
     "hidden": positive_int(),
     "layers": positive_int(),
     "batch_size": positive_int(),

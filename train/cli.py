@@ -75,7 +75,7 @@ SET_KEYS = {
     "exploration_fraction, learning_starts, train_frequency, gradient_steps, bc_from, bc_steps, bc_demo_steps, "
     "bc_margin, bc_weight, bc_learning_rate",
     "ppo": f"{SHARED_ARGS}, lr_final_fraction, target_kl, n_steps, n_epochs, gae_lambda, clip_range, ent_coef, "
-    "vf_coef, wait_logit_init, hint_logit",
+    "vf_coef, wait_logit_init, hint_logit, rule_logit_init",
 }
 SET_KEYS["topdrl"] = SET_KEYS["ddqn"]
 
@@ -366,7 +366,8 @@ def hmarl(
             help="key=value override, repeatable; the value is read as YAML. Run keys: steps, eval_every, "
             "eval_seeds, checkpoint_every, imitation (null: none). Learner arguments (NAME or args.NAME): critic, "
             "hidden, layers, learning_rate, num_envs, n_steps, n_epochs, batch_size, gamma, gae_lambda, clip_range, "
-            "ent_coef, vf_coef, max_grad_norm, reward_scale, wait_logit_init, interference_model, seed, device, "
+            "ent_coef, vf_coef, max_grad_norm, reward_scale, wait_logit_init, hint_logit, rule_logit_init, "
+            "interference_model, seed, device, "
             "torch_threads. Imitation: imitation.NAME (expert, rounds, episodes, epochs, batch_size, "
             "learning_rate, value_coef, beta_decay, max_steps). Env arguments: env_kwargs.NAME, eval_env_kwargs.NAME.",
         ),

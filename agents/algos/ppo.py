@@ -264,6 +264,9 @@ class PPOArgs:
     wait_logit_init: float = -3.0
     """initial bias of the last action's logit (wait / defer): the policy starts near work-conserving, so the
     deterministic policy does not idle GPUs while the stochastic one still explores waiting"""
+    rule_logit_init: float = 0.0
+    """initial bias of the first rule's logit in a rule-choice env (``JobSelect-v1(rules=[...])``; the others
+    start at 0): > 0 makes the policy start near the first rule, which it then learns where to leave"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -349,4 +352,7 @@ def make_ppo(
     if network_config.slots in ("jobs", "servers"):  # a wait / defer action (not DAGSchedule's GPUs)
         with torch.no_grad():
             model.policy.action_net.bias[-1] = args.wait_logit_init
+    elif network_config.slots == "rules":  # one action per rule, the first the base rule
+        with torch.no_grad():
+            model.policy.action_net.bias[0] = args.rule_logit_init
     return model

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 ENCODERS = ("gnn", "cnn", "mlp")
 OBS_MODE_OF_ENCODER = {"gnn": "graph", "cnn": "image", "mlp": "flat"}
-SLOT_KINDS = ("jobs", "servers", "none")
+SLOT_KINDS = ("jobs", "servers", "rules", "none")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ def config_for_env(
     if slots is None:
         if encoder == "mlp":
             slots = "none"
+        elif getattr(u, "rules", None) is not None:  # JobSelect-v1(rules=...): one action per rule
+            slots = "rules"
         elif a == lo.window + 1 and hasattr(u, "wait_action"):
             slots = "jobs"
         elif a == lo.num_servers + 1 and hasattr(u, "defer_action"):

@@ -10,6 +10,8 @@ the slot it sits in), the last action (wait / defer) by its own head:
 - ``slots="jobs"`` (``JobSelect-v1``: action ``i < W`` starts window job ``i``): slot embeddings from job features;
 - ``slots="servers"`` (``WorkerPlacement-v1``: action ``s`` puts a worker on server ``s``): slot embeddings from the
   server nodes (GNN) or the server rows of the image (CNN);
+- ``slots="rules"`` (``JobSelect-v1(rules=...)``: action ``k`` lets rule ``k`` schedule): an MLP over the cluster
+  embedding and the mean and max of the job rows' embeddings gives one score per rule;
 - ``slots="none"``: a generic linear head on the pooled embedding (any other discrete action space).
 
 Masking is left to the caller (:func:`masked`), so the same network serves Q-learning and policy gradients.
@@ -132,6 +134,12 @@ class ActionScorer(nn.Module):
         self.num_slots = cfg.num_actions - 1
         if cfg.slots == "none":
             self.generic = nn.Linear(h, cfg.num_actions)
+        elif cfg.slots == "rules":
+            if cfg.encoder == "mlp":
+                raise ValueError(
+                    "slots='rules' reads the job rows of a gnn or cnn encoder; with encoder=mlp use 'none'"
+                )
+            self.rule_head = mlp([3 * h, h, cfg.num_actions])
         else:
             n = cfg.window if cfg.slots == "jobs" else cfg.num_servers
             if n != self.num_slots:
@@ -180,6 +188,11 @@ class ActionScorer(nn.Module):
             cluster, jobs, servers = self.encoder(obs)
         if self.cfg.slots == "none":
             return self.generic(cluster), cluster
+        if self.cfg.slots == "rules":  # one score per rule from the cluster and the job rows' mean and max
+            jm = obs["job_mask"].float().unsqueeze(-1)
+            mean = (jobs * jm).sum(1) / jm.sum(1).clamp(min=1.0)
+            peak = jobs.masked_fill(jm == 0, -1e4).amax(1) * (jm.sum(1) > 0)
+            return run_mlp(self.rule_head, torch.cat([cluster, mean, peak], dim=-1)), cluster
         if self.cfg.slots == "jobs":
             slots = jobs
             jm = obs.get("job_mask", obs["action_mask"][:, :-1]).float().unsqueeze(-1)

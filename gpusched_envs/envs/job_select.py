@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -191,6 +191,7 @@ class JobSelectEnv(ClusterEnv):
         work_conserving: bool = False,
         history_features: bool = False,
         hint: str | None = None,
+        rules: Sequence[str] | None = None,
         obs_mode: str = "graph",
         max_steps: int | None = None,
         time_scale: float = 3600.0,
@@ -221,6 +222,8 @@ class JobSelectEnv(ClusterEnv):
             else check_number("decision_interval", decision_interval, positive=True)
         )
         self.history_features = check_bool("history_features", history_features)
+        self.rules = None if rules is None else self._rule_names(rules, placement, information, hint, min_run)
+        num_actions = window + running + 1 if self.rules is None else len(self.rules)
         self.context_names = CONTEXT_NAMES.get(information, ())
         if self.history_features:
             self.context_names += HISTORY_CONTEXT_FEATURES
@@ -242,7 +245,7 @@ class JobSelectEnv(ClusterEnv):
             workload_seed=workload_seed,
             render_mode=render_mode,
             context_size=2 + (len(HISTORY_CONTEXT_FEATURES) if self.history_features else 0),
-            num_actions=window + running + 1,
+            num_actions=num_actions,
             information=information,
             running_rows=running,
             extra_job_features=HISTORY_JOB_FEATURES if self.history_features else (),
@@ -255,7 +258,12 @@ class JobSelectEnv(ClusterEnv):
         else:
             raise TypeError(f"placement must be one of {', '.join(PLACEMENTS)} or a callable")
         self.placement = placement
-        self.action_space = spaces.Discrete(window + running + 1)
+        self.action_space = spaces.Discrete(num_actions)
+        self._rule_policies = None
+        if self.rules is not None:
+            from gpusched_envs.policies.portfolio import make_rule
+
+            self._rule_policies = [make_rule(name, placement) for name in self.rules]
         self.wait_action = window + running
         self.first_preempt_action = window
         self.hint = None if hint is None else self._hint_rule(hint, placement)
@@ -265,6 +273,42 @@ class JobSelectEnv(ClusterEnv):
                 {**self.observation_space.spaces, "hint": spaces.Box(0.0, 1.0, (n,), np.float32)}
             )
             self._hint_buffer = np.zeros(n, dtype=np.float32)
+
+    def _rule_names(self, rules, placement, information, hint, min_run) -> tuple[str, ...]:
+        """``rules`` checked: two or more distinct rule names this env's information and preemption allow."""
+        from gpusched_envs.policies.portfolio import RULES, rule_is_clairvoyant, rule_preempts
+
+        if isinstance(rules, str) or not isinstance(rules, Sequence):
+            raise ValueError(f"rules must be None or a list of two or more rule names, got {rules!r}")
+        names = tuple(rules)
+        if len(names) < 2:
+            raise ValueError(
+                f"rules must name two or more rules (one is a fixed heuristic), got {list(names)}"
+            )
+        for name in names:
+            if not isinstance(name, str) or name not in RULES:
+                raise ValueError(f"rules: unknown rule {name!r}; choose among: {', '.join(RULES)}")
+            if rule_is_clairvoyant(name) and information != CLAIRVOYANT:
+                raise ValueError(
+                    f"rules: {name!r} reads traced durations, which this non-clairvoyant env hides: use "
+                    "information='clairvoyant', or non-clairvoyant rules (las, gittins, tiresias, fifo, ...)"
+                )
+            if rule_preempts(name) and not self.preemption:
+                raise ValueError(
+                    f"rules: {name!r} preempts jobs: use preemption=True, or its {name}-nopreempt form"
+                )
+        if len(set(names)) != len(names):
+            raise ValueError(f"rules: each rule once, got {list(names)}")
+        for arg, value in (("hint", hint), ("min_run", min_run)):
+            if value is not None:
+                raise ValueError(
+                    f"{arg} is not used with rules (the rules decide what starts and what is preempted)"
+                )
+        if self.work_conserving:
+            raise ValueError("work_conserving is not used with rules (the rules decide what starts)")
+        if not isinstance(placement, str):
+            raise ValueError("rules need a placement name (a rule places its jobs itself), not a callable")
+        return names
 
     def _hint_rule(self, hint, placement):
         """The :class:`~gpusched_envs.envs.adapters.HeuristicAgent` behind ``obs["hint"]``, checked now."""
@@ -300,6 +344,9 @@ class JobSelectEnv(ClusterEnv):
         if self.history_features:
             self.history = RuntimeHistory(self.sim)
             self._gpu_bucket = gpu_buckets(self.sim.job_gpus_n)
+        if self._rule_policies is not None:
+            for rule in self._rule_policies:
+                rule.reset(self.sim)
 
     def _valid_jobs(self) -> None:
         """Window, which of its jobs can start now, and (for non-count placers) their placements."""
@@ -341,25 +388,38 @@ class JobSelectEnv(ClusterEnv):
         self._jobs, self._fits = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         self._running, self._preemptible = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
 
+    def _settle_rules(self) -> None:
+        """With ``rules``: the window and running window at the simulator's decision point just reached."""
+        if self.drained:
+            self._jobs, self._fits = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+            self._running, self._preemptible = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+            return
+        self._valid_jobs()
+        if self.preemption:
+            self._running_window()
+
     def _observe(self) -> dict:
         enc, sim = self.encoder, self.sim
-        can_wait = bool(sim.running) or sim.next_arrival < sim.num_jobs  # _can_wait
         startable = self._fits
-        if self._preempted_now and can_wait:
-            startable = startable & np.array(
-                [j not in self._preempted_now for j in self._jobs.tolist()], dtype=bool
+        if self.rules is not None:
+            enc.action_mask[:] = not self.drained  # every rule may decide at a decision point
+        else:
+            can_wait = bool(sim.running) or sim.next_arrival < sim.num_jobs  # _can_wait
+            if self._preempted_now and can_wait:
+                startable = startable & np.array(
+                    [j not in self._preempted_now for j in self._jobs.tolist()], dtype=bool
+                )
+            args = (
+                enc.action_mask,
+                startable,
+                self._preemptible,
+                self.first_preempt_action,
+                self.wait_action,
+                self.drained,
+                can_wait,
+                self.work_conserving,
             )
-        args = (
-            enc.action_mask,
-            startable,
-            self._preemptible,
-            self.first_preempt_action,
-            self.wait_action,
-            self.drained,
-            can_wait,
-            self.work_conserving,
-        )
-        _kernels.job_select_mask(*args)
+            _kernels.job_select_mask(*args)
         ctx = enc.context
         if self.clairvoyant:  # v0 context: reveals how many jobs the workload still holds
             ctx[0] = sim.finished / max(sim.to_finish, 1)
@@ -403,6 +463,10 @@ class JobSelectEnv(ClusterEnv):
 
     # ------------------------------------------------------------------ actions
     def _first_decision(self) -> None:
+        if self.rules is not None:
+            self._advance()
+            self._settle_rules()
+            return
         self._settle()
 
     def _why_invalid(self, action: int) -> str:
@@ -414,6 +478,15 @@ class JobSelectEnv(ClusterEnv):
 
     def _apply(self, a: int) -> None:
         sim = self.sim
+        if self.rules is not None:  # rule a schedules at this decision point, as Simulator.run calls a policy
+            self._rule_policies[a].schedule(sim)
+            if self.decision_interval is not None and sim.running:
+                at = sim.now + self.decision_interval
+                if not sim.now < sim.timer_at <= at:  # keep an earlier timer (a rule's)
+                    sim.set_timer(at)
+            self._advance()
+            self._settle_rules()
+            return
         if a == self.wait_action:
             if self.decision_interval is not None and sim.running:
                 at = sim.now + self.decision_interval

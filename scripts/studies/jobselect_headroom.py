@@ -46,7 +46,8 @@ from pathlib import Path
 import numpy as np
 
 from gpusched_envs.policies import make_policy
-from gpusched_envs.policies.schedulers import PreemptivePolicy, QueuePolicy
+from gpusched_envs.policies.portfolio import SRSF, NoPreempt
+from gpusched_envs.policies.schedulers import PreemptivePolicy
 
 ENV_ID = "gpusched/JobSelect-v1"
 CLUSTER, LOAD, GPUS = "topdrl", 0.9, 32
@@ -65,32 +66,6 @@ PLACEMENT = {
 def heuristic(name: str):
     """A fresh instance of heuristic ``name`` with the leaderboard's placement."""
     return make_policy(name, PLACEMENT.get(name, "closest"))
-
-
-class SRSF(PreemptivePolicy):
-    """Shortest remaining GPU-service (remaining ideal time × GPUs) first, preemptive (clairvoyant)."""
-
-    name = "srsf"
-    clairvoyant = True
-
-    def priority(self, sim, job):
-        return (sim.remaining_ideal_time(job) * sim.job_gpus_n[job], job)
-
-
-class NoPreempt(QueuePolicy):
-    """A preemptive rule's order applied to the waiting jobs on the free GPUs only (list scheduling with backfill):
-    it preempts nothing at this decision."""
-
-    def __init__(self, inner: PreemptivePolicy):
-        super().__init__(inner.placement)
-        self.inner = inner
-        self.name = f"{inner.name}-nopreempt"
-
-    def reset(self, sim) -> None:
-        self.inner.reset(sim)
-
-    def key(self, sim, job):
-        return self.inner.priority(sim, job)
 
 
 def portfolio(base: str) -> list:
