@@ -52,6 +52,9 @@ class JobSelectEnv(ClusterEnv):
     the next decision point. With ``preemption=True``: ``Discrete(window + P + 1)`` with ``P = preempt_window``
     (default ``window``): actions ``window + i`` preempt the ``i``-th running job (in start order; it keeps its
     progress, returns to the queue and pays the restart delay when it starts again), the last action waits.
+    With ``rules=[...]`` (a rule-choice env): ``Discrete(len(rules))``; at every decision point of the simulator
+    action ``k`` lets rule ``k`` (:func:`gpusched_envs.policies.portfolio.make_rule`) schedule, exactly as
+    ``Simulator.run`` calls it, then the simulator runs to its next decision point; every action is valid.
     Valid actions are in ``obs["action_mask"]`` and :meth:`action_masks`: a window slot is valid when its job can
     be placed now; a running slot when its job did not start at this instant (and a job preempted at this instant
     restarts only if waiting would deadlock), which bounds the actions per instant; waiting is valid unless nothing
@@ -154,6 +157,10 @@ class JobSelectEnv(ClusterEnv):
     - ``history_features`` (False): the runtime-history job columns and queue / fragmentation context entries
       described under Observation Space (off: the observations are exactly those without it).
     - ``hint`` (None): a heuristic's name; adds its action now as ``obs["hint"]`` (Observation Space).
+    - ``rules`` (None): two or more rule names (``srtf``, ``srtf-nopreempt``, ``srsf``, ``las``, ...); the action
+      picks which rule schedules at each decision point (Action Space). A clairvoyant rule needs
+      ``information="clairvoyant"``, a preemptive one ``preemption=True``; ``hint``, ``min_run``,
+      ``work_conserving`` and a callable ``placement`` are refused with it.
     - ``decision_interval`` (None): seconds; when the agent waits while jobs run, it is asked again at the latest
       this long after (a periodic scheduling round, as Tiresias' demotion timer gives the heuristic). None: only
       at arrivals, completions and the timers a heuristic sets.
@@ -166,7 +173,7 @@ class JobSelectEnv(ClusterEnv):
     ## Version History
     - v1: invalid actions resolve to :meth:`safe_action` after ``max_invalid_repeats`` in a row (episodes always
       end); fixed info keys and dtypes (section Info); synthetic workload specs sized to the cluster. ``-v0``
-      still makes the same env for now.
+      still makes the same env for now. Later opt-in additions: ``work_conserving``, ``hint``, ``rules``.
     - v0: initial version. Later additions kept the id: ``information`` (default non-clairvoyant; the clairvoyant
       layout is v0's), ``preemption``, and the default reward ``"jct"`` (was ``"throughput"``).
     """
