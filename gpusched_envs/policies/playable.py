@@ -35,6 +35,17 @@ def check_playable(policy, env, allow_clairvoyant: bool = False) -> None:
     preemptive = name in PREEMPTIVE_POLICIES or bool(getattr(policy, "preemptive", False))
     clairvoyant = name in CLAIRVOYANT_POLICIES or bool(getattr(policy, "clairvoyant", False))
     if setting == "queue":  # JobSelect
+        rules = getattr(u, "rules", None)
+        if rules is not None:
+            where = (
+                f"action {list(rules).index(name)}"
+                if name in rules
+                else f"none of its actions ({list(rules)})"
+            )
+            raise NotPlayableError(
+                f"this JobSelect env chooses among rules (rules={list(rules)}): an action picks a rule, not a job, "
+                f"so {name} does not act through it as on a job-level env; {name} is {where}"
+            )
         problems = []
         if preemptive and not getattr(u, "preemption", False):
             problems.append(f"{name} preempts: use JobSelect with preemption=True")

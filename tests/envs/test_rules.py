@@ -154,3 +154,15 @@ def test_make_rule_knows_every_policy_and_refuses_others():
         assert make_rule(name, "closest").name == name
     with pytest.raises(ValueError, match="unknown rule 'fifo-nopreempt'"):
         make_rule("fifo-nopreempt")
+
+
+def test_a_heuristic_agent_is_told_that_a_rule_choice_env_takes_rules():
+    from gpusched_envs.envs.adapters import HeuristicAgent
+    from gpusched_envs.policies import NotPlayableError
+
+    env = gym.make("gpusched/JobSelect-v1", rules=RULE_SET, **KW)
+    env.reset(seed=0)
+    with pytest.raises(NotPlayableError, match="srtf is action 0"):
+        HeuristicAgent(make_policy("srtf", "closest"))(env)
+    with pytest.raises(NotPlayableError, match="gittins is none of its actions"):
+        HeuristicAgent(make_policy("gittins", "closest"))(env)
