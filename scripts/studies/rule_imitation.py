@@ -11,8 +11,9 @@ there. This script
   the observation and the values; the episode goes on with the best rule (the rollout's own trajectory);
 - ``fit``: trains the PPO network of the env (``slots="rules"``, the checkpoint format PPO writes) to pick the rule
   of least value, each decision weighted by how much the worst rule there loses (regret, relative to the base's
-  value), and keeps the epoch whose greedy policy has the lowest geometric mean of average JCT ÷ the base rule's
-  over the config's held-in evaluation windows (never the held-out ones).
+  value; with ``--min-gain`` another rule only where it saves more than that share), and keeps the epoch whose
+  greedy policy has the lowest geometric mean of average JCT ÷ the base rule's over the config's held-in
+  evaluation windows (never the held-out ones).
 
 The search reads the future of the window (arrivals to come); the policy reads only its observation, which for a
 clairvoyant env holds the durations of the jobs that have arrived.
@@ -247,6 +248,8 @@ def cmd_fit(args) -> None:
     weight = regret.max(1)
     weight = weight / weight.mean()
     target = values.argmin(1)
+    gain = (values[:, 0] - values.min(1)) / values[:, 0]  # what the best rule saves over the first, relative
+    target[gain <= args.min_gain] = 0  # depart from the first rule only where it pays more than min_gain
     env = make_env(cfg["env_kwargs"])
     net = config_for_env(env, "gnn", hidden=args.hidden, layers=args.layers)
     policy = PPOPolicy(net, env.observation_space)
@@ -357,6 +360,13 @@ def main(argv: list[str] | None = None) -> None:
     fit.add_argument("--layers", type=int, default=1)
     fit.add_argument(
         "--prior", type=float, default=2.0, help="starting logit of the first rule over the others"
+    )
+    fit.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.0,
+        help="label a decision with another rule only where it beats the first by more than this share of the "
+        "first's value (0: wherever it is best)",
     )
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--out", required=True)
