@@ -78,13 +78,15 @@ def make_env(env_kwargs: dict, workload: str | None = None):
     return gym.make(ENV_ID, **kw)
 
 
-def label_episode(env, seed: int) -> dict:
+def label_episode(env, seed: int, act=None) -> dict:
     """Search every decision of ``env``'s episode seeded by ``seed``: per decision where the rules' values differ,
     the observation and the values (average JCT of the rule now, then the base rule to the end). Returns
     ``obs`` (a dict of stacked arrays), ``values (T, K)``, ``steps (T,)`` (the step of each kept decision),
     ``actions`` (the rule taken at every step: the best, ties to the earlier), ``decisions``, ``avg_jct`` (the search's),
     ``base_jct`` (the base rule alone), ``promise`` (the value of the rule chosen at the last decision: equal to
-    ``avg_jct`` when the env's rules act as fresh copies of them do) and ``seconds``."""
+    ``avg_jct`` when the env's rules act as fresh copies of them do) and ``seconds``. With ``act`` (a callable
+    ``env -> action``, e.g. a loaded checkpoint) the episode goes on with its actions instead of the best rule's
+    (DAgger: the states a learned policy visits), and ``promise`` is None."""
     import jobselect_headroom as hr
 
     from gpusched_envs.policies.portfolio import make_rule
@@ -119,9 +121,10 @@ def label_episode(env, seed: int) -> dict:
             values_kept.append(values)
             steps_kept.append(decisions - 1)
         best = int(np.argmin(values))  # ties: the earlier rule (the base first)
-        promise = float(values[best])
-        actions.append(best)
-        obs, _, terminated, truncated, info = env.step(best)
+        promise = float(values[best]) if act is None else None
+        action = best if act is None else int(act(env))
+        actions.append(action)
+        obs, _, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             break
     stacked = {k: np.stack([o[k] for o in kept]) for k in kept[0]} if kept else {}
@@ -160,11 +163,17 @@ def cmd_label(args) -> None:
     k, _, parts = args.part.partition("/")
     jobs = jobs[int(k) - 1 :: int(parts)]
     print(f"{len(jobs)} (window, seed) episodes to label, rules {cfg['env_kwargs']['rules']}", flush=True)
+    act = None
+    if args.policy:
+        from gpusched_lab.agents.checkpoint import load
+
+        act = load(args.policy)
+        print(f"following {args.policy}'s greedy actions", flush=True)
     for i, (w, s) in enumerate(jobs, 1):
         path = window_file(out, w, s)
         if path.exists():
             continue
-        r = label_episode(make_env(cfg["env_kwargs"], w), s)
+        r = label_episode(make_env(cfg["env_kwargs"], w), s, act)
         arrays = {f"obs_{k}": v for k, v in r["obs"].items()}
         tmp = path.with_suffix(".tmp.npz")
         np.savez_compressed(
@@ -182,21 +191,22 @@ def cmd_label(args) -> None:
         )
         tmp.replace(path)
         print(
-            f"[{i}/{len(jobs)}] {w} seed {s}: {len(r['values'])}/{r['decisions']} decisions differ, search "
+            f"[{i}/{len(jobs)}] {w} seed {s}: {len(r['values'])}/{r['decisions']} decisions differ, "
+            f"{'search' if act is None else 'policy'} "
             f"{r['avg_jct']:,.0f} s vs base {r['base_jct']:,.0f} s ({r['seconds']:.0f} s)"
             + (
                 ""
-                if abs(r["promise"] - r["avg_jct"]) <= 1e-6 * r["avg_jct"]
+                if r["promise"] is None or abs(r["promise"] - r["avg_jct"]) <= 1e-6 * r["avg_jct"]
                 else f"; promised {r['promise']:,.0f}"
             ),
             flush=True,
         )
 
 
-def load_labels(folder: Path) -> tuple[dict, np.ndarray]:
+def load_labels(folders: list[Path]) -> tuple[dict, np.ndarray]:
     obs: dict[str, list] = {}
     values = []
-    for path in sorted(folder.glob("*.npz")):
+    for path in sorted(p for folder in folders for p in Path(folder).glob("*.npz")):
         if path.name.endswith(".tmp.npz"):
             continue
         with np.load(path) as z:
@@ -207,7 +217,9 @@ def load_labels(folder: Path) -> tuple[dict, np.ndarray]:
                 if k.startswith("obs_"):
                     obs.setdefault(k[4:], []).append(z[k])
     if not values:
-        raise SystemExit(f"{folder}: no labelled decisions (run the label command first)")
+        raise SystemExit(
+            f"{', '.join(map(str, folders))}: no labelled decisions (run the label command first)"
+        )
     return {k: np.concatenate(v) for k, v in obs.items()}, np.concatenate(values)
 
 
@@ -243,7 +255,7 @@ def cmd_fit(args) -> None:
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     cfg = read_config(args.config)
-    obs, values = load_labels(Path(args.labels))
+    obs, values = load_labels([Path(f) for f in args.labels])
     regret = (values - values.min(1, keepdims=True)) / values[:, :1]
     weight = regret.max(1)
     weight = weight / weight.mean()
@@ -327,7 +339,9 @@ def cmd_fit(args) -> None:
             best = geo
             write(out / "best", epoch, evaluation)
         tmp = out / "fit.json.tmp"
-        tmp.write_text(json.dumps({"labels": str(args.labels), "decisions": n, "epochs": log}, indent=1))
+        tmp.write_text(
+            json.dumps({"labels": [str(f) for f in args.labels], "decisions": n, "epochs": log}, indent=1)
+        )
         tmp.replace(out / "fit.json")
         print(
             f"epoch {epoch}: loss {row['loss']:.4f}, held-in {geo:.3f}x the first rule "
@@ -345,13 +359,17 @@ def main(argv: list[str] | None = None) -> None:
     lab.add_argument("--config", required=True, help="a rule-choice training config (train/configs/*.yaml)")
     lab.add_argument("--seeds", default="0", help="simulator seeds per window, e.g. 0-1")
     lab.add_argument("--windows", type=int, default=0, help="only the first N training windows (0: all)")
+    lab.add_argument(
+        "--policy",
+        help="a rule-choice checkpoint: follow its greedy actions instead of the best rule's (DAgger)",
+    )
     lab.add_argument("--part", default="1/1", help="K/N: the K-th of N interleaved shares of the episodes")
     lab.add_argument("--out", required=True, help="folder for the .npz files")
     lab.set_defaults(func=cmd_label)
     fit = sub.add_parser(
         "fit", help="train the env's PPO network on the labels; choose the epoch on held-in windows"
     )
-    fit.add_argument("labels", help="the label command's folder")
+    fit.add_argument("labels", nargs="+", help="the label command's folder(s)")
     fit.add_argument("--config", required=True)
     fit.add_argument("--epochs", type=int, default=30)
     fit.add_argument("--batch-size", type=int, default=256)

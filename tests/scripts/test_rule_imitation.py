@@ -106,6 +106,26 @@ def test_label_then_fit_gives_a_checkpoint_the_evaluation_loads(mod, config, tmp
         if terminated or truncated:
             break
     assert info["metrics"]["avg_jct"] > 0
+    # DAgger: label the states the fitted policy visits, then fit on both folders
+    visited = tmp_path / "visited"
+    mod.main(["label", "--config", str(config), "--policy", str(out / "best"), "--out", str(visited)])
+    with np.load(visited / "start0-s0.npz") as z:
+        actions = z["actions"].tolist()
+    env = agent.make_env(workload="philly:start=0,jobs=30,load=1.2,gpus=8", num_jobs=30)
+    env.reset(seed=0)
+    played = []
+    while True:
+        played.append(agent(env))
+        *_, terminated, truncated, _ = env.step(played[-1])
+        if terminated or truncated:
+            break
+    assert actions == played
+    both = tmp_path / "both"
+    mod.main(
+        ["fit", str(labels), str(visited), "--config", str(config), "--epochs", "1", "--hidden", "16"]
+        + ["--out", str(both)]
+    )
+    assert json.loads((both / "fit.json").read_text())["labels"] == [str(labels), str(visited)]
 
 
 def test_fit_without_labels_says_so(mod, config, tmp_path):
