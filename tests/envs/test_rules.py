@@ -166,3 +166,12 @@ def test_a_heuristic_agent_is_told_that_a_rule_choice_env_takes_rules():
         HeuristicAgent(make_policy("srtf", "closest"))(env)
     with pytest.raises(NotPlayableError, match="gittins is none of its actions"):
         HeuristicAgent(make_policy("gittins", "closest"))(env)
+
+
+def test_a_decision_interval_adds_periodic_decision_points_while_jobs_run():
+    plain = gym.make("gpusched/JobSelect-v1", rules=RULE_SET, **KW)
+    rounds = gym.make("gpusched/JobSelect-v1", rules=RULE_SET, decision_interval=600.0, **KW)
+    _, steps, _ = play(plain, lambda i: 0, 1)
+    jct, steps_rounds, ret = play(rounds, lambda i: 0, 1)
+    assert steps_rounds > steps
+    assert -ret * 3600.0 == pytest.approx(jct * KW["num_jobs"], rel=1e-9)
