@@ -15,17 +15,14 @@ from gpusched_lab.agents.nets.networks import ActionScorer, config_for_env, obs_
 from gpusched_lab.evaluate.agents import resolve_agent
 
 from gpusched_envs.policies import make_policy
+from tests.envs.test_rules import KW as ENV_KW
+from tests.envs.test_rules import RULE_SET
 
-RULES = ["srtf", "srtf-nopreempt", "srsf", "las"]
+RULES = list(RULE_SET)
 KW = {
-    "cluster": "tiny",
-    "num_jobs": 40,
-    "load": 1.2,
-    "window": 8,
-    "information": "clairvoyant",
-    "preemption": True,
+    **ENV_KW,
     "rules": RULES,
-}
+}  # the rule-choice env of the env tests (rules as a list, as meta.json stores them)
 
 
 def greedy(policy, env, seed: int) -> tuple[float, list[int]]:
