@@ -13,7 +13,7 @@ there. This script
   of least value, each decision weighted by how much the worst rule there loses (regret, relative to the base's
   value; with ``--min-gain`` another rule only where it saves more than that share), and keeps the epoch whose
   greedy policy has the lowest geometric mean of average JCT ÷ the base rule's over the config's held-in
-  evaluation windows (never the held-out ones).
+  evaluation windows (``--select-on heldin+train``: and its training windows; never the held-out ones).
 
 The search reads the future of the window (arrivals to come); the policy reads only its observation, which for a
 clairvoyant env holds the durations of the jobs that have arrived.
@@ -276,7 +276,8 @@ def cmd_fit(args) -> None:
     data = {k: torch.from_numpy(v) for k, v in obs.items()}
     t_target, t_weight = torch.from_numpy(target), torch.from_numpy(weight).float()
     n = len(target)
-    heldin = [(make_env(cfg["env_kwargs"], w), w) for w in cfg["heldin"]]
+    windows = cfg["heldin"] + (cfg["train"] if args.select_on == "heldin+train" else [])
+    heldin = [(make_env(cfg["env_kwargs"], w), w) for w in windows]
     bases = [base_jct(e, 0) for e, _ in heldin]
     out = Path(args.out)
     log: list[dict] = []
@@ -321,6 +322,9 @@ def cmd_fit(args) -> None:
             opt.step()
             total += loss.item() * len(idx)
         policy.eval()
+        if epoch % args.eval_every and epoch != args.epochs:
+            print(f"epoch {epoch}: loss {total / n:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+            continue
         results = [greedy_jct(policy, e, 0) for e, _ in heldin]
         ratios = [r[0] / b for r, b in zip(results, bases, strict=True)]
         geo = float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
@@ -333,7 +337,7 @@ def cmd_fit(args) -> None:
             "seconds": time.perf_counter() - t0,
         }
         log.append(row)
-        evaluation = {"heldin_geo_ratio_to_first_rule": geo, "epoch": epoch, "windows": cfg["heldin"]}
+        evaluation = {"heldin_geo_ratio_to_first_rule": geo, "epoch": epoch, "windows": windows}
         write(out / "checkpoint", epoch, evaluation)
         if geo < best:
             best = geo
@@ -345,7 +349,7 @@ def cmd_fit(args) -> None:
         tmp.replace(out / "fit.json")
         print(
             f"epoch {epoch}: loss {row['loss']:.4f}, held-in {geo:.3f}x the first rule "
-            f"{[round(r, 3) for r in ratios]} ({row['seconds']:.0f} s)",
+            f"{[round(r, 3) for r in ratios[:8]]}{' ...' if len(ratios) > 8 else ''} ({row['seconds']:.0f} s)",
             flush=True,
         )
 
@@ -386,6 +390,13 @@ def main(argv: list[str] | None = None) -> None:
         help="label a decision with another rule only where it beats the first by more than this share of the "
         "first's value (0: wherever it is best)",
     )
+    fit.add_argument(
+        "--select-on",
+        choices=("heldin", "heldin+train"),
+        default="heldin",
+        help="windows the epoch is chosen on: the config's held-in windows, or those and its training windows",
+    )
+    fit.add_argument("--eval-every", type=int, default=1, help="evaluate every K epochs (and the last)")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--out", required=True)
     fit.set_defaults(func=cmd_fit)

@@ -131,3 +131,19 @@ def test_label_then_fit_gives_a_checkpoint_the_evaluation_loads(mod, config, tmp
 def test_fit_without_labels_says_so(mod, config, tmp_path):
     with pytest.raises(SystemExit, match="no labelled decisions"):
         mod.main(["fit", str(tmp_path), "--config", str(config), "--out", str(tmp_path / "o")])
+
+
+def test_fit_can_choose_on_the_training_windows_too_and_evaluate_every_k_epochs(mod, config, tmp_path):
+    labels, out = tmp_path / "labels", tmp_path / "fit"
+    mod.main(["label", "--config", str(config), "--seeds", "0", "--out", str(labels)])
+    mod.main(
+        ["fit", str(labels), "--config", str(config), "--epochs", "3", "--hidden", "16", "--eval-every", "2"]
+        + ["--select-on", "heldin+train", "--out", str(out)]
+    )
+    log = json.loads((out / "fit.json").read_text())
+    assert [e["epoch"] for e in log["epochs"]] == [2, 3]  # every second epoch and the last
+    assert all(len(e["heldin_ratios"]) == 3 for e in log["epochs"])  # one held-in and two training windows
+    meta = json.loads((out / "best" / "meta.json").read_text())
+    assert (
+        meta["evaluation"]["windows"] == mod.read_config(config)["heldin"] + mod.read_config(config)["train"]
+    )
