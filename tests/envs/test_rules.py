@@ -101,12 +101,15 @@ def test_the_vector_env_runs_the_rule_choice_env_as_single_envs():
     vec.close()
 
 
-def test_a_non_clairvoyant_portfolio_needs_no_durations():
+def test_a_non_clairvoyant_portfolio_needs_no_durations_and_each_rule_alone_is_that_rule():
     kw = {**KW, "information": "non-clairvoyant"}
-    rules = ("las", "gittins", "las-nopreempt", "fifo")
+    rules = ("las", "gittins", "tiresias", "las-nopreempt", "fifo")
     env = gym.make("gpusched/JobSelect-v1", rules=rules, **kw)
-    assert play(env, lambda i: 0, 0)[0] == fresh_simulator(env, 0).run(make_rule("las", "closest"))["avg_jct"]
     assert not any(rule_is_clairvoyant(r) for r in rules)
+    for k, rule in enumerate(rules):
+        for seed in (0, 1):
+            alone = fresh_simulator(env, seed).run(make_rule(rule, "closest"))["avg_jct"]
+            assert play(env, lambda i, k=k: k, seed)[0] == alone, (rule, seed)
 
 
 def test_srsf_orders_by_remaining_gpu_service_and_nopreempt_never_preempts():
