@@ -90,10 +90,8 @@ def in_env_heuristics(env, names) -> tuple[str, ...]:
     u = env.unwrapped
     if not getattr(u, "preemption", False) or not hasattr(u, "running_window"):
         return ()
-    if (
-        getattr(u, "rules", None) is not None
-    ):  # a rule-choice env: a rule alone there is its Simulator.run row
-        return ()
+    if getattr(u, "rules", None) is not None:
+        return ()  # a rule-choice env: a rule alone there is its Simulator.run row
     return tuple(f"{h}@env" for h in names if h in PREEMPTIVE_POLICIES)
 
 

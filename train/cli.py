@@ -366,8 +366,7 @@ def hmarl(
             help="key=value override, repeatable; the value is read as YAML. Run keys: steps, eval_every, "
             "eval_seeds, checkpoint_every, imitation (null: none). Learner arguments (NAME or args.NAME): critic, "
             "hidden, layers, learning_rate, num_envs, n_steps, n_epochs, batch_size, gamma, gae_lambda, clip_range, "
-            "ent_coef, vf_coef, max_grad_norm, reward_scale, wait_logit_init, hint_logit, rule_logit_init, "
-            "interference_model, seed, device, "
+            "ent_coef, vf_coef, max_grad_norm, reward_scale, wait_logit_init, interference_model, seed, device, "
             "torch_threads. Imitation: imitation.NAME (expert, rounds, episodes, epochs, batch_size, "
             "learning_rate, value_coef, beta_decay, max_steps). Env arguments: env_kwargs.NAME, eval_env_kwargs.NAME.",
         ),

@@ -291,12 +291,17 @@ def linear_lr(start: float, final_fraction: float):
 
 
 @torch.no_grad()
+def identity_action_net(net: torch.nn.Linear, num_actions: int) -> None:
+    """Set an action net on ``[scores ⊕ embedding]`` to "logits = scores" (it stays trainable)."""
+    with torch.no_grad():
+        net.weight.zero_()
+        net.bias.zero_()
+        net.weight[:, :num_actions] = torch.eye(num_actions)
+
+
 def init_action_net_identity(model, num_actions: int) -> None:
     """Start SB3's action net as "logits = the extractor's scores" (it stays trainable)."""
-    net = model.policy.action_net
-    net.weight.zero_()
-    net.bias.zero_()
-    net.weight[:, :num_actions] = torch.eye(num_actions)
+    identity_action_net(model.policy.action_net, num_actions)
 
 
 class OneCopyDictRolloutBuffer(MaskableDictRolloutBuffer):

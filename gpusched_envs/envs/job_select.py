@@ -392,18 +392,30 @@ class JobSelectEnv(ClusterEnv):
             self._advance()
             self._started_now.clear()
             self._preempted_now.clear()
+        self._empty_windows()
+
+    def _empty_windows(self) -> None:
+        """No window and no running window: the run has drained."""
         self._jobs, self._fits = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         self._running, self._preemptible = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
 
     def _settle_rules(self) -> None:
         """With ``rules``: the window and running window at the simulator's decision point just reached."""
         if self.drained:
-            self._jobs, self._fits = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-            self._running, self._preemptible = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+            self._empty_windows()
             return
         self._valid_jobs()
         if self.preemption:
             self._running_window()
+
+    def _schedule_round(self) -> None:
+        """With ``decision_interval``, while jobs run: a decision point at the latest that long from now (an
+        earlier timer, a rule's, is kept)."""
+        sim = self.sim
+        if self.decision_interval is not None and sim.running:
+            at = sim.now + self.decision_interval
+            if not sim.now < sim.timer_at <= at:
+                sim.set_timer(at)
 
     def _observe(self) -> dict:
         enc, sim = self.encoder, self.sim
@@ -487,18 +499,12 @@ class JobSelectEnv(ClusterEnv):
         sim = self.sim
         if self.rules is not None:  # rule a schedules at this decision point, as Simulator.run calls a policy
             self._rule_policies[a].schedule(sim)
-            if self.decision_interval is not None and sim.running:
-                at = sim.now + self.decision_interval
-                if not sim.now < sim.timer_at <= at:  # keep an earlier timer (a rule's)
-                    sim.set_timer(at)
+            self._schedule_round()
             self._advance()
             self._settle_rules()
             return
         if a == self.wait_action:
-            if self.decision_interval is not None and sim.running:
-                at = sim.now + self.decision_interval
-                if not sim.now < sim.timer_at <= at:  # keep an earlier timer (a heuristic's)
-                    sim.set_timer(at)
+            self._schedule_round()
             self._advance()
             self._started_now.clear()
             self._preempted_now.clear()

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from gpusched_envs.policies.preemptive import PreemptivePolicy
 from gpusched_envs.policies.schedulers import (
-    CLAIRVOYANT_POLICIES,
     POLICIES,
     PREEMPTIVE_POLICIES,
     QueuePolicy,
+    is_clairvoyant,
     make_policy,
 )
 
@@ -74,7 +74,7 @@ def make_rule(name: str, placement: str | None = None):
 def rule_is_clairvoyant(name: str) -> bool:
     """Whether rule ``name`` reads traced durations / remaining work."""
     base = name[: -len(NOPREEMPT)] if name.endswith(NOPREEMPT) else name
-    return base == "srsf" or base in CLAIRVOYANT_POLICIES
+    return base == "srsf" or is_clairvoyant(base)
 
 
 def rule_preempts(name: str) -> bool:

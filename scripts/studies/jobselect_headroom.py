@@ -107,6 +107,34 @@ def state_key(sim) -> bytes:
     return h.digest()
 
 
+def rule_values(
+    sim, rules, finish, known: float | None = None, share: bool = True
+) -> tuple[list[float], int]:
+    """Each rule of ``rules`` (fresh policies) decides at ``sim``'s current decision point on a copy that then runs
+    to the end with ``finish()`` (a fresh policy); returns each rule's average JCT and how many copies were run. With
+    ``share`` rules whose decision leaves the same state (:func:`state_key`) share one copy, and ``known`` is the
+    value of the first rule's state when the caller has it already (the copy chosen at the decision before)."""
+    values: list[float] = []
+    seen: dict[bytes, float] = {}
+    simulated = 0
+    for i, rule in enumerate(rules):
+        trial = clone(sim)
+        rule.reset(trial)
+        rule.schedule(trial)
+        key = state_key(trial) if share else None
+        if share and i == 0 and known is not None:
+            seen[key] = known
+        if share and key in seen:
+            values.append(seen[key])
+            continue
+        value = float(trial.run(finish())["avg_jct"])
+        simulated += 1
+        if share:
+            seen[key] = value
+        values.append(value)
+    return values, simulated
+
+
 def rollout(sim, base: str, stride: int = 1, share: bool = True, progress=None) -> dict:
     """One-step rollout over heuristic ``base`` on ``sim`` (fresh), run to the end.
 
@@ -134,23 +162,9 @@ def rollout(sim, base: str, stride: int = 1, share: bool = True, progress=None) 
             rule.schedule(sim)
             continue
         searched += 1
-        values: list[float] = []
-        seen: dict[bytes, float] = {}
-        for i, rule in enumerate(portfolio(base)):
-            trial = clone(sim)
-            rule.reset(trial)
-            rule.schedule(trial)
-            key = state_key(trial) if share else None
-            if share and i == 0:
-                seen[key] = incumbent  # the base's decision here continues the copy chosen before
-            if share and key in seen:
-                values.append(seen[key])
-                continue
-            value = float(trial.run(heuristic(base))["avg_jct"])  # the rest of the run with the base
-            simulated += 1
-            if share:
-                seen[key] = value
-            values.append(value)
+        # the base's decision here continues the copy chosen before; the rest of each run is the base's
+        values, n = rule_values(sim, portfolio(base), lambda: heuristic(base), incumbent, share)
+        simulated += n
         best = 0
         for i, v in enumerate(values):
             if v < values[best] - 1e-6:  # ties: the earlier rule (the base first)

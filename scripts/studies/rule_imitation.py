@@ -64,9 +64,8 @@ def read_config(path: str | Path) -> dict:
 
 
 def make_env(env_kwargs: dict, workload: str | None = None):
-    import gymnasium as gym
-
-    import gpusched_envs  # noqa: F401
+    """The config's env (graph observations) on ``workload``, sized to its ``jobs=``."""
+    from gpusched_lab.agents.common import make_env as make
 
     kw = dict(env_kwargs)
     if workload is not None:
@@ -74,8 +73,7 @@ def make_env(env_kwargs: dict, workload: str | None = None):
         jobs = [p for p in workload.split(",") if p.startswith("jobs=")]
         if jobs:
             kw["num_jobs"] = int(jobs[0][5:])
-    kw.setdefault("obs_mode", "graph")
-    return gym.make(ENV_ID, **kw)
+    return make(ENV_ID, kw, "graph")
 
 
 def label_episode(env, seed: int, act=None) -> dict:
@@ -103,17 +101,8 @@ def label_episode(env, seed: int, act=None) -> dict:
     decisions = 0
     while True:
         decisions += 1
-        values = np.empty(len(rules))
-        seen: dict[bytes, float] = {}
-        for k, name in enumerate(rules):
-            trial = hr.clone(u.sim)
-            rule = make_rule(name, placement)
-            rule.reset(trial)
-            rule.schedule(trial)
-            key = hr.state_key(trial)
-            if key not in seen:
-                seen[key] = float(trial.run(make_rule(rules[0], placement))["avg_jct"])
-            values[k] = seen[key]
+        fresh = [make_rule(name, placement) for name in rules]
+        values = np.array(hr.rule_values(u.sim, fresh, lambda: make_rule(rules[0], placement))[0])
         if base_jct is None:
             base_jct = float(values[0])
         if values.max() - values.min() > 1e-9 * max(1.0, values.min()):
@@ -146,15 +135,9 @@ def window_file(out: Path, workload: str, seed: int) -> Path:
     return out / f"{tag}-s{seed}.npz"
 
 
-def parse_seeds(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        a, _, b = part.partition("-")
-        seeds.extend(range(int(a), int(b or a) + 1))
-    return seeds
-
-
 def cmd_label(args) -> None:
+    from gpusched_envs.validation import parse_seeds
+
     cfg = read_config(args.config)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -224,18 +207,21 @@ def load_labels(folders: list[Path]) -> tuple[dict, np.ndarray]:
 
 
 def greedy_jct(policy, env, seed: int) -> tuple[float, list[int]]:
+    """Average JCT of ``policy``'s greedy episode (every action is valid in a rule-choice env) and how often it
+    chose each rule."""
     import torch
+    from gpusched_lab.agents.common import run_episode
     from gpusched_lab.agents.nets.common import obs_to_tensors
 
-    obs, _ = env.reset(seed=seed)
     counts = [0] * env.action_space.n
-    while True:
+
+    def act(obs: dict) -> int:
         with torch.no_grad():
             a = int(policy(obs_to_tensors(obs))[0].argmax())
         counts[a] += 1
-        obs, _, terminated, truncated, info = env.step(a)
-        if terminated or truncated:
-            return float(info["metrics"]["avg_jct"]), counts
+        return a
+
+    return float(run_episode(act, env, seed)["metrics"]["avg_jct"]), counts
 
 
 def base_jct(env, seed: int) -> float:
@@ -249,6 +235,7 @@ def base_jct(env, seed: int) -> float:
 
 def cmd_fit(args) -> None:
     import torch
+    from gpusched_lab.agents.algos.ppo import identity_action_net
     from gpusched_lab.agents.checkpoint import PPOPolicy, save
     from gpusched_lab.agents.nets.networks import config_for_env
 
@@ -265,12 +252,9 @@ def cmd_fit(args) -> None:
     env = make_env(cfg["env_kwargs"])
     net = config_for_env(env, "gnn", hidden=args.hidden, layers=args.layers)
     policy = PPOPolicy(net, env.observation_space)
-    with (
-        torch.no_grad()
-    ):  # the action net starts as the identity on the scores, the first rule ahead by the prior
-        policy.action_net.weight.zero_()
-        policy.action_net.weight[:, : net.num_actions].copy_(torch.eye(net.num_actions))
-        policy.action_net.bias.zero_()
+    # the action net starts as the identity on the scores, the first rule ahead by the prior (as PPO's does)
+    identity_action_net(policy.action_net, net.num_actions)
+    with torch.no_grad():
         policy.action_net.bias[0] = args.prior
     opt = torch.optim.Adam(policy.parameters(), lr=args.lr)
     data = {k: torch.from_numpy(v) for k, v in obs.items()}

@@ -34,9 +34,8 @@ def drawn(seed: int, n: int) -> list[PlacementTask]:
 
 
 def as_kwargs(task: PlacementTask) -> dict:
-    kw = task.env_kwargs(
-        32
-    )  # the config's choices set what varies per task (cluster and size are the config's)
+    # the config's choices set what varies per task (cluster and size are the config's)
+    kw = task.env_kwargs(32)
     return {k: kw[k] for k in ("load", "interference_scale", "workload")}
 
 
