@@ -236,6 +236,8 @@ class Simulator:
     def __getstate__(self) -> dict:
         # the row views are rebuilt on load: pickled on their own they would become copies, cut off from the
         # packed arrays the compiled loops update
+        if self.stepper is not None:
+            self.stop_stepping()
         state = self.__dict__.copy()
         if "_jf" in state:
             for name in _ROW_VIEWS:
@@ -257,6 +259,71 @@ class Simulator:
         access, so the simulator holds no object that refers back to it: reference counting frees a finished
         episode's simulator (and its workload's arrays) as soon as its last reference goes."""
         return _Shapes(self)
+
+    # ------------------------------------------------------------------ the Python-side containers
+    # While a compiled stepper holds the run (``stepper``, see :meth:`step_compiled`), the queue, the running jobs,
+    # the event heap and the per-job / GPU / server / link job dicts live in its arrays: reading any of the
+    # containers below, or calling a method that acts, first rebuilds them (:meth:`stop_stepping`).
+    stepper: _lk.Packed | None = None
+
+    @property
+    def queue(self) -> dict[int, None]:
+        """Waiting jobs, in the order they (re)entered the queue."""
+        if self.stepper is not None:
+            self.stop_stepping()
+        return self._queue
+
+    @property
+    def running(self) -> dict[int, None]:
+        """Jobs holding GPUs (running or restarting), in the order they started."""
+        if self.stepper is not None:
+            self.stop_stepping()
+        return self._running
+
+    @property
+    def job_gpus(self) -> list[np.ndarray | None]:
+        """The GPU ids each job holds (None while it holds none)."""
+        if self.stepper is not None:
+            self.stop_stepping()
+        return self._job_gpus
+
+    @property
+    def server_jobs(self) -> list[dict[int, None]]:
+        """(S,) the jobs holding GPUs of each server, in start order."""
+        if self.stepper is not None:
+            self.stop_stepping()
+        return self._server_jobs
+
+    @property
+    def gpu_sharers(self) -> dict[int, dict[int, None]]:
+        """GPU -> the jobs holding a fraction of it."""
+        if self.stepper is not None:
+            self.stop_stepping()
+        return self._gpu_sharers
+
+    @property
+    def nic_users(self) -> list[dict[int, None]]:
+        """(S,) the running multi-server jobs sending through each server's NIC."""
+        if self.stepper is not None:
+            self.stop_stepping()
+        return self._nic_users
+
+    @property
+    def rack_crossers(self) -> list[dict[int, None]]:
+        """(R,) the running jobs whose ring crosses each rack's uplink."""
+        if self.stepper is not None:
+            self.stop_stepping()
+        return self._rack_crossers
+
+    def num_queued(self) -> int:
+        """``len(sim.queue)``, without handing a compiled stepper's state back."""
+        p = self.stepper
+        return len(self._queue) if p is None else int(p.st_i[_lk.I_QN])
+
+    def num_running(self) -> int:
+        """``len(sim.running)``, without handing a compiled stepper's state back."""
+        p = self.stepper
+        return len(self._running) if p is None else p.num_running
 
     def __init__(self, cluster: Cluster, workload: Workload, config: SimConfig | None = None):
         self.cluster = cluster
@@ -388,6 +455,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
+        self.stepper = None
         n, c = len(self.workload), self.cluster
         self._num_jobs = n
         self.now = 0.0 if n == 0 else min(0.0, float(self.workload.submit_time[0]))
@@ -415,7 +483,7 @@ class Simulator:
         ji[_ek.MILLI] = self.job_milli
         ji[_ek.SHNEXT] = -1
         self.version = ji[_ek.VER]
-        self.job_gpus: list[np.ndarray | None] = [None] * n
+        self._job_gpus: list[np.ndarray | None] = [None] * n
         self._job_servers: list[list[int] | None] = [None] * n  # distinct servers of a job's GPUs, ascending
         self._job_racks: list[list[int] | None] = [None] * n  # and their racks, ascending
         self.demand_at_arrival = np.zeros(n)  # demand integral (GPU-seconds) when the job arrived
@@ -466,23 +534,23 @@ class Simulator:
         self._kout = np.empty(max(1, n))
         self._free_total = int(c.num_gpus)  # wholly free GPUs in all (the sum of server_free)
         self._submit = self.workload.submit_time.tolist()  # arrival times as Python floats (the event loop's)
-        self.server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
-        self.gpu_sharers: dict[int, dict[int, None]] = {}  # GPU -> jobs holding a fraction of it
+        self._server_jobs: list[dict[int, None]] = [{} for _ in range(c.num_servers)]
+        self._gpu_sharers: dict[int, dict[int, None]] = {}  # GPU -> jobs holding a fraction of it
         # network sharing (throughput.py): only jobs making progress send, so a job holds NIC / uplink shares from
         # the moment it runs (not while it waits out its restart delay) until it leaves its GPUs
         self.on_network = np.zeros(n, dtype=bool)  # job currently sends across servers
         self.rack_crossing = np.zeros(
             c.num_racks, dtype=np.int64
         )  # (R,) running jobs whose ring crosses the uplink
-        self.rack_crossers: list[dict[int, None]] = [{} for _ in range(c.num_racks)]
+        self._rack_crossers: list[dict[int, None]] = [{} for _ in range(c.num_racks)]
         self.uplink_load = rf[_ek.R_UPLOAD]  # (R,) bytes/s offered to each uplink by its crossers
-        self.nic_users: list[dict[int, None]] = [
+        self._nic_users: list[dict[int, None]] = [
             {} for _ in range(c.num_servers)
         ]  # running multi-server jobs
         self.nic_load = sf[_ek.S_NICLOAD]  # (S,) bytes/s offered to each NIC
 
-        self.queue: dict[int, None] = {}  # waiting jobs, in the order they (re)entered the queue
-        self.running: dict[int, None] = {}  # jobs holding GPUs (running or restarting)
+        self._queue: dict[int, None] = {}  # waiting jobs, in the order they (re)entered the queue
+        self._running: dict[int, None] = {}  # jobs holding GPUs (running or restarting)
         self.next_arrival = 0
         self._heap: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, job, version)
         self._seq = 0
@@ -549,6 +617,8 @@ class Simulator:
     # ------------------------------------------------------------------ the three scheduler calls
     def start(self, job: int, gpus) -> None:
         """Place a queued job on the given GPU ids and start it (after the restart delay if it was preempted)."""
+        if self.stepper is not None:
+            self.stop_stepping()
         job = int(job)
         if not 0 <= job < self._num_jobs or self.status[job] != QUEUED:
             state = STATUS_NAMES[self.status[job]] if 0 <= job < self._num_jobs else "unknown"
@@ -600,12 +670,12 @@ class Simulator:
         self._job_servers[job] = servers
         self._job_racks[job] = racks
         if milli < FULL_GPU:
-            self.gpu_sharers.setdefault(ids[0], {})[job] = None
-        del self.queue[job]
-        self.running[job] = None
-        self.job_gpus[job] = gpus
+            self._gpu_sharers.setdefault(ids[0], {})[job] = None
+        del self._queue[job]
+        self._running[job] = None
+        self._job_gpus[job] = gpus
         self._allocated_now += self._share[job]
-        server_jobs = self.server_jobs
+        server_jobs = self._server_jobs
         for s in servers:
             server_jobs[s][job] = None
         goff = self._goff
@@ -652,6 +722,8 @@ class Simulator:
 
     def preempt(self, job: int) -> None:
         """Stop a running job; it keeps its progress, returns to the queue and pays the restart delay when restarted."""
+        if self.stepper is not None:
+            self.stop_stepping()
         job = int(job)
         if not 0 <= job < self.num_jobs or self.status[job] not in (RUNNING, RESTARTING):
             raise SimulationError(f"preempt: job {job} is not running")
@@ -659,13 +731,15 @@ class Simulator:
         self._bank(job)
         self._release(job)
         self.status[job] = QUEUED
-        self.queue[job] = None
+        self._queue[job] = None
         self.preemptions[job] += 1
         self.needs_restart[job] = True
         self.changed = True
 
     def set_timer(self, at: float) -> None:
         """Ask for a decision point at time ``at`` (one pending policy timer; a new call replaces the old one)."""
+        if self.stepper is not None:
+            self.stop_stepping()
         if at < self.now:
             raise SimulationError(f"set_timer: time {at} is in the past (now {self.now})")
         self._timer_version += 1
@@ -679,6 +753,8 @@ class Simulator:
         A decision point is a time at which events have been processed (or a policy timer fired) and the queue is
         not empty. All events at one time are processed before the decision.
         """
+        if self.stepper is not None:
+            self.stop_stepping()
         self._note_fragmentation()
         self.changed = False
         heap, submit, num_jobs, status = self._heap, self._submit, self._num_jobs, self.status
@@ -693,11 +769,7 @@ class Simulator:
             t_arrival = submit[j] if j < num_jobs else inf
             t = t_arrival if t_arrival < t_event else t_event
             if t == inf:
-                stuck = [int(j) for j in list(self.queue)[:5]]
-                raise SimulationError(
-                    f"deadlock at t={self.now:.1f}: jobs {stuck} wait, nothing runs and no event is pending "
-                    "(the scheduler never starts them)"
-                )
+                self._raise_deadlock()
             if t > max_time:
                 self.now = max(self.now, max_time)
                 self._integrate_to_now()
@@ -712,7 +784,7 @@ class Simulator:
             timer_fired = False
             # every arrival and event at this instant, in (time, seq) order; arrivals first
             if j < num_jobs and submit[j] <= t:
-                queue, share, at_arrival = self.queue, self._share, self.demand_at_arrival
+                queue, share, at_arrival = self._queue, self._share, self.demand_at_arrival
                 while j < num_jobs and submit[j] <= t:
                     if status[j] != DROPPED:
                         status[j] = QUEUED
@@ -744,7 +816,7 @@ class Simulator:
                 self.changed = True
             if self.on_progress is not None and self.events_processed & 4095 == 0:
                 self.on_progress(self)
-            if self.queue and (self.changed or timer_fired):
+            if self._queue and (self.changed or timer_fired):
                 self.changed = False
                 self.decisions += 1
                 return True
@@ -756,6 +828,8 @@ class Simulator:
         A fresh simulator driven by a built-in non-preemptive queue policy (whose ``compiled_spec()`` says how) runs
         in the compiled loop of :mod:`gpusched_envs.sim.loop_kernels`, with the same results and the same state at
         the end as the calls below."""
+        if self.stepper is not None:
+            self.stop_stepping()
         if hasattr(policy, "reset"):
             policy.reset(self)
         if self._run_compiled(policy):
@@ -773,8 +847,8 @@ class Simulator:
             and self.finished == 0
             and self._goff == 0
             and not self._heap
-            and not self.queue
-            and not self.running
+            and not self._queue
+            and not self._running
             and self.timer_at == math.inf
             and not self.needs_restart.any()
             and not self.on_network.any()
@@ -786,16 +860,141 @@ class Simulator:
         class and has no progress hook; returns whether it did."""
         spec_of = getattr(policy, "compiled_spec", None)
         spec = spec_of() if callable(spec_of) else None
-        if spec is None or type(self) is not Simulator or self.on_progress is not None or not self._fresh():
+        if spec is None or not self._packable():
             return False
+        p = self._pack(spec)
+        while True:
+            code, p.heap, p.log, self._gbuf = _lk.run_queue(*p.loop_args(self))
+            if p.st_i[_lk.I_BATCHES]:
+                self._order_ties(p.heap, int(p.st_i[_lk.I_HLEN]), p.log, int(p.st_i[_lk.I_LOG]))
+                p.st_i[_lk.I_BATCHES] = 0
+                p.st_i[_lk.I_LOG] = 0
+            if code != _lk.RUN_TIES:
+                break
+        self._adopt_compiled_state(p.st_f, p.st_i, p.heap, p.stamp, p.jstamp, p.qstamp)
+        if code == _lk.RUN_DEADLOCK:
+            self._raise_deadlock()
+        return True
+
+    # ------------------------------------------------------------------ the compiled stepper
+    def start_stepping(self, spec: dict, window: int) -> bool:
+        """Hand a fresh run to the compiled stepper of a job-choice env (:meth:`step_compiled`); ``spec``: the
+        placement as a policy's ``compiled_spec()`` gives it (``closest``: spread, ``pack``: spread and affinity),
+        ``window``: how many queued jobs a decision sees. Returns False (and changes nothing) where the compiled
+        loops cannot take this simulator over (see ``_packable``). Any read of the Python-side containers, or
+        a call of a method that acts, hands the state back (:meth:`stop_stepping`)."""
+        if not self._packable():
+            return False
+        p = self._pack({"backfill": False, "order": "submit", **spec})
+        n, c = self._num_jobs, self.cluster
+        m = max(1, n)
+        p.run_list = np.empty(m, dtype=np.int64)
+        p.window = np.empty(window, dtype=np.int64)
+        p.fits = np.empty(window, dtype=bool)
+        p.live = np.empty(m, dtype=np.int64)
+        p.fin = np.empty(m, dtype=np.int64)
+        p.seg = np.empty(m, dtype=np.int64)
+        p.sc = np.zeros(_lk.SC_SIZE, dtype=np.int64)
+        p.done = np.empty(n + 1, dtype=np.int64)
+        p.scratch = (
+            np.empty(n + 1, dtype=np.int64),  # buf
+            np.empty(n + 1, dtype=np.int64),  # batch
+            np.empty(n + 1),  # times
+            np.empty(max(1, c.num_servers), dtype=np.int64),  # srv
+            np.empty(max(1, c.num_racks), dtype=np.int64),  # rck
+            np.empty(c.num_gpus, dtype=bool),  # free_buf
+            np.empty(c.num_servers, dtype=np.int64),  # counts
+        )
+        p.num_running = 0
+        p.step_args = self._step_args(p)
+        self.stepper = p
+        return True
+
+    def _step_args(self, p: _lk.Packed) -> tuple:
+        c = self.cluster
+        cat = c.catalog
+        return (
+            p.st_f, p.st_i, p.opts, p.heap, p.log, p.queue, self.status, self._jf, self._ji, self._gi, self._si,
+            self._sf, self._rf, self._mf, cat.iteration_time, self._overhead, cat.colocation_slowdown,
+            cat.space_sharing_by_type, self._params, self._gbuf, self._places, p.share, p.submit,
+            self.demand_at_arrival, self.finish_time, self._demand_at_finish, p.stamp, p.jstamp, p.qstamp, p.jnr,
+            self.on_network, self.rack_crossing, self.needs_restart, self.job_gpus_n, self.job_milli,
+            self.job_allowed, p.allowed, p.server_ok, p.server_ok_valid, p.largest, c.server_rows_i64, c.num_racks,
+            c.gpu_server_i64, p.rack_first, p.rack_servers, p.pool_first, p.pool_list, p.mark, p.mark_state,
+            p.run_list, p.window, p.fits, p.live, p.fin, p.seg, p.sc, *p.scratch, p.done,
+        )  # fmt: skip
+
+    def step_compiled(self, action: int) -> int:
+        """One step of the compiled stepper (:func:`gpusched_envs.sim.loop_kernels.step_jobs`): start queued job
+        ``action`` (a row; ``ACT_WAIT``: wait; ``ACT_SETTLE``: neither), then run to the next point where one of the
+        window's jobs fits, or to the end. Returns ``STEP_DECIDE`` or ``STEP_DRAINED``; the window and its fits are
+        ``stepper.window[:k]`` / ``stepper.fits[:k]`` with ``k = stepper.sc[SC_WINDOW]``, the jobs finished on the
+        way ``stepper.fin`` in segments ``stepper.seg`` (one per advance that finished some)."""
+        p = self.stepper
+        code, heap, log, gbuf = _lk.step_jobs(action, *p.step_args)
+        while True:
+            if heap is not p.heap or log is not p.log or gbuf is not self._gbuf:
+                p.heap, p.log, self._gbuf = heap, log, gbuf
+                p.step_args = self._step_args(p)
+            if code != _lk.STEP_TIES:
+                break
+            self._order_pending_ties(p)
+            code, heap, log, gbuf = _lk.step_jobs(_lk.ACT_RESUME, *p.step_args)
+        st_f, st_i, sc = p.st_f, p.st_i, p.sc
+        self.now = float(st_f[_lk.F_NOW])
+        self.next_arrival = int(st_i[_lk.I_NEXT])
+        self.finished = int(st_i[_lk.I_FINISHED])
+        self._free_total = int(st_i[_lk.I_FREE])
+        self.events_processed = int(st_i[_lk.I_EVENTS])
+        self.decisions = int(st_i[_lk.I_DECISIONS])
+        p.num_running = int(sc[_lk.SC_RUNNING])
+        if code == _lk.STEP_DEADLOCK:
+            self.stop_stepping()
+            self._raise_deadlock()
+        if code == _lk.STEP_UNPLACED:
+            self.stop_stepping()
+            raise SimulationError(f"start: job {action} cannot be placed now (it is not queued, or does not fit)")
+        return code
+
+    def _order_pending_ties(self, p: _lk.Packed) -> None:
+        if p.st_i[_lk.I_BATCHES]:
+            self._order_ties(p.heap, int(p.st_i[_lk.I_HLEN]), p.log, int(p.st_i[_lk.I_LOG]))
+            p.st_i[_lk.I_BATCHES] = 0
+            p.st_i[_lk.I_LOG] = 0
+
+    def stop_stepping(self) -> None:
+        """Rebuild the Python-side state from the compiled stepper's arrays and drop the stepper."""
+        p = self.stepper
+        if p is None:
+            return
+        self.stepper = None
+        self._order_pending_ties(p)
+        self._adopt_compiled_state(p.st_f, p.st_i, p.heap, p.stamp, p.jstamp, p.qstamp)
+
+    def _raise_deadlock(self) -> None:
+        stuck = [int(j) for j in list(self._queue)[:5]]
+        raise SimulationError(
+            f"deadlock at t={self.now:.1f}: jobs {stuck} wait, nothing runs and no event is pending "
+            "(the scheduler never starts them)"
+        )
+
+    def _packable(self) -> bool:
+        """Whether the compiled loops may take this run over: a fresh simulator of this very class, no progress
+        hook, every admitted job asking for at least one GPU."""
+        if type(self) is not Simulator or self.on_progress is not None or not self._fresh():
+            return False
+        admitted = ~self.initially_dropped
+        return not (self._num_jobs and np.any(self.job_gpus_n[admitted] < 1))
+
+    def _pack(self, spec: dict) -> _lk.Packed:
+        """The state of a fresh simulator as the compiled loops hold it, for a policy's ``compiled_spec()``."""
         c, n = self.cluster, self._num_jobs
         admitted = ~self.initially_dropped
-        if n and np.any(self.job_gpus_n[admitted] < 1):
-            return False
         need = self._goff + int(self.job_gpus_n[admitted].sum()) + 1
         if len(self._gbuf) < need:
             self._gbuf = np.concatenate([self._gbuf, np.empty(need - len(self._gbuf), dtype=np.int64)])
-        st_f = np.zeros(_lk.F_SIZE)
+        p = _lk.Packed()
+        p.st_f = st_f = np.zeros(_lk.F_SIZE)
         st_f[_lk.F_NOW] = self.now
         st_f[_lk.F_DEMAND] = self._demand
         st_f[_lk.F_DINT] = self._demand_integral
@@ -807,21 +1006,21 @@ class Simulator:
         st_f[_lk.F_MAXT] = self.config.max_time
         st_f[_lk.F_RESTART] = self.restart_delay
         st_f[_lk.F_TIMER] = self.timer_at
-        st_i = np.zeros(_lk.I_SIZE, dtype=np.int64)
+        p.st_i = st_i = np.zeros(_lk.I_SIZE, dtype=np.int64)
         st_i[_lk.I_SEQ] = self._seq
         st_i[_lk.I_TOFINISH] = self.to_finish
         st_i[_lk.I_FREE] = self._free_total
         st_i[_lk.I_PHASE] = _lk.PH_DECIDE
         st_i[_lk.I_TVER] = self._timer_version
-        opts = np.zeros(_lk.O_SIZE, dtype=np.int64)
+        p.opts = opts = np.zeros(_lk.O_SIZE, dtype=np.int64)
         opts[_lk.O_BACKFILL] = bool(spec["backfill"])
         opts[_lk.O_SPREAD] = bool(spec["spread"])
         opts[_lk.O_AFFINITY] = bool(spec.get("affinity", False))
         pools = int(self.job_pool.max()) + 2 if n else 2  # pool -1: the last entry
-        capacity = np.zeros(pools)
-        thresholds = np.zeros(0)
-        gittins = np.zeros((1, 1))
-        gittins_bounds = np.zeros(1, dtype=np.int64)
+        p.capacity = np.zeros(pools)
+        p.thresholds = np.zeros(0)
+        p.gittins = np.zeros((1, 1))
+        p.gittins_bounds = np.zeros(1, dtype=np.int64)
         if "priority" in spec:  # a preemptive policy
             opts[_lk.O_PREEMPT] = 1
             opts[_lk.O_PRIO] = {"srtf": _lk.PRIO_SRTF, "level": _lk.PRIO_LEVEL, "gittins": _lk.PRIO_GITTINS}[
@@ -829,71 +1028,48 @@ class Simulator:
             ]
             for pool, cap in spec["capacity"].items():
                 if -1 <= pool < pools - 1:
-                    capacity[pool] = cap
-            thresholds = np.asarray(spec.get("thresholds", thresholds), dtype=np.float64)
+                    p.capacity[pool] = cap
+            p.thresholds = np.asarray(spec.get("thresholds", p.thresholds), dtype=np.float64)
             if "index" in spec:
-                gittins = np.ascontiguousarray(spec["index"], dtype=np.float64)
-                gittins_bounds = np.asarray(spec["bounds"], dtype=np.int64)
+                p.gittins = np.ascontiguousarray(spec["index"], dtype=np.float64)
+                p.gittins_bounds = np.asarray(spec["bounds"], dtype=np.int64)
         opts[_lk.O_FRACTIONAL] = bool((self.job_milli < FULL_GPU).any())
         opts[_lk.O_MAXSERVER] = c.max_server_gpus
         opts[_lk.O_NPOOLS] = len(np.unique(self.job_pool))
-        rank = np.zeros(n, dtype=np.int64)
+        p.rank = np.zeros(n, dtype=np.int64)
         if spec["order"] == "duration":  # SJF: (traced duration, job)
             opts[_lk.O_RANK] = 1
-            rank[np.lexsort((np.arange(n), self.workload.duration))] = np.arange(n)
+            p.rank[np.lexsort((np.arange(n), self.workload.duration))] = np.arange(n)
         masks = self.allowed_masks
-        allowed = np.stack(masks) if masks else np.zeros((1, c.num_gpus), dtype=bool)
-        server_ok = np.zeros((max(1, len(masks)), c.num_servers), dtype=bool)
-        server_ok_valid = np.zeros(max(1, len(masks)), dtype=bool)
+        p.allowed = np.stack(masks) if masks else np.zeros((1, c.num_gpus), dtype=bool)
+        p.server_ok = np.zeros((max(1, len(masks)), c.num_servers), dtype=bool)
+        p.server_ok_valid = np.zeros(max(1, len(masks)), dtype=bool)
         pool_servers: list[np.ndarray] = []  # the servers of each whole-server mask, ascending
         for k, m in enumerate(self.allowed_server_masks):
             if m is not None:
-                server_ok[k], server_ok_valid[k] = m, True
+                p.server_ok[k], p.server_ok_valid[k] = m, True
             pool_servers.append(np.flatnonzero(m) if m is not None else np.zeros(0, dtype=np.int64))
-        pool_first = np.zeros(len(pool_servers) + 1, dtype=np.int64)
-        pool_first[1:] = np.cumsum([len(p) for p in pool_servers])
-        pool_list = np.concatenate(pool_servers).astype(np.int64) if pool_servers else np.zeros(0, np.int64)
-        largest = np.array(list(self.allowed_largest_server) or [0], dtype=np.int64)
-        rack_servers = np.argsort(c.server_rack, kind="stable").astype(np.int64)
-        rack_first = np.zeros(c.num_racks + 1, dtype=np.int64)
-        rack_first[1:] = np.cumsum(np.bincount(c.server_rack, minlength=c.num_racks))
-        heap = np.empty((5, 64))
-        log = np.empty(1024, dtype=np.int64)
-        queue = np.empty((2, max(1, n)), dtype=np.int64)  # jobs and the stamps of their entries
-        stamp = np.zeros(n, dtype=np.int64)  # start order
-        jstamp = np.zeros(n, dtype=np.int64)  # order of joining the network
-        qstamp = np.zeros(n, dtype=np.int64)  # order of entering the queue
-        jnr = np.zeros(n, dtype=np.int64)
-        mark = np.zeros(n, dtype=np.int64)
-        mark_state = np.zeros(1, dtype=np.int64)
-        submit = np.asarray(self.workload.submit_time, dtype=np.float64)
-        share = np.array(self._share, dtype=np.float64)
-        cat = c.catalog
-        while True:
-            code, heap, log, self._gbuf = _lk.run_queue(
-                st_f, st_i, opts, heap, log, queue, self.status, self._jf, self._ji, self._gi, self._si, self._sf,
-                self._rf, self._mf, cat.iteration_time, self._overhead, cat.colocation_slowdown,
-                cat.space_sharing_by_type, self._params, self._gbuf, self._places, submit, share,
-                self.demand_at_arrival, self.finish_time, self._demand_at_finish, stamp, jstamp, qstamp, jnr,
-                self.on_network, self.rack_crossing, self.needs_restart, self.preemptions, self.job_gpus_n,
-                self.job_milli, self.job_allowed, self.job_pool, rank, self.job_ideal_iter, allowed, server_ok,
-                server_ok_valid, largest, c.server_rows_i64, c.num_racks, c.gpu_server_i64, rack_first, rack_servers,
-                pool_first, pool_list, capacity, thresholds, gittins, gittins_bounds, mark, mark_state,
-            )  # fmt: skip
-            if st_i[_lk.I_BATCHES]:
-                self._order_ties(heap, int(st_i[_lk.I_HLEN]), log, int(st_i[_lk.I_LOG]))
-                st_i[_lk.I_BATCHES] = 0
-                st_i[_lk.I_LOG] = 0
-            if code != _lk.RUN_TIES:
-                break
-        self._adopt_compiled_state(st_f, st_i, heap, stamp, jstamp, qstamp)
-        if code == _lk.RUN_DEADLOCK:
-            stuck = [int(j) for j in list(self.queue)[:5]]
-            raise SimulationError(
-                f"deadlock at t={self.now:.1f}: jobs {stuck} wait, nothing runs and no event is pending "
-                "(the scheduler never starts them)"
-            )
-        return True
+        p.pool_first = np.zeros(len(pool_servers) + 1, dtype=np.int64)
+        p.pool_first[1:] = np.cumsum([len(s) for s in pool_servers])
+        p.pool_list = (
+            np.concatenate(pool_servers).astype(np.int64) if pool_servers else np.zeros(0, np.int64)
+        )
+        p.largest = np.array(list(self.allowed_largest_server) or [0], dtype=np.int64)
+        p.rack_servers = np.argsort(c.server_rack, kind="stable").astype(np.int64)
+        p.rack_first = np.zeros(c.num_racks + 1, dtype=np.int64)
+        p.rack_first[1:] = np.cumsum(np.bincount(c.server_rack, minlength=c.num_racks))
+        p.heap = np.empty((5, 64))
+        p.log = np.empty(1024, dtype=np.int64)
+        p.queue = np.empty((2, max(1, n)), dtype=np.int64)  # jobs and the stamps of their entries
+        p.stamp = np.zeros(n, dtype=np.int64)  # start order
+        p.jstamp = np.zeros(n, dtype=np.int64)  # order of joining the network
+        p.qstamp = np.zeros(n, dtype=np.int64)  # order of entering the queue
+        p.jnr = np.zeros(n, dtype=np.int64)
+        p.mark = np.zeros(n, dtype=np.int64)
+        p.mark_state = np.zeros(1, dtype=np.int64)
+        p.submit = np.asarray(self.workload.submit_time, dtype=np.float64)
+        p.share = np.array(self._share, dtype=np.float64)
+        return p
 
     @staticmethod
     def _order_ties(heap: np.ndarray, size: int, log: np.ndarray, length: int) -> None:
@@ -963,31 +1139,31 @@ class Simulator:
         ]
         heapq.heapify(self._heap)
         queued = np.flatnonzero(self.status == QUEUED)
-        self.queue = dict.fromkeys(queued[np.argsort(qstamp[queued])].tolist())
+        self._queue = dict.fromkeys(queued[np.argsort(qstamp[queued])].tolist())
         running = np.flatnonzero((self.status == RUNNING) | (self.status == RESTARTING))
         running = running[np.argsort(stamp[running])].tolist()
-        self.running = dict.fromkeys(running)
+        self._running = dict.fromkeys(running)
         c = self.cluster
         gs, rk = c.gpu_server_list, c.server_rack_list
         for job in running:
             goff, glen = int(self._ji[_ek.GOFF, job]), int(self._ji[_ek.GLEN, job])
             gpus = self._gbuf[goff : goff + glen].copy()
-            self.job_gpus[job] = gpus
+            self._job_gpus[job] = gpus
             servers = sorted({gs[g] for g in gpus.tolist()})
             racks = sorted({rk[s] for s in servers})
             self._job_servers[job] = servers
             self._job_racks[job] = racks
             if self._milli_list[job] < FULL_GPU:
-                self.gpu_sharers.setdefault(int(gpus[0]), {})[job] = None
+                self._gpu_sharers.setdefault(int(gpus[0]), {})[job] = None
             for s in servers:
-                self.server_jobs[s][job] = None
+                self._server_jobs[s][job] = None
         on_network = np.flatnonzero(self.on_network)
         for job in on_network[np.argsort(jstamp[on_network])].tolist():
             for s in self._job_servers[job]:
-                self.nic_users[s][job] = None
+                self._nic_users[s][job] = None
             if len(self._job_racks[job]) > 1:
                 for r in self._job_racks[job]:
-                    self.rack_crossers[r][job] = None
+                    self._rack_crossers[r][job] = None
 
     # ------------------------------------------------------------------ internals
     def _push(self, time: float, kind: int, job: int, version: int) -> None:
@@ -1011,8 +1187,8 @@ class Simulator:
             self._utilisation_integral += self._allocated_now * dt
             self._last_integral_time = self.now
         self._fragmented_now = 0.0
-        if self.queue:
-            head = min(self.queue)  # oldest arrival (rows are sorted by submit time)
+        if self._queue:
+            head = min(self._queue)  # oldest arrival (rows are sorted by submit time)
             milli = self._milli_list[head]
             k = self._allowed_list[head]
             if milli >= FULL_GPU and k < 0:  # every wholly free GPU, the engine's count
@@ -1040,21 +1216,21 @@ class Simulator:
         """Take the job's GPUs back (after banking its progress and marking its work done if it ``complete``s)
         and refresh the jobs whose speed depended on it."""
         if self._milli_list[job] < FULL_GPU:
-            g = int(self.job_gpus[job][0])
-            sharers = self.gpu_sharers[g]
+            g = int(self._job_gpus[job][0])
+            sharers = self._gpu_sharers[g]
             del sharers[job]
             if not sharers:
-                del self.gpu_sharers[g]
+                del self._gpu_sharers[g]
             self.gpu_job[g] = next(iter(sharers)) if sharers else -1
         self._allocated_now -= self._share[job]
         neighbours = self._neighbours(job)
-        server_jobs = self.server_jobs
+        server_jobs = self._server_jobs
         for s in self._job_servers[job]:
             del server_jobs[s][job]
         if self.on_network[job]:
             self._leave_network(job)
-        del self.running[job]
-        self.job_gpus[job] = None
+        del self._running[job]
+        self._job_gpus[job] = None
         neighbours.discard(job)
         if not neighbours:  # nothing to refresh: the release alone
             args = (job, complete, self.now, self.status, self._jf, self._ji, self._gi, self._si, self._gbuf)
@@ -1087,28 +1263,28 @@ class Simulator:
             return
         self.on_network[job] = True
         for s in servers:
-            self.nic_users[s][job] = None
-            self._sum_load(self.nic_users[s], self.nic_load, s)
+            self._nic_users[s][job] = None
+            self._sum_load(self._nic_users[s], self.nic_load, s)
         racks = self._job_racks[job]
         if len(racks) > 1:
             self.rack_crossing[racks] += 1
             for r in racks:
-                self.rack_crossers[r][job] = None
-                self._sum_load(self.rack_crossers[r], self.uplink_load, r)
+                self._rack_crossers[r][job] = None
+                self._sum_load(self._rack_crossers[r], self.uplink_load, r)
 
     def _leave_network(self, job: int) -> None:
         if not self.on_network[job]:
             return
         self.on_network[job] = False
         for s in self._job_servers[job]:
-            del self.nic_users[s][job]
-            self._sum_load(self.nic_users[s], self.nic_load, s)
+            del self._nic_users[s][job]
+            self._sum_load(self._nic_users[s], self.nic_load, s)
         racks = self._job_racks[job]
         if len(racks) > 1:
             self.rack_crossing[racks] -= 1
             for r in racks:
-                del self.rack_crossers[r][job]
-                self._sum_load(self.rack_crossers[r], self.uplink_load, r)
+                del self._rack_crossers[r][job]
+                self._sum_load(self._rack_crossers[r], self.uplink_load, r)
 
     def _sum_load(self, users: dict[int, None], load: np.ndarray, i: int) -> None:
         # summed afresh (not += / -=) so that a link's load is exactly its users' traffic, with no drift
@@ -1120,23 +1296,23 @@ class Simulator:
         if self._duration:
             return set()
         out: set[int] = set()
-        gpus = self.job_gpus[job]
+        gpus = self._job_gpus[job]
         if gpus is None:
             return out
         servers = self._job_servers[job]
         if self._interference:
-            server_jobs = self.server_jobs
+            server_jobs = self._server_jobs
             for s in servers:
                 out.update(server_jobs[s])
         if self._milli_list[job] < FULL_GPU:
-            out.update(self.gpu_sharers.get(int(gpus[0]), ()))
+            out.update(self._gpu_sharers.get(int(gpus[0]), ()))
         if self.on_network[job]:
             for s in servers:
-                out.update(self.nic_users[s])
+                out.update(self._nic_users[s])
             racks = self._job_racks[job]
             if len(racks) > 1:
                 for r in racks:
-                    out.update(self.rack_crossers[r])
+                    out.update(self._rack_crossers[r])
         return out
 
     def _refresh_rates(self, jobs) -> None:
@@ -1166,4 +1342,6 @@ class Simulator:
 
     # ------------------------------------------------------------------ results
     def metrics(self) -> dict:
+        if self.stepper is not None:
+            self.stop_stepping()
         return compute_metrics(self)

@@ -57,6 +57,27 @@ _TRUE = np.bool_(True)
 _FALSE = np.bool_(False)
 
 
+class Packed:
+    """The engine's state as the compiled loops hold it beside the simulator's own arrays (event heap, queue,
+    stamps, the policy's options and the cluster's look-up tables); built by ``Simulator._pack``."""
+
+    def loop_args(self, sim) -> tuple:
+        """The arguments of :func:`run_queue` for simulator ``sim``."""
+        c = sim.cluster
+        cat = c.catalog
+        return (
+            self.st_f, self.st_i, self.opts, self.heap, self.log, self.queue, sim.status, sim._jf, sim._ji,
+            sim._gi, sim._si, sim._sf, sim._rf, sim._mf, cat.iteration_time, sim._overhead,
+            cat.colocation_slowdown, cat.space_sharing_by_type, sim._params, sim._gbuf, sim._places, self.submit,
+            self.share, sim.demand_at_arrival, sim.finish_time, sim._demand_at_finish, self.stamp, self.jstamp,
+            self.qstamp, self.jnr, sim.on_network, sim.rack_crossing, sim.needs_restart, sim.preemptions,
+            sim.job_gpus_n, sim.job_milli, sim.job_allowed, sim.job_pool, self.rank, sim.job_ideal_iter,
+            self.allowed, self.server_ok, self.server_ok_valid, self.largest, c.server_rows_i64, c.num_racks,
+            c.gpu_server_i64, self.rack_first, self.rack_servers, self.pool_first, self.pool_list, self.capacity,
+            self.thresholds, self.gittins, self.gittins_bounds, self.mark, self.mark_state,
+        )  # fmt: skip
+
+
 # ------------------------------------------------------------------ the event heap: (5, capacity) time, seq, job, version, kind
 @njit(cache=True, no_cpython_wrapper=True)
 def _before(h, a, b):
@@ -635,6 +656,137 @@ def _class_of(bounds, n):
     return min(lo, len(bounds) - 1)
 
 
+@njit(cache=True, no_cpython_wrapper=True)
+def _head_fragmentation(head, st_f, st_i, gi, si, job_n, job_milli, job_allowed, allowed, server_ok_valid,
+                        pool_first, pool_servers, none):  # fmt: skip
+    """``Simulator._note_fragmentation`` for the head job: the free GPUs it cannot use while it waits (``F_FRAG``
+    was reset to 0 by the caller)."""
+    milli = job_milli[head]
+    k = job_allowed[head]
+    if milli >= FULL_GPU and k < 0:
+        if st_i[I_FREE] >= job_n[head]:
+            st_f[F_FRAG] = float(st_i[I_FREE])
+    elif milli >= FULL_GPU and server_ok_valid[k]:
+        # whole servers: the wholly free GPUs are the servers' free counts
+        whole = 0
+        for i in range(pool_first[k], pool_first[k + 1]):
+            whole += si[_ek.S_FREE, pool_servers[i]]
+        if whole >= job_n[head]:
+            st_f[F_FRAG] = float(whole)
+    else:
+        usable, whole = _ek.fragmentation(
+            gi[_ek.G_FREE],
+            FULL_GPU if milli >= FULL_GPU else milli,
+            none if k < 0 else allowed[k],
+        )
+        if usable >= job_n[head]:
+            st_f[F_FRAG] = float(whole)
+
+
+@njit(cache=True, no_cpython_wrapper=True)
+def _pop_instant(now, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf, share,
+                 finish, at_finish, stamp, jstamp, jnr, on_network, rack_crossing, needs_restart, job_milli,
+                 rack_first, rack_servers, mark, mark_state, buf, batch, times, srv, rck, done):  # fmt: skip
+    """Every event due at ``now``, in (time, seq) order (``Simulator.next_decision``'s inner loop); stops with
+    ``RUN_TIES`` before an event when a batch of tied completions waits for the engine to order it. The jobs that
+    complete are appended to ``done`` (its entry 0: their count) when it is not empty. Returns (code, heap, log),
+    code -1 when every due event was processed."""
+    code = np.int64(-1)
+    while st_i[I_HLEN] > 0 and h[0, 0] <= now:
+        if st_i[I_BATCHES] > 0:
+            code = RUN_TIES
+            break
+        job = np.int64(h[2, 0])
+        version = np.int64(h[3, 0])
+        kind = np.int64(h[4, 0])
+        st_i[I_HLEN] = _heap_pop(h, st_i[I_HLEN])
+        st_i[I_EVENTS] += 1
+        if kind == TIMER:
+            if version == st_i[I_TVER]:
+                st_i[I_TFIRED] = 1
+                st_f[F_TIMER] = np.inf
+            continue
+        if version != ji[_ek.VER, job]:
+            continue
+        if kind == COMPLETION:  # Simulator._complete
+            h, log = _release_job(job, _TRUE, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo,
+                                  spsh, params, gbuf, share, stamp, jstamp, jnr, on_network, rack_crossing,
+                                  job_milli, rack_first, rack_servers, mark, mark_state, buf, batch, times, srv,
+                                  rck)  # fmt: skip
+            status[job] = DONE
+            finish[job] = now
+            at_finish[job] = st_f[F_DINT]
+            st_i[I_FINISHED] += 1
+            st_f[F_DEMAND] -= share[job]
+            if len(done):
+                done[0] += 1
+                done[done[0]] = job
+        else:  # RESTART_DONE
+            status[job] = RUNNING
+            needs_restart[job] = False
+            jf[_ek.LAST, job] = now
+            ns, nr = _servers_of(job, ji, gi, si, gbuf, srv, rck)
+            h, log = _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh,
+                                   params, gbuf, stamp, jstamp, jnr, on_network, rack_crossing, job_milli,
+                                   rack_first, rack_servers, mark, mark_state, buf, batch, times, srv, rck, ns,
+                                   nr, np.int64(OP_OR))  # fmt: skip
+        st_i[I_CHANGED] = 1
+    return code, h, log
+
+
+@njit(cache=True, no_cpython_wrapper=True)
+def _start_placed(job, gpus, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead,
+                  colo, spsh, params, gbuf, places, share, stamp, jstamp, jnr, on_network, rack_crossing,
+                  needs_restart, job_milli, rack_first, rack_servers, mark, mark_state, buf, batch, times, srv,
+                  rck):  # fmt: skip
+    """``Simulator.start`` of a queued job on ``gpus`` (the queue entry becomes stale). Returns (heap, log, GPU-list
+    buffer)."""
+    now = st_f[F_NOW]
+    _integrate(st_f)
+    st_i[I_STAMP] += 1
+    stamp[job] = st_i[I_STAMP]
+    st_i[I_QN] -= 1
+    st_f[F_ALLOC] += share[job]
+    goff = st_i[I_GOFF]
+    st_i[I_GOFF] = goff + len(gpus)
+    if goff + len(gpus) > len(gbuf):  # every start's GPU list is appended: a larger buffer
+        bigger = np.empty(2 * len(gbuf) + len(gpus), dtype=np.int64)
+        for c in range(len(gbuf)):
+            bigger[c] = gbuf[c]
+        gbuf = bigger
+    restart = needs_restart[job] and st_f[F_RESTART] > 0
+    if restart:
+        status[job] = RESTARTING
+        jf[_ek.RATE, job] = 0.0
+        ji[_ek.VER, job] += 1
+        st_i[I_SEQ] += 1
+        h = heap_push(h, st_i[I_HLEN], now + st_f[F_RESTART], st_i[I_SEQ], job, ji[_ek.VER, job],
+                      np.int64(RESTART_DONE))  # fmt: skip
+        st_i[I_HLEN] += 1
+    else:
+        status[job] = RUNNING
+        needs_restart[job] = False
+    ns, nr, lost = _ek.allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params, gbuf,
+                                goff, places)  # fmt: skip
+    for c in range(ns):
+        srv[c] = places[0, c]
+    for c in range(nr):
+        rck[c] = places[1, c]
+    jf[_ek.RSTART, job] = now
+    if jf[_ek.FSTART, job] != jf[_ek.FSTART, job]:
+        jf[_ek.FSTART, job] = now
+    jf[_ek.LAST, job] = now
+    st_i[I_FREE] -= lost
+    jnr[job] = nr
+    op = OP_OR
+    if restart:
+        op = OP_PLAIN
+    h, log = _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params, gbuf,
+                           stamp, jstamp, jnr, on_network, rack_crossing, job_milli, rack_first, rack_servers, mark,
+                           mark_state, buf, batch, times, srv, rck, ns, nr, op)  # fmt: skip
+    return h, log, gbuf
+
+
 @njit(cache=True)
 def run_queue(
     st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh, params,
@@ -655,7 +807,6 @@ def run_queue(
     preemptive = opts[O_PREEMPT] > 0
     prio = opts[O_PRIO]
     max_time = st_f[F_MAXT]
-    restart_delay = st_f[F_RESTART]
     buf = np.empty(num_jobs + 1, dtype=np.int64)
     batch = np.empty(num_jobs + 1, dtype=np.int64)
     times = np.empty(num_jobs + 1)
@@ -664,6 +815,7 @@ def run_queue(
     free_buf = np.empty(num_gpus, dtype=np.bool_)
     counts = np.empty(si.shape[1], dtype=np.int64)
     none = np.zeros(0, dtype=np.bool_)
+    no_done = np.zeros(0, dtype=np.int64)  # _pop_instant lists no completed jobs
     # per pool (pool -1: the last entry): blocked in this pass, waiting jobs, waiting jobs not yet visited
     top_pool = job_pool[0] if num_jobs else 0  # job_pool.max()
     for j in range(1, num_jobs):
@@ -711,26 +863,8 @@ def run_queue(
                     while not _live(qj, qs, qhead, status, qstamp):
                         qhead += 1
                     head = qj[qhead]
-                milli = job_milli[head]
-                k = job_allowed[head]
-                if milli >= FULL_GPU and k < 0:
-                    if st_i[I_FREE] >= job_n[head]:
-                        st_f[F_FRAG] = float(st_i[I_FREE])
-                elif milli >= FULL_GPU and server_ok_valid[k]:
-                    # whole servers: the wholly free GPUs are the servers' free counts
-                    whole = 0
-                    for i in range(pool_first[k], pool_first[k + 1]):
-                        whole += si[_ek.S_FREE, pool_servers[i]]
-                    if whole >= job_n[head]:
-                        st_f[F_FRAG] = float(whole)
-                else:
-                    usable, whole = _ek.fragmentation(
-                        gi[_ek.G_FREE],
-                        FULL_GPU if milli >= FULL_GPU else milli,
-                        none if k < 0 else allowed[k],
-                    )
-                    if usable >= job_n[head]:
-                        st_f[F_FRAG] = float(whole)
+                _head_fragmentation(head, st_f, st_i, gi, si, job_n, job_milli, job_allowed, allowed,
+                                    server_ok_valid, pool_first, pool_servers, none)  # fmt: skip
             st_i[I_CHANGED] = 0
             st_i[I_PHASE] = PH_INSTANT
             continue
@@ -771,42 +905,10 @@ def run_queue(
             st_i[I_PHASE] = PH_POP
         # PH_POP: every event at this instant, in (time, seq) order
         now = st_f[F_NOW]
-        while st_i[I_HLEN] > 0 and h[0, 0] <= now:
-            if st_i[I_BATCHES] > 0:
-                code = RUN_TIES
-                break
-            job = np.int64(h[2, 0])
-            version = np.int64(h[3, 0])
-            kind = np.int64(h[4, 0])
-            st_i[I_HLEN] = _heap_pop(h, st_i[I_HLEN])
-            st_i[I_EVENTS] += 1
-            if kind == TIMER:
-                if version == st_i[I_TVER]:
-                    st_i[I_TFIRED] = 1
-                    st_f[F_TIMER] = np.inf
-                continue
-            if version != ji[_ek.VER, job]:
-                continue
-            if kind == COMPLETION:  # Simulator._complete
-                h, log = _release_job(job, _TRUE, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo,
-                                      spsh, params, gbuf, share, stamp, jstamp, jnr, on_network, rack_crossing,
-                                      job_milli, rack_first, rack_servers, mark, mark_state, buf, batch, times, srv,
-                                      rck)  # fmt: skip
-                status[job] = DONE
-                finish[job] = now
-                at_finish[job] = st_f[F_DINT]
-                st_i[I_FINISHED] += 1
-                st_f[F_DEMAND] -= share[job]
-            else:  # RESTART_DONE
-                status[job] = RUNNING
-                needs_restart[job] = False
-                jf[_ek.LAST, job] = now
-                ns, nr = _servers_of(job, ji, gi, si, gbuf, srv, rck)
-                h, log = _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh,
-                                       params, gbuf, stamp, jstamp, jnr, on_network, rack_crossing, job_milli,
-                                       rack_first, rack_servers, mark, mark_state, buf, batch, times, srv, rck, ns,
-                                       nr, np.int64(OP_OR))  # fmt: skip
-            st_i[I_CHANGED] = 1
+        code, h, log = _pop_instant(now, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh,
+                                    params, gbuf, share, finish, at_finish, stamp, jstamp, jnr, on_network,
+                                    rack_crossing, needs_restart, job_milli, rack_first, rack_servers, mark,
+                                    mark_state, buf, batch, times, srv, rck, no_done)  # fmt: skip
         if code >= 0:
             continue
         if not (st_i[I_QN] > 0 and (st_i[I_CHANGED] != 0 or st_i[I_TFIRED] != 0)):
@@ -1011,50 +1113,12 @@ def run_queue(
                     pq_head[pool] += 1
             elif not preemptive and left[pool] == 0:
                 open_pools -= 1
-            # Simulator.start
-            _integrate(st_f)
-            st_i[I_STAMP] += 1
-            stamp[job] = st_i[I_STAMP]
-            st_i[I_QN] -= 1
             pool_waiting[pool] -= 1
-            st_f[F_ALLOC] += share[job]
-            goff = st_i[I_GOFF]
-            st_i[I_GOFF] = goff + len(gpus)
-            if goff + len(gpus) > len(gbuf):  # every start's GPU list is appended: a larger buffer
-                bigger = np.empty(2 * len(gbuf) + len(gpus), dtype=np.int64)
-                for c in range(len(gbuf)):
-                    bigger[c] = gbuf[c]
-                gbuf = bigger
-            restart = needs_restart[job] and restart_delay > 0
-            if restart:
-                status[job] = RESTARTING
-                jf[_ek.RATE, job] = 0.0
-                ji[_ek.VER, job] += 1
-                st_i[I_SEQ] += 1
-                h = heap_push(h, st_i[I_HLEN], now + restart_delay, st_i[I_SEQ], job, ji[_ek.VER, job],
-                              np.int64(RESTART_DONE))  # fmt: skip
-                st_i[I_HLEN] += 1
-            else:
-                status[job] = RUNNING
-                needs_restart[job] = False
-            ns, nr, lost = _ek.allocate(job, gpus, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, params,
-                                        gbuf, goff, places)  # fmt: skip
-            for c in range(ns):
-                srv[c] = places[0, c]
-            for c in range(nr):
-                rck[c] = places[1, c]
-            jf[_ek.RSTART, job] = now
-            if jf[_ek.FSTART, job] != jf[_ek.FSTART, job]:
-                jf[_ek.FSTART, job] = now
-            jf[_ek.LAST, job] = now
-            st_i[I_FREE] -= lost
-            jnr[job] = nr
-            op = OP_OR
-            if restart:
-                op = OP_PLAIN
-            h, log = _join_refresh(job, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh, params,
-                                   gbuf, stamp, jstamp, jnr, on_network, rack_crossing, job_milli, rack_first,
-                                   rack_servers, mark, mark_state, buf, batch, times, srv, rck, ns, nr, op)  # fmt: skip
+            h, log, gbuf = _start_placed(job, gpus, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf,
+                                         iteration_time, overhead, colo, spsh, params, gbuf, places, share, stamp,
+                                         jstamp, jnr, on_network, rack_crossing, needs_restart, job_milli,
+                                         rack_first, rack_servers, mark, mark_state, buf, batch, times, srv,
+                                         rck)  # fmt: skip
             if not merge and not preemptive and open_pools == 0:
                 break
         if preemptive and prio != PRIO_SRTF and st_i[I_QN] > 0:
@@ -1077,4 +1141,211 @@ def run_queue(
                     h, st_i[I_HLEN], soonest, st_i[I_SEQ], np.int64(-1), st_i[I_TVER], np.int64(TIMER)
                 )
                 st_i[I_HLEN] += 1
+    return code, h, log, gbuf
+
+
+# ------------------------------------------------------------------ the compiled stepper of a job-choice env
+# what a call of step_jobs does first: start a queued job (its row, >= 0), or one of these
+ACT_WAIT, ACT_SETTLE, ACT_RESUME = -1, -2, -3
+# where step_jobs resumes (beside PH_DECIDE, PH_INSTANT and PH_POP: next_decision's start and its two stages)
+PH_SETTLE = 3
+# what step_jobs returns
+STEP_DECIDE, STEP_DRAINED, STEP_TIES, STEP_DEADLOCK, STEP_UNPLACED = 0, 1, 2, 3, 4
+# entries of its int scratch vector
+SC_RUNNING, SC_WINDOW, SC_LIVE, SC_FIN, SC_SEGS, SC_SYNCS, SC_DRAINED = range(7)
+SC_SIZE = 7
+
+
+@njit(cache=True, no_cpython_wrapper=True)
+def _sync_live(status, q, st_i, qstamp, run_list, live, fin, seg, sc):
+    """``RunningTotals.sync`` after an advance: the jobs of the last live set that have finished since (in its
+    order) are appended to ``fin`` as one segment of ``seg``; the live set becomes the queue, then the running jobs,
+    each in its order."""
+    c = 0
+    first = sc[SC_FIN]
+    for i in range(sc[SC_LIVE]):
+        j = live[i]
+        if status[j] == DONE:
+            fin[first + c] = j
+            c += 1
+    if c:
+        seg[sc[SC_SEGS]] = c
+        sc[SC_SEGS] += 1
+        sc[SC_FIN] += c
+    qj = q[0]
+    qs = q[1]
+    n = 0
+    for i in range(st_i[I_QLEN]):
+        if _live(qj, qs, i, status, qstamp):
+            live[n] = qj[i]
+            n += 1
+    for i in range(sc[SC_RUNNING]):
+        live[n] = run_list[i]
+        n += 1
+    sc[SC_LIVE] = n
+    sc[SC_SYNCS] += 1
+
+
+@njit(cache=True)
+def step_jobs(
+    action, st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh,
+    params, gbuf, places, share, submit, at_arrival, finish, at_finish, stamp, jstamp, qstamp, jnr, on_network,
+    rack_crossing, needs_restart, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid, largest,
+    rows, num_racks, gpu_server, rack_first, rack_servers, pool_first, pool_servers, mark, mark_state, run_list,
+    window, fits, live, fin, seg, sc, buf, batch, times, srv, rck, free_buf, counts, done,
+):  # fmt: skip
+    """One step of a job-choice env (``JobSelect`` without preemption) on the engine's packed state: start queued
+    job ``action`` where the placement puts it (or wait: ``ACT_WAIT`` runs to the next decision point; ``ACT_SETTLE``
+    does neither), then advance from decision point to decision point (``Simulator.next_decision``, with the
+    running totals' sync after each) until one of the first ``len(window)`` queued jobs fits on the free GPUs, or
+    the run drains. Fills ``window[:sc[SC_WINDOW]]`` and ``fits``; returns (code, heap, log, GPU-list buffer).
+    ``STEP_TIES``: tied completions wait for the engine to order them, then a call with ``ACT_RESUME`` goes on."""
+    num_jobs = len(status)
+    qj = q[0]
+    qs = q[1]
+    none = np.zeros(0, dtype=np.bool_)
+    code = np.int64(-1)
+    if action != ACT_RESUME:
+        sc[SC_FIN] = 0
+        sc[SC_SEGS] = 0
+        sc[SC_SYNCS] = 0
+        st_i[I_PHASE] = PH_DECIDE if action == ACT_WAIT else PH_SETTLE
+    if action >= 0:
+        job = np.int64(action)
+        gpus = _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid,
+                      largest, rows, num_racks, gpu_server, pool_first, pool_servers, free_buf, counts)  # fmt: skip
+        if len(gpus) == 0 or status[job] != QUEUED:
+            code = STEP_UNPLACED
+        else:
+            h, log, gbuf = _start_placed(job, gpus, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf,
+                                         iteration_time, overhead, colo, spsh, params, gbuf, places, share, stamp,
+                                         jstamp, jnr, on_network, rack_crossing, needs_restart, job_milli,
+                                         rack_first, rack_servers, mark, mark_state, buf, batch, times, srv,
+                                         rck)  # fmt: skip
+            run_list[sc[SC_RUNNING]] = job
+            sc[SC_RUNNING] += 1
+    while code < 0:
+        phase = st_i[I_PHASE]
+        if phase == PH_SETTLE:  # JobSelect._settle
+            if sc[SC_DRAINED] != 0:
+                sc[SC_WINDOW] = 0
+                code = STEP_DRAINED
+                continue
+            if st_i[I_QN] > 0:
+                m = st_i[I_QLEN]
+                if 2 * st_i[I_QN] <= m:  # drop the jobs that left (the queue keeps its order)
+                    kept = 0
+                    for i in range(m):
+                        if _live(qj, qs, i, status, qstamp):
+                            qj[kept] = qj[i]
+                            qs[kept] = qs[i]
+                            kept += 1
+                    st_i[I_QLEN] = kept
+                    m = kept
+                k = 0
+                any_fit = False
+                free_total = st_i[I_FREE]
+                free_milli = gi[_ek.G_FREE]
+                for i in range(m):
+                    if k == len(window):
+                        break
+                    if not _live(qj, qs, i, status, qstamp):
+                        continue
+                    j = qj[i]
+                    window[k] = j
+                    # JobSelect._count_fits: free GPUs in all, or those the job may use when it has a pool / type
+                    # constraint or asks for a share
+                    n = job_n[j]
+                    a = job_allowed[j]
+                    milli = job_milli[j]
+                    if a >= 0 or milli < FULL_GPU:
+                        need = FULL_GPU if milli >= FULL_GPU else milli
+                        usable = 0
+                        for g in range(len(free_milli)):
+                            if free_milli[g] >= need and (a < 0 or allowed[a, g]):
+                                usable += 1
+                        ok = usable >= n
+                    else:
+                        ok = n <= free_total
+                    fits[k] = ok
+                    any_fit = any_fit or ok
+                    k += 1
+                sc[SC_WINDOW] = k
+                if any_fit:
+                    code = STEP_DECIDE
+                    continue
+            st_i[I_PHASE] = PH_DECIDE
+            continue
+        if phase == PH_DECIDE:  # next_decision's start: Simulator._note_fragmentation
+            _integrate(st_f)
+            st_f[F_FRAG] = 0.0
+            if st_i[I_QN] > 0:
+                i = 0
+                while not _live(qj, qs, i, status, qstamp):
+                    i += 1
+                _head_fragmentation(qj[i], st_f, st_i, gi, si, job_n, job_milli, job_allowed, allowed,
+                                    server_ok_valid, pool_first, pool_servers, none)  # fmt: skip
+            st_i[I_CHANGED] = 0
+            st_i[I_PHASE] = PH_INSTANT
+            continue
+        if phase == PH_INSTANT:
+            t = np.inf
+            if st_i[I_FINISHED] >= st_i[I_TOFINISH]:
+                _integrate(st_f)
+            else:
+                t_event = h[0, 0] if st_i[I_HLEN] > 0 else np.inf
+                nxt = st_i[I_NEXT]
+                t_arrival = submit[nxt] if nxt < num_jobs else np.inf
+                t = min(t_event, t_arrival)
+                if t == np.inf:
+                    code = STEP_DEADLOCK
+                    continue
+                if t > st_f[F_MAXT]:
+                    st_f[F_NOW] = max(st_f[F_NOW], st_f[F_MAXT])
+                    _integrate(st_f)
+                    t = np.inf
+            if t == np.inf:  # next_decision returns False: the run has drained
+                _sync_live(status, q, st_i, qstamp, run_list, live, fin, seg, sc)
+                sc[SC_DRAINED] = 1
+                st_i[I_PHASE] = PH_SETTLE
+                continue
+            st_f[F_NOW] = t
+            _integrate(st_f)
+            st_i[I_TFIRED] = 0
+            j = st_i[I_NEXT]
+            while j < num_jobs and submit[j] <= t:
+                if status[j] != DROPPED:
+                    _queue_put(j, q, st_i, status, qstamp)
+                    st_f[F_DEMAND] += share[j]
+                    at_arrival[j] = st_f[F_DINT]
+                    st_i[I_EVENTS] += 1
+                    st_i[I_CHANGED] = 1
+                j += 1
+            st_i[I_NEXT] = j
+            st_i[I_PHASE] = PH_POP
+        # PH_POP: every event at this instant
+        done[0] = 0
+        code, h, log = _pop_instant(st_f[F_NOW], h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo,
+                                    spsh, params, gbuf, share, finish, at_finish, stamp, jstamp, jnr, on_network,
+                                    rack_crossing, needs_restart, job_milli, rack_first, rack_servers, mark,
+                                    mark_state, buf, batch, times, srv, rck, done)  # fmt: skip
+        if done[0] > 0:  # the completed jobs leave the running list (which keeps its order)
+            kept = 0
+            for i in range(sc[SC_RUNNING]):
+                j = run_list[i]
+                if status[j] != DONE:
+                    run_list[kept] = j
+                    kept += 1
+            sc[SC_RUNNING] = kept
+        if code >= 0:
+            code = STEP_TIES
+            continue
+        if st_i[I_QN] > 0 and (st_i[I_CHANGED] != 0 or st_i[I_TFIRED] != 0):  # a decision point
+            st_i[I_CHANGED] = 0
+            st_i[I_DECISIONS] += 1
+            _sync_live(status, q, st_i, qstamp, run_list, live, fin, seg, sc)
+            st_i[I_PHASE] = PH_SETTLE
+        else:
+            st_i[I_CHANGED] = 0
+            st_i[I_PHASE] = PH_INSTANT
     return code, h, log, gbuf
