@@ -279,7 +279,7 @@ class ClusterEnv(EnvCore, gym.Env):
     def _can_wait(self) -> bool:
         """Waiting is allowed while something can still happen without the agent (a run, an arrival)."""
         sim = self.sim
-        return bool(sim.running) or sim.next_arrival < sim.num_jobs
+        return sim.num_running() > 0 or sim.next_arrival < sim.num_jobs
 
     # ------------------------------------------------------------------ observation
     def _encode(
@@ -292,7 +292,7 @@ class ClusterEnv(EnvCore, gym.Env):
     ) -> dict:
         sim = self.sim
         enc = self.encoder
-        queued_beyond = max(0, len(sim.queue) - len(jobs))
+        queued_beyond = max(0, sim.num_queued() - len(jobs))
         enc.encode(sim, jobs, fits, self.log_sensitivity, running, preemptible, in_placement, queued_beyond)
         return enc.observation()
 
@@ -338,7 +338,7 @@ class ClusterEnv(EnvCore, gym.Env):
         section Info)."""
         sim = self.sim
         done = terminated or truncated
-        q, r = len(sim.queue), len(sim.running)
+        q, r = sim.num_queued(), sim.num_running()
         return {
             "time": np.float64(sim.now),
             "queued": _INT64[q] if q < _NUM_INT64 else np.int64(q),

@@ -531,7 +531,7 @@ class ClusterEncoder:
                 float(sim.now),
                 float(sim.restart_delay),
                 self.information == CLAIRVOYANT,
-                bool(sim.running),
+                sim.num_running() > 0,
                 1.0 / self.time_scale,
                 sim.rack_crossing,
             )
@@ -551,7 +551,7 @@ class ClusterEncoder:
             if len(placement) not in (0, G):
                 raise ValueError(f"in_placement must have one entry per GPU ({G}), got {len(placement)}")
             has_placement = len(placement) > 0
-        q, r = len(sim.queue), len(sim.running)
+        q, r = sim.num_queued(), sim.num_running()
         table = self._log1p_counts
         if max(q, r, queued_beyond) >= len(table):
             self._grow_log1p_counts(max(q, r, queued_beyond))
@@ -749,7 +749,7 @@ def gpu_remaining_time(sim, out: np.ndarray) -> np.ndarray:
     restarting; a shared GPU shows one of its jobs); written into ``out``. Clairvoyant: derived from the traced
     duration."""
     out[:] = 0.0
-    if not sim.running:
+    if not sim.num_running():
         return out
     held = np.flatnonzero(sim.gpu_job >= 0)
     jobs = sim.gpu_job[held]

@@ -51,33 +51,37 @@ class RunningTotals:
         """Bank the jobs that finished since the last sync; ``now_live`` (optional): the jobs in the system now, in
         queue then running order, as another total of the same simulator computed them at this instant."""
         sim = self.sim
-        live = self.live
-        if len(live):
-            one = self._one
-            args = (
-                live,
-                sim.status,
-                DONE,
-                self.weight,
-                sim.finish_time,
-                self.submit,
-                sim._jf,
-                self.gpu_seconds_per_unit,
-            )
-            finished = _kernels.one_finished(*args, one)
-            if finished == 1:  # the usual case: one job finished since the last sync
-                self.done_weighted += float(one[0])
-                self.done_goodput += float(one[1])
-            elif finished:
-                newly = live[sim.status[live] == DONE]
-                self.done_weighted += _dot(self.weight[newly], sim.finish_time[newly] - self.submit[newly])
-                self.done_goodput += _dot(sim.job_work[newly], self.gpu_seconds_per_unit[newly])
+        if len(self.live):
+            self.bank(self.live)
         if now_live is not None:
             self.live = now_live
             return
         self.live = np.fromiter(
             itertools.chain(sim.queue, sim.running), dtype=np.int64, count=len(sim.queue) + len(sim.running)
         )
+
+    def bank(self, jobs: np.ndarray) -> None:
+        """Bank those of ``jobs`` (in their order) that have finished."""
+        sim = self.sim
+        one = self._one
+        args = (
+            jobs,
+            sim.status,
+            DONE,
+            self.weight,
+            sim.finish_time,
+            self.submit,
+            sim._jf,
+            self.gpu_seconds_per_unit,
+        )
+        finished = _kernels.one_finished(*args, one)
+        if finished == 1:  # the usual case: one job finished since the last sync
+            self.done_weighted += float(one[0])
+            self.done_goodput += float(one[1])
+        elif finished:
+            newly = jobs[sim.status[jobs] == DONE]
+            self.done_weighted += _dot(self.weight[newly], sim.finish_time[newly] - self.submit[newly])
+            self.done_goodput += _dot(sim.job_work[newly], self.gpu_seconds_per_unit[newly])
 
     def weighted_time(self) -> float:
         live = self.live

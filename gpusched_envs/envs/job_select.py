@@ -26,11 +26,17 @@ from gpusched_envs.envs.history import (
 )
 from gpusched_envs.policies.placement import PLACEMENTS, get_placement
 from gpusched_envs.sim import kernels as _kernels
+from gpusched_envs.sim import loop_kernels as _lk
 from gpusched_envs.sim.topology import Cluster
 
 # placers that always place a job when enough GPUs (of its pool, type and share) are free: for them the action mask
 # is exact from free-GPU counts; any other placer is called once per window job to build the mask
 COUNT_EXACT_PLACEMENTS = ("closest", "first-fit", "pack", "random")
+# placers the compiled stepper runs (as a policy's ``compiled_spec()`` names them)
+STEPPED_PLACEMENTS = {
+    "closest": {"spread": True, "affinity": False},
+    "pack": {"spread": True, "affinity": True},
+}
 CONTEXT_NAMES = {
     CLAIRVOYANT: ("finished_share", "to_arrive"),
     NON_CLAIRVOYANT: ("finished", "arrival_rate"),
@@ -423,7 +429,7 @@ class JobSelectEnv(ClusterEnv):
         if self.rules is not None:
             enc.action_mask[:] = not self.drained  # every rule may decide at a decision point
         else:
-            can_wait = bool(sim.running) or sim.next_arrival < sim.num_jobs  # _can_wait
+            can_wait = sim.num_running() > 0 or sim.next_arrival < sim.num_jobs  # _can_wait
             if self._preempted_now and can_wait:
                 startable = startable & np.array(
                     [j not in self._preempted_now for j in self._jobs.tolist()], dtype=bool
@@ -454,7 +460,7 @@ class JobSelectEnv(ClusterEnv):
             )
         self.history.sync()
         write_context(ctx[2:], sim, self._gpu_bucket, self.layout.max_server_gpus)
-        beyond = max(0, len(sim.queue) - len(self._jobs))
+        beyond = max(0, sim.num_queued() - len(self._jobs))
         enc.encode(
             sim, self._jobs, startable, self.log_sensitivity, self._running, self._preemptible, None, beyond
         )
@@ -486,7 +492,48 @@ class JobSelectEnv(ClusterEnv):
             self._advance()
             self._settle_rules()
             return
+        if self._steppable() and self.sim.start_stepping(STEPPED_PLACEMENTS[self.placement], self.window):
+            self._took_compiled_step(self.sim.step_compiled(_lk.ACT_SETTLE))
+            return
         self._settle()
+
+    # the compiled stepper: on (the default), an episode without preemption, rules, hint, history features or
+    # rounds, placed by closest or pack, runs its steps in one compiled call each (the same results, bit for bit);
+    # anything that reads the simulator's queue or job dicts mid-episode hands the state back to the Python engine,
+    # which goes on from there
+    compiled_steps = True
+
+    def _steppable(self) -> bool:
+        return (
+            self.compiled_steps
+            and self.rules is None
+            and not self.preemption
+            and self.hint is None
+            and not self.history_features
+            and self.decision_interval is None
+            and isinstance(self.placement, str)
+            and self.placement in STEPPED_PLACEMENTS
+        )
+
+    def _took_compiled_step(self, code: int) -> None:
+        """After a compiled step: bank the jobs that finished on the way, as ``_advance``'s syncs would, and take
+        the window (or the end of the run)."""
+        p = self.sim.stepper
+        sc, totals = p.sc, self.totals
+        if sc[_lk.SC_SEGS]:
+            off = 0
+            for c in p.seg[: sc[_lk.SC_SEGS]].tolist():
+                totals.bank(p.fin[off : off + c])
+                off += c
+        if sc[_lk.SC_SYNCS]:
+            totals.live = p.live[: sc[_lk.SC_LIVE]].copy()
+        if code == _lk.STEP_DRAINED:
+            self.drained = True
+            self._empty_windows()
+            return
+        k = sc[_lk.SC_WINDOW]
+        self._jobs, self._fits = p.window[:k].copy(), p.fits[:k].copy()
+        self._placements = {}
 
     def _why_invalid(self, action: int) -> str:
         if action == self.wait_action:
@@ -502,6 +549,11 @@ class JobSelectEnv(ClusterEnv):
             self._schedule_round()
             self._advance()
             self._settle_rules()
+            return
+        if sim.stepper is not None:
+            self._took_compiled_step(
+                sim.step_compiled(_lk.ACT_WAIT if a == self.wait_action else int(self._jobs[a]))
+            )
             return
         if a == self.wait_action:
             self._schedule_round()

@@ -953,7 +953,9 @@ class Simulator:
             self._raise_deadlock()
         if code == _lk.STEP_UNPLACED:
             self.stop_stepping()
-            raise SimulationError(f"start: job {action} cannot be placed now (it is not queued, or does not fit)")
+            raise SimulationError(
+                f"start: job {action} cannot be placed now (it is not queued, or does not fit)"
+            )
         return code
 
     def _order_pending_ties(self, p: _lk.Packed) -> None:
@@ -1051,9 +1053,7 @@ class Simulator:
             pool_servers.append(np.flatnonzero(m) if m is not None else np.zeros(0, dtype=np.int64))
         p.pool_first = np.zeros(len(pool_servers) + 1, dtype=np.int64)
         p.pool_first[1:] = np.cumsum([len(s) for s in pool_servers])
-        p.pool_list = (
-            np.concatenate(pool_servers).astype(np.int64) if pool_servers else np.zeros(0, np.int64)
-        )
+        p.pool_list = np.concatenate(pool_servers).astype(np.int64) if pool_servers else np.zeros(0, np.int64)
         p.largest = np.array(list(self.allowed_largest_server) or [0], dtype=np.int64)
         p.rack_servers = np.argsort(c.server_rack, kind="stable").astype(np.int64)
         p.rack_first = np.zeros(c.num_racks + 1, dtype=np.int64)
