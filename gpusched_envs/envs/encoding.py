@@ -52,6 +52,7 @@ import numpy as np
 from gymnasium import spaces
 
 from gpusched_envs.envs.history import HISTORY_BOUNDS
+from gpusched_envs.sim import encode_state as _encode_state
 from gpusched_envs.sim import kernels as _kernels
 from gpusched_envs.sim.topology import Cluster
 
@@ -432,6 +433,8 @@ class ClusterEncoder:
     # ------------------------------------------------------------------ static part
     def set_cluster(self, cluster: Cluster, gpu_speed: np.ndarray) -> None:
         """Write the features that never change on this cluster (and zero the padding)."""
+        if hasattr(self, "_sim_arrays"):
+            self._sim_arrays.clear()  # the packed arguments refer to this cluster's arrays
         lo = self.layout
         G, S, R = cluster.num_gpus, cluster.num_servers, cluster.num_racks
         if (
@@ -544,13 +547,7 @@ class ClusterEncoder:
             logs[:G] = np.asarray(gpu_seconds, dtype=np.float64) * (1.0 / self.time_scale)
             logs[G:] = sim.rack_crossing
         np.log1p(logs, out=logs)  # the time and crossing columns (numpy's log1p, as the columns always had)
-        if in_placement is None:
-            placement, has_placement = _NO_PLACEMENT, False
-        else:
-            placement = np.ascontiguousarray(in_placement, dtype=np.float64)
-            if len(placement) not in (0, G):
-                raise ValueError(f"in_placement must have one entry per GPU ({G}), got {len(placement)}")
-            has_placement = len(placement) > 0
+        placement, has_placement = self._placement_arg(in_placement)
         q, r = sim.num_queued(), sim.num_running()
         table = self._log1p_counts
         if max(q, r, queued_beyond) >= len(table):
@@ -636,14 +633,65 @@ class ClusterEncoder:
         queued_beyond: int = 0,
     ) -> None:
         """:meth:`encode_cluster` (the GPU time column for this encoder's information setting) and
-        :meth:`encode_jobs` in one compiled call: the same columns."""
-        cluster = self._cluster_args(sim, sim.free_gpus(), None, in_placement, queued_beyond)
-        job = self._job_args(sim, jobs, fits, log_sensitivity, running, preemptible)
-        if _kernels.encode_blocks(*cluster, *job) >= 0:
+        :meth:`encode_jobs` in one compiled call: the same columns. The constant arguments of the compiled writers
+        are packed once per simulator (:mod:`gpusched_envs.sim.encode_state`)."""
+        es = self._state_for(sim, log_sensitivity)
+        now = float(sim.now)
+        q, r = sim.num_queued(), sim.num_running()
+        _encode_state.time_args(es, now, r > 0)
+        logs = self._logs
+        np.log1p(logs, out=logs)  # the time and crossing columns (numpy's log1p, as the columns always had)
+        placement, has_placement = self._placement_arg(in_placement)
+        table = self._log1p_counts
+        if max(q, r, queued_beyond) >= len(table):
+            self._grow_log1p_counts(max(q, r, queued_beyond))
+            table = self._log1p_counts
+        if running is None or not self.running_rows:
+            running, preemptible = _NO_JOBS, _NO_FITS
+        args = (
+            placement,
+            has_placement,
+            sim.free_gpus() / self.G,
+            table[q],
+            table[r],
+            table[queued_beyond],
+            np.ascontiguousarray(jobs, dtype=np.int64),
+            np.ascontiguousarray(fits, dtype=np.bool_),
+            np.ascontiguousarray(running, dtype=np.int64),
+            np.ascontiguousarray(preemptible, dtype=np.bool_),
+            now,
+        )
+        if _encode_state.blocks(es, *args) >= 0:
             self.encode_jobs(sim, jobs, fits, log_sensitivity, running, preemptible)  # grows the tables
             return
         times = self._job_times
         np.log1p(times, out=times)  # numpy's float32 log1p of the time columns (log1p(0) = 0 on empty rows)
+
+    def _state_for(self, sim, log_sensitivity: np.ndarray):
+        """The packed constant arguments for this simulator, sensitivity column and tables (built on change)."""
+        fast = self._sim_arrays
+        if fast.get("jf") is not sim._jf:  # a new (or reset) simulator
+            self._take_simulator(sim)
+        key = fast.get("state_key")
+        if key is None or key[0] is not log_sensitivity or key[1] is not self._log1p_table:
+            log_sensitivity = np.ascontiguousarray(log_sensitivity, dtype=np.float64)
+            fast["state"] = _encode_state.new_state(
+                *self._block_bases, self._block_spans, self.cluster, self._image_arg, self.gpu_slot, self._logs,
+                sim._gi, sim._si, sim._ji, self.inv_server_gpus, self.inv_rack_gpus, self.job_features,
+                self.job_mask, self._job_mask_arg, self.queue_rows, self.information == CLAIRVOYANT,
+                self.running_rows > 0, 1.0 / self.G, 1.0 / self.time_scale, *fast["job_arrays"], log_sensitivity,
+                self._log2_table, self._log1p_table, float(sim.restart_delay), sim.rack_crossing,
+            )  # fmt: skip
+            fast["state_key"] = (log_sensitivity, self._log1p_table)
+        return fast["state"]
+
+    def _placement_arg(self, in_placement: np.ndarray | None) -> tuple[np.ndarray, bool]:
+        if in_placement is None:
+            return _NO_PLACEMENT, False
+        placement = np.ascontiguousarray(in_placement, dtype=np.float64)
+        if len(placement) not in (0, self.G):
+            raise ValueError(f"in_placement must have one entry per GPU ({self.G}), got {len(placement)}")
+        return placement, len(placement) > 0
 
     def _job_args(
         self,

@@ -29,6 +29,7 @@ import numpy as np
 
 from gpusched_envs.sim import engine_kernels as _ek
 from gpusched_envs.sim import loop_kernels as _lk
+from gpusched_envs.sim import stepper as _stepper
 from gpusched_envs.sim import throughput as tp
 from gpusched_envs.sim.defaults import sim_defaults
 from gpusched_envs.sim.metrics import compute_metrics
@@ -906,7 +907,7 @@ class Simulator:
             np.empty(c.num_servers, dtype=np.int64),  # counts
         )
         p.num_running = 0
-        p.step_args = self._step_args(p)
+        p.state = _stepper.new_state(*[_stepper.writable(a) for a in self._step_args(p)])
         self.stepper = p
         return True
 
@@ -931,15 +932,14 @@ class Simulator:
         ``stepper.window[:k]`` / ``stepper.fits[:k]`` with ``k = stepper.sc[SC_WINDOW]``, the jobs finished on the
         way ``stepper.fin`` in segments ``stepper.seg`` (one per advance that finished some)."""
         p = self.stepper
-        code, heap, log, gbuf = _lk.step_jobs(action, *p.step_args)
+        code, grew = _stepper.step(p.state, action)
         while True:
-            if heap is not p.heap or log is not p.log or gbuf is not self._gbuf:
-                p.heap, p.log, self._gbuf = heap, log, gbuf
-                p.step_args = self._step_args(p)
+            if grew:
+                p.heap, p.log, self._gbuf = _stepper.grown(p.state)
             if code != _lk.STEP_TIES:
                 break
             self._order_pending_ties(p)
-            code, heap, log, gbuf = _lk.step_jobs(_lk.ACT_RESUME, *p.step_args)
+            code, grew = _stepper.step(p.state, _lk.ACT_RESUME)
         st_f, st_i, sc = p.st_f, p.st_i, p.sc
         self.now = float(st_f[_lk.F_NOW])
         self.next_arrival = int(st_i[_lk.I_NEXT])

@@ -22,6 +22,8 @@ from gpusched_envs.workloads import load_workload
 KERNEL_MODULES = (
     "gpusched_envs.sim.engine_kernels",
     "gpusched_envs.sim.loop_kernels",
+    "gpusched_envs.sim.stepper",
+    "gpusched_envs.sim.encode_state",
     "gpusched_envs.sim.place_kernels",
     "gpusched_envs.sim.kernels",
     "gpusched_envs.workloads.dag.structure",
@@ -62,15 +64,18 @@ def test_no_kernel_is_compiled_for_a_literal_argument():
 @pytest.mark.parametrize(
     ("env_id", "kernel", "modes"),
     [
-        ("gpusched/JobSelect-v1", "encode_blocks", ("flat", "graph", "image")),
-        ("gpusched/DAGSchedule-v1", "dag_observe", ("flat", "graph")),
+        ("gpusched/JobSelect-v1", "encode_state.blocks", ("flat", "graph", "image")),
+        ("gpusched/JobSelect-v1", "encode_state.new_state", ("flat", "graph", "image")),
+        ("gpusched/JobSelect-v1", "stepper.new_state", ("flat", "graph", "image")),
+        ("gpusched/DAGSchedule-v1", "kernels.dag_observe", ("flat", "graph")),
     ],
 )
 def test_one_version_of_the_observation_writer_serves_every_obs_mode(env_id, kernel, modes):
     """The first obs mode may compile the writer; the others reuse that version (signatures are process-wide, so
     other tests may have compiled versions for other argument types before: the count only must not grow)."""
     kwargs = {} if "DAG" in env_id else {"cluster": "hetero64"}
-    dispatcher = getattr(_kernels, kernel)
+    module, name = kernel.split(".")
+    dispatcher = getattr(importlib.import_module(f"gpusched_envs.sim.{module}"), name)
     _step(gym.make(env_id, obs_mode=modes[0], **kwargs))
     first = set(dispatcher.signatures)
     assert first
