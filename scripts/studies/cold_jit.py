@@ -26,6 +26,8 @@ import time
 KERNEL_MODULES = (
     "gpusched_envs.sim.engine_kernels",
     "gpusched_envs.sim.loop_kernels",
+    "gpusched_envs.sim.stepper",
+    "gpusched_envs.sim.encode_state",
     "gpusched_envs.sim.place_kernels",
     "gpusched_envs.sim.kernels",
     "gpusched_envs.workloads.dag.structure",
@@ -111,7 +113,10 @@ def signatures() -> dict:
 
     out = {}
     for name in KERNEL_MODULES:
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:  # a tree from before that module
+            continue
         for attr, value in vars(module).items():
             if isinstance(value, CPUDispatcher) and value.signatures and value.__module__ == name:
                 out[f"{name.rsplit('.', 1)[1]}.{attr}"] = [str(s) for s in value.signatures]
