@@ -492,7 +492,14 @@ class JobSelectEnv(ClusterEnv):
             self._advance()
             self._settle_rules()
             return
-        if self._steppable() and self.sim.start_stepping(STEPPED_PLACEMENTS[self.placement], self.window):
+        totals = self.totals
+        if self._steppable() and self.sim.start_stepping(
+            STEPPED_PLACEMENTS[self.placement],
+            self.window,
+            totals.weight,
+            totals.gpu_seconds_per_unit,
+            self.reward_kind == "throughput",
+        ):
             self._took_compiled_step(self.sim.step_compiled(_lk.ACT_SETTLE))
             return
         self._settle()
@@ -516,17 +523,17 @@ class JobSelectEnv(ClusterEnv):
         )
 
     def _took_compiled_step(self, code: int) -> None:
-        """After a compiled step: bank the jobs that finished on the way, as ``_advance``'s syncs would, and take
-        the window (or the end of the run)."""
+        """After a compiled step: the running totals as ``_advance``'s syncs left them, the mark now (the kernel
+        computed both, with numpy's sums), and the window (or the end of the run)."""
         p = self.sim.stepper
         sc, totals = p.sc, self.totals
-        if sc[_lk.SC_SEGS]:
-            off = 0
-            for c in p.seg[: sc[_lk.SC_SEGS]].tolist():
-                totals.bank(p.fin[off : off + c])
-                off += c
+        tot = p.tot.tolist()
+        totals.done_weighted, totals.done_goodput = tot[_lk.T_DONE_WEIGHTED], tot[_lk.T_DONE_GOODPUT]
         if sc[_lk.SC_SYNCS]:
             totals.live = p.live[: sc[_lk.SC_LIVE]].copy()
+        now = self.sim.now
+        if self._last_mark is None or self._last_mark[0] != now:
+            self._last_mark = (now, tot[_lk.T_WEIGHTED], tot[_lk.T_GOODPUT])
         if code == _lk.STEP_DRAINED:
             self.drained = True
             self._empty_windows()

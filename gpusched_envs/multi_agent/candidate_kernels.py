@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 
 from gpusched_envs.sim import engine_kernels as _ek
+from gpusched_envs.sim import numba_cache  # noqa: F401  (one cache stamp for every kernel file)
 from gpusched_envs.sim import place_kernels as _pk
 
 FULL_GPU = 1000

@@ -10,6 +10,7 @@ from numba import njit, types
 from numba.experimental import structref
 
 from gpusched_envs.sim import kernels as _k
+from gpusched_envs.sim import numba_cache  # noqa: F401  (one cache stamp for every kernel file)
 
 _F1, _F2 = types.float64[::1], types.float64[:, ::1]
 _S1, _S2, _S3 = types.float32[::1], types.float32[:, ::1], types.float32[:, :, ::1]

@@ -878,10 +878,14 @@ class Simulator:
         return True
 
     # ------------------------------------------------------------------ the compiled stepper
-    def start_stepping(self, spec: dict, window: int) -> bool:
+    def start_stepping(
+        self, spec: dict, window: int, weight: np.ndarray, per_unit: np.ndarray, goodput: bool
+    ) -> bool:
         """Hand a fresh run to the compiled stepper of a job-choice env (:meth:`step_compiled`); ``spec``: the
         placement as a policy's ``compiled_spec()`` gives it (``closest``: spread, ``pack``: spread and affinity),
-        ``window``: how many queued jobs a decision sees. Returns False (and changes nothing) where the compiled
+        ``window``: how many queued jobs a decision sees; ``weight``, ``per_unit`` (J,): the running totals' weights
+        and ideal GPU-seconds per unit of work (``RunningTotals``), ``goodput``: whether a mark computes the goodput
+        too (a step's totals are ``stepper.tot``, :data:`~gpusched_envs.sim.loop_kernels.T_SIZE` entries). Returns False (and changes nothing) where the compiled
         loops cannot take this simulator over (see ``_packable``). Any read of the Python-side containers, or
         a call of a method that acts, hands the state back (:meth:`stop_stepping`)."""
         if not self._packable():
@@ -893,9 +897,15 @@ class Simulator:
         p.window = np.empty(window, dtype=np.int64)
         p.fits = np.empty(window, dtype=bool)
         p.live = np.empty(m, dtype=np.int64)
-        p.fin = np.empty(m, dtype=np.int64)
-        p.seg = np.empty(m, dtype=np.int64)
         p.sc = np.zeros(_lk.SC_SIZE, dtype=np.int64)
+        p.totals = (
+            np.ascontiguousarray(weight, dtype=np.float64),
+            np.ascontiguousarray(per_unit, dtype=np.float64),
+            np.zeros(_lk.T_SIZE),  # tot
+            np.empty(m),  # prod: the products a sum adds
+            bool(goodput),
+        )
+        p.tot = p.totals[2]
         p.done = np.empty(n + 1, dtype=np.int64)
         p.scratch = (
             np.empty(n + 1, dtype=np.int64),  # buf
@@ -922,15 +932,16 @@ class Simulator:
             self.on_network, self.rack_crossing, self.needs_restart, self.job_gpus_n, self.job_milli,
             self.job_allowed, p.allowed, p.server_ok, p.server_ok_valid, p.largest, c.server_rows_i64, c.num_racks,
             c.gpu_server_i64, p.rack_first, p.rack_servers, p.pool_first, p.pool_list, p.mark, p.mark_state,
-            p.run_list, p.window, p.fits, p.live, p.fin, p.seg, p.sc, *p.scratch, p.done,
+            p.run_list, p.window, p.fits, p.live, p.sc, *p.totals, *p.scratch, p.done,
         )  # fmt: skip
 
     def step_compiled(self, action: int) -> int:
         """One step of the compiled stepper (:func:`gpusched_envs.sim.loop_kernels.step_jobs`): start queued job
         ``action`` (a row; ``ACT_WAIT``: wait; ``ACT_SETTLE``: neither), then run to the next point where one of the
         window's jobs fits, or to the end. Returns ``STEP_DECIDE`` or ``STEP_DRAINED``; the window and its fits are
-        ``stepper.window[:k]`` / ``stepper.fits[:k]`` with ``k = stepper.sc[SC_WINDOW]``, the jobs finished on the
-        way ``stepper.fin`` in segments ``stepper.seg`` (one per advance that finished some)."""
+        ``stepper.window[:k]`` / ``stepper.fits[:k]`` with ``k = stepper.sc[SC_WINDOW]``; the running totals and the
+        mark after the step are ``stepper.tot``, the jobs in the system at the last advance
+        ``stepper.live[:stepper.sc[SC_LIVE]]``."""
         p = self.stepper
         code, grew = _stepper.step(p.state, action)
         while True:

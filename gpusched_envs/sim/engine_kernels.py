@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpusched_envs.sim import numba_cache  # noqa: F401  (one cache stamp for every kernel file)
+
 FULL_GPU = 1000
 RUNNING = 2  # gpusched_envs.sim.status.RUNNING
 
@@ -120,6 +122,78 @@ def sort_ints(a, n):
                 j -= h
             a[j] = v
         h //= 3
+
+
+@njit(cache=True)
+def pairwise_sum(a, lo, n):
+    """``a[lo:lo + n].sum()`` with numpy's own summation order (the reduction's identity 0.0 plus its pairwise sum
+    of a contiguous float64 array: blocks of at most 128 summed in eight interleaved lanes, halves above that), so
+    the same bits as numpy's ``.sum()`` (and as ``engine.portable_dot`` over the products) on every CPU."""
+    return 0.0 + _pairwise(a, lo, n)
+
+
+@njit(cache=True, no_cpython_wrapper=True)
+def _pairwise(a, lo, n):
+    """numpy's pairwise sum of ``a[lo:lo + n]``: a block of at most 128 directly, else the sum of its two halves
+    (the first a multiple of 8 long), evaluated with an explicit stack (numba's cache does not take recursive
+    functions)."""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    los = np.empty(64, dtype=np.int64)  # a frame: its range, whether its left half is summed, that sum
+    ns = np.empty(64, dtype=np.int64)
+    left_done = np.zeros(64, dtype=np.bool_)
+    left = np.empty(64)
+    top = 0
+    los[0], ns[0], left_done[0] = lo, n, False
+    while True:
+        m = ns[top]
+        half = m // 2
+        half -= half % 8
+        if m <= 128:  # a leaf: hand its sum up until a frame still needs its right half
+            value = _block_sum(a, los[top], m)
+            top -= 1
+            while top >= 0 and left_done[top]:
+                value = left[top] + value
+                top -= 1
+            if top < 0:
+                return value
+            left[top] = value
+            left_done[top] = True
+            m = ns[top]
+            half = m // 2
+            half -= half % 8
+            los[top + 1], ns[top + 1], left_done[top + 1] = los[top] + half, m - half, False
+        else:  # descend into the left half
+            los[top + 1], ns[top + 1], left_done[top + 1] = los[top], half, False
+        top += 1
+
+
+@njit(cache=True, no_cpython_wrapper=True)
+def _block_sum(a, lo, n):
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    end = lo + n - n % 8
+    i = lo + 8
+    while i < end:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < lo + n:
+        res += a[i]
+        i += 1
+    return res
 
 
 @njit(cache=True, no_cpython_wrapper=True)

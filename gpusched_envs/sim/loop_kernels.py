@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from gpusched_envs.sim import engine_kernels as _ek
+from gpusched_envs.sim import numba_cache  # noqa: F401  (one cache stamp for every kernel file)
 from gpusched_envs.sim import place_kernels as _pk
 
 FULL_GPU = 1000
@@ -1152,26 +1153,42 @@ PH_SETTLE = 3
 # what step_jobs returns
 STEP_DECIDE, STEP_DRAINED, STEP_TIES, STEP_DEADLOCK, STEP_UNPLACED = 0, 1, 2, 3, 4
 # entries of its int scratch vector
-SC_RUNNING, SC_WINDOW, SC_LIVE, SC_FIN, SC_SEGS, SC_SYNCS, SC_DRAINED = range(7)
-SC_SIZE = 7
+SC_RUNNING, SC_WINDOW, SC_LIVE, SC_SYNCS, SC_DRAINED = range(5)
+SC_SIZE = 5
+# entries of its running totals (``RunningTotals``): banked weighted time and goodput of the finished jobs, then
+# the mark after the call (accrued weighted time and goodput of every job so far)
+T_DONE_WEIGHTED, T_DONE_GOODPUT, T_WEIGHTED, T_GOODPUT = range(4)
+T_SIZE = 4
 
 
 @njit(cache=True, no_cpython_wrapper=True)
-def _sync_live(status, q, st_i, qstamp, run_list, live, fin, seg, sc):
-    """``RunningTotals.sync`` after an advance: the jobs of the last live set that have finished since (in its
-    order) are appended to ``fin`` as one segment of ``seg``; the live set becomes the queue, then the running jobs,
-    each in its order."""
+def _sync_live(status, q, st_i, qstamp, run_list, live, sc, weight, per_unit, submit, finish, jf, tot, prod):
+    """``RunningTotals.sync`` after an advance: the jobs of the last live set that have finished since are banked
+    (in its order, with numpy's sums), and the live set becomes the queue, then the running jobs, each in its order."""
     c = 0
-    first = sc[SC_FIN]
+    last = -1
     for i in range(sc[SC_LIVE]):
-        j = live[i]
-        if status[j] == DONE:
-            fin[first + c] = j
+        if status[live[i]] == DONE:
             c += 1
-    if c:
-        seg[sc[SC_SEGS]] = c
-        sc[SC_SEGS] += 1
-        sc[SC_FIN] += c
+            last = live[i]
+    if c == 1:  # RunningTotals.bank's one-job case: the single product
+        tot[T_DONE_WEIGHTED] += weight[last] * (finish[last] - submit[last])
+        tot[T_DONE_GOODPUT] += jf[_ek.WORK, last] * per_unit[last]
+    elif c > 1:  # portable_dot over the finished jobs, in live order
+        k = 0
+        for i in range(sc[SC_LIVE]):
+            j = live[i]
+            if status[j] == DONE:
+                prod[k] = weight[j] * (finish[j] - submit[j])
+                k += 1
+        tot[T_DONE_WEIGHTED] += _ek.pairwise_sum(prod, _ZERO, c)
+        k = 0
+        for i in range(sc[SC_LIVE]):
+            j = live[i]
+            if status[j] == DONE:
+                prod[k] = jf[_ek.WORK, j] * per_unit[j]
+                k += 1
+        tot[T_DONE_GOODPUT] += _ek.pairwise_sum(prod, _ZERO, c)
     qj = q[0]
     qs = q[1]
     n = 0
@@ -1186,13 +1203,34 @@ def _sync_live(status, q, st_i, qstamp, run_list, live, fin, seg, sc):
     sc[SC_SYNCS] += 1
 
 
+@njit(cache=True, no_cpython_wrapper=True)
+def _mark(now, status, jf, live, sc, weight, per_unit, submit, tot, prod, goodput):
+    """``RewardIntegral.mark``'s totals now: ``RunningTotals.weighted_time`` and (``goodput``) ``goodput``."""
+    n = sc[SC_LIVE]
+    for i in range(n):
+        j = live[i]
+        prod[i] = weight[j] * (now - submit[j])
+    tot[T_WEIGHTED] = tot[T_DONE_WEIGHTED] + _ek.pairwise_sum(prod, _ZERO, n)
+    if goodput:
+        for i in range(n):
+            j = live[i]
+            extra = jf[_ek.RATE, j] * (now - jf[_ek.LAST, j]) if status[j] == RUNNING else 0.0
+            done = jf[_ek.DONE, j] + extra
+            work = jf[_ek.WORK, j]
+            prod[i] = (work if work < done else done) * per_unit[j]
+        tot[T_GOODPUT] = tot[T_DONE_GOODPUT] + _ek.pairwise_sum(prod, _ZERO, n)
+    else:
+        tot[T_GOODPUT] = 0.0
+
+
 @njit(cache=True)
 def step_jobs(
     action, st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh,
     params, gbuf, places, share, submit, at_arrival, finish, at_finish, stamp, jstamp, qstamp, jnr, on_network,
     rack_crossing, needs_restart, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid, largest,
     rows, num_racks, gpu_server, rack_first, rack_servers, pool_first, pool_servers, mark, mark_state, run_list,
-    window, fits, live, fin, seg, sc, buf, batch, times, srv, rck, free_buf, counts, done,
+    window, fits, live, sc, weight, per_unit, tot, prod, goodput, buf, batch, times, srv, rck, free_buf, counts,
+    done,
 ):  # fmt: skip
     """One step of a job-choice env (``JobSelect`` without preemption) on the engine's packed state: start queued
     job ``action`` where the placement puts it (or wait: ``ACT_WAIT`` runs to the next decision point; ``ACT_SETTLE``
@@ -1206,8 +1244,6 @@ def step_jobs(
     none = np.zeros(0, dtype=np.bool_)
     code = np.int64(-1)
     if action != ACT_RESUME:
-        sc[SC_FIN] = 0
-        sc[SC_SEGS] = 0
         sc[SC_SYNCS] = 0
         st_i[I_PHASE] = PH_DECIDE if action == ACT_WAIT else PH_SETTLE
     if action >= 0:
@@ -1280,7 +1316,7 @@ def step_jobs(
             _integrate(st_f)
             st_f[F_FRAG] = 0.0
             if st_i[I_QN] > 0:
-                i = 0
+                i = _ZERO
                 while not _live(qj, qs, i, status, qstamp):
                     i += 1
                 _head_fragmentation(qj[i], st_f, st_i, gi, si, job_n, job_milli, job_allowed, allowed,
@@ -1305,7 +1341,22 @@ def step_jobs(
                     _integrate(st_f)
                     t = np.inf
             if t == np.inf:  # next_decision returns False: the run has drained
-                _sync_live(status, q, st_i, qstamp, run_list, live, fin, seg, sc)
+                _sync_live(
+                    status,
+                    q,
+                    st_i,
+                    qstamp,
+                    run_list,
+                    live,
+                    sc,
+                    weight,
+                    per_unit,
+                    submit,
+                    finish,
+                    jf,
+                    tot,
+                    prod,
+                )
                 sc[SC_DRAINED] = 1
                 st_i[I_PHASE] = PH_SETTLE
                 continue
@@ -1343,9 +1394,13 @@ def step_jobs(
         if st_i[I_QN] > 0 and (st_i[I_CHANGED] != 0 or st_i[I_TFIRED] != 0):  # a decision point
             st_i[I_CHANGED] = 0
             st_i[I_DECISIONS] += 1
-            _sync_live(status, q, st_i, qstamp, run_list, live, fin, seg, sc)
+            _sync_live(
+                status, q, st_i, qstamp, run_list, live, sc, weight, per_unit, submit, finish, jf, tot, prod
+            )
             st_i[I_PHASE] = PH_SETTLE
         else:
             st_i[I_CHANGED] = 0
             st_i[I_PHASE] = PH_INSTANT
+    if code != STEP_TIES:
+        _mark(st_f[F_NOW], status, jf, live, sc, weight, per_unit, submit, tot, prod, goodput)
     return code, h, log, gbuf

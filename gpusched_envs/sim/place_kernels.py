@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit
 
 from gpusched_envs.sim import engine_kernels as _ek
+from gpusched_envs.sim import numba_cache  # noqa: F401  (one cache stamp for every kernel file)
 
 FULL_GPU = 1000
 # constant arguments of calls between kernels as numpy scalars (typed int64, not as literals that numba would

@@ -1,7 +1,7 @@
 """The compiled stepper's state as one numba struct (a ``StructRef``): a call of a compiled function with one
 struct costs about half a microsecond however many arrays it holds, where a call with the same arrays as arguments
-costs about 75 ns per array (a JobSelect step passes 64). :func:`new_state` packs the arrays once per episode (they
-stay the engine's own: the struct holds references, not copies); :func:`step` is
+costs about 75 ns per array (a JobSelect step passes 67). :func:`new_state` packs the arrays once per episode
+(they stay the engine's own: the struct holds references, not copies); :func:`step` is
 :func:`gpusched_envs.sim.loop_kernels.step_jobs` on them."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from numba import njit, types
 from numba.experimental import structref
 
 from gpusched_envs.sim import loop_kernels as _lk
+from gpusched_envs.sim import numba_cache  # noqa: F401  (one cache stamp for every kernel file)
 
 _F1, _F2, _F3 = types.float64[::1], types.float64[:, ::1], types.float64[:, :, ::1]
 _I1, _I2 = types.int64[::1], types.int64[:, ::1]
@@ -32,71 +33,19 @@ structref.define_boxing(StepStateType, StepState)
 # the arguments of loop_kernels.step_jobs after the action, in order, with their types (C-contiguous and writable:
 # ``writable`` copies the read-only ones)
 FIELDS = (
-    ("st_f", _F1),
-    ("st_i", _I1),
-    ("opts", _I1),
-    ("h", _F2),
-    ("log", _I1),
-    ("q", _I2),
-    ("status", _I8),
-    ("jf", _F2),
-    ("ji", _I2),
-    ("gi", _I2),
-    ("si", _I2),
-    ("sf", _F2),
-    ("rf", _F2),
-    ("mf", _F2),
-    ("iteration_time", _F2),
-    ("overhead", _F2),
-    ("colo", _F2),
-    ("spsh", _F3),
-    ("params", _F1),
-    ("gbuf", _I1),
-    ("places", _I2),
-    ("share", _F1),
-    ("submit", _F1),
-    ("at_arrival", _F1),
-    ("finish", _F1),
-    ("at_finish", _F1),
-    ("stamp", _I1),
-    ("jstamp", _I1),
-    ("qstamp", _I1),
-    ("jnr", _I1),
-    ("on_network", _B1),
-    ("rack_crossing", _I1),
-    ("needs_restart", _B1),
-    ("job_n", _I1),
-    ("job_milli", _I1),
-    ("job_allowed", _I1),
-    ("allowed", _B2),
-    ("server_ok", _B2),
-    ("server_ok_valid", _B1),
-    ("largest", _I1),
-    ("rows", _I2),
-    ("num_racks", types.int64),
-    ("gpu_server", _I1),
-    ("rack_first", _I1),
-    ("rack_servers", _I1),
-    ("pool_first", _I1),
-    ("pool_servers", _I1),
-    ("mark", _I1),
-    ("mark_state", _I1),
-    ("run_list", _I1),
-    ("window", _I1),
-    ("fits", _B1),
-    ("live", _I1),
-    ("fin", _I1),
-    ("seg", _I1),
-    ("sc", _I1),
-    ("buf", _I1),
-    ("batch", _I1),
-    ("times", _F1),
-    ("srv", _I1),
-    ("rck", _I1),
-    ("free_buf", _B1),
-    ("counts", _I1),
-    ("done", _I1),
-)
+    ("st_f", _F1), ("st_i", _I1), ("opts", _I1), ("h", _F2), ("log", _I1), ("q", _I2), ("status", _I8), ("jf",
+    _F2), ("ji", _I2), ("gi", _I2), ("si", _I2), ("sf", _F2), ("rf", _F2), ("mf", _F2), ("iteration_time", _F2),
+    ("overhead", _F2), ("colo", _F2), ("spsh", _F3), ("params", _F1), ("gbuf", _I1), ("places", _I2), ("share",
+    _F1), ("submit", _F1), ("at_arrival", _F1), ("finish", _F1), ("at_finish", _F1), ("stamp", _I1), ("jstamp",
+    _I1), ("qstamp", _I1), ("jnr", _I1), ("on_network", _B1), ("rack_crossing", _I1), ("needs_restart", _B1),
+    ("job_n", _I1), ("job_milli", _I1), ("job_allowed", _I1), ("allowed", _B2), ("server_ok", _B2),
+    ("server_ok_valid", _B1), ("largest", _I1), ("rows", _I2), ("num_racks", types.int64), ("gpu_server", _I1),
+    ("rack_first", _I1), ("rack_servers", _I1), ("pool_first", _I1), ("pool_servers", _I1), ("mark", _I1),
+    ("mark_state", _I1), ("run_list", _I1), ("window", _I1), ("fits", _B1), ("live", _I1), ("sc", _I1),
+    ("weight", _F1), ("per_unit", _F1), ("tot", _F1), ("prod", _F1), ("goodput", types.bool_), ("buf", _I1),
+    ("batch", _I1), ("times", _F1), ("srv", _I1), ("rck", _I1), ("free_buf", _B1), ("counts", _I1), ("done",
+    _I1),
+)  # fmt: skip
 NAMES = tuple(name for name, _ in FIELDS)
 _STATE = StepStateType(list(FIELDS))
 
@@ -109,7 +58,14 @@ def writable(a):
 
 
 @njit(cache=True)
-def new_state(st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh, params, gbuf, places, share, submit, at_arrival, finish, at_finish, stamp, jstamp, qstamp, jnr, on_network, rack_crossing, needs_restart, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid, largest, rows, num_racks, gpu_server, rack_first, rack_servers, pool_first, pool_servers, mark, mark_state, run_list, window, fits, live, fin, seg, sc, buf, batch, times, srv, rck, free_buf, counts, done):  # fmt: skip
+def new_state(
+    st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh,
+    params, gbuf, places, share, submit, at_arrival, finish, at_finish, stamp, jstamp, qstamp, jnr, on_network,
+    rack_crossing, needs_restart, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid, largest,
+    rows, num_racks, gpu_server, rack_first, rack_servers, pool_first, pool_servers, mark, mark_state, run_list,
+    window, fits, live, sc, weight, per_unit, tot, prod, goodput, buf, batch, times, srv, rck, free_buf, counts,
+    done,
+):  # fmt: skip
     s = structref.new(_STATE)
     s.st_f = st_f
     s.st_i = st_i
@@ -164,9 +120,12 @@ def new_state(st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, i
     s.window = window
     s.fits = fits
     s.live = live
-    s.fin = fin
-    s.seg = seg
     s.sc = sc
+    s.weight = weight
+    s.per_unit = per_unit
+    s.tot = tot
+    s.prod = prod
+    s.goodput = goodput
     s.buf = buf
     s.batch = batch
     s.times = times
@@ -182,7 +141,16 @@ def new_state(st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, i
 def step(s, action):
     """:func:`~gpusched_envs.sim.loop_kernels.step_jobs` on the struct's arrays; keeps the heap, tie log and
     GPU-list buffer it may have grown. Returns (code, whether one of them grew: :func:`grown` gives them)."""
-    code, h, log, gbuf = _lk.step_jobs(action, s.st_f, s.st_i, s.opts, s.h, s.log, s.q, s.status, s.jf, s.ji, s.gi, s.si, s.sf, s.rf, s.mf, s.iteration_time, s.overhead, s.colo, s.spsh, s.params, s.gbuf, s.places, s.share, s.submit, s.at_arrival, s.finish, s.at_finish, s.stamp, s.jstamp, s.qstamp, s.jnr, s.on_network, s.rack_crossing, s.needs_restart, s.job_n, s.job_milli, s.job_allowed, s.allowed, s.server_ok, s.server_ok_valid, s.largest, s.rows, s.num_racks, s.gpu_server, s.rack_first, s.rack_servers, s.pool_first, s.pool_servers, s.mark, s.mark_state, s.run_list, s.window, s.fits, s.live, s.fin, s.seg, s.sc, s.buf, s.batch, s.times, s.srv, s.rck, s.free_buf, s.counts, s.done)  # fmt: skip
+    code, h, log, gbuf = _lk.step_jobs(
+        action, s.st_f, s.st_i, s.opts, s.h, s.log, s.q, s.status, s.jf, s.ji, s.gi, s.si, s.sf, s.rf, s.mf,
+        s.iteration_time, s.overhead, s.colo, s.spsh, s.params, s.gbuf, s.places, s.share, s.submit,
+        s.at_arrival, s.finish, s.at_finish, s.stamp, s.jstamp, s.qstamp, s.jnr, s.on_network,
+        s.rack_crossing, s.needs_restart, s.job_n, s.job_milli, s.job_allowed, s.allowed, s.server_ok,
+        s.server_ok_valid, s.largest, s.rows, s.num_racks, s.gpu_server, s.rack_first, s.rack_servers,
+        s.pool_first, s.pool_servers, s.mark, s.mark_state, s.run_list, s.window, s.fits, s.live, s.sc,
+        s.weight, s.per_unit, s.tot, s.prod, s.goodput, s.buf, s.batch, s.times, s.srv, s.rck, s.free_buf,
+        s.counts, s.done,
+    )  # fmt: skip
     grew = h.shape[1] != s.h.shape[1] or len(log) != len(s.log) or len(gbuf) != len(s.gbuf)
     if grew:
         s.h = h

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpusched_envs.sim import numba_cache  # noqa: F401  (one cache stamp for every kernel file)
+
 # what :func:`dag_structure` found (its first return value)
 OK = 0
 OUT_OF_RANGE = 1  # an edge names a task outside 0..N-1 (second value: the first such edge's row)
