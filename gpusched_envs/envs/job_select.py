@@ -526,19 +526,18 @@ class JobSelectEnv(ClusterEnv):
         """After a compiled step: the running totals as ``_advance``'s syncs left them, the mark now (the kernel
         computed both, with numpy's sums), and the window (or the end of the run)."""
         p = self.sim.stepper
-        sc, totals = p.sc, self.totals
-        tot = p.tot.tolist()
-        totals.done_weighted, totals.done_goodput = tot[_lk.T_DONE_WEIGHTED], tot[_lk.T_DONE_GOODPUT]
-        if sc[_lk.SC_SYNCS]:
-            totals.live = p.live[: sc[_lk.SC_LIVE]].copy()
+        totals = self.totals
+        totals.done_weighted, totals.done_goodput, weighted, goodput = p.totals_now
+        if p.syncs:
+            totals.live = p.live[: p.live_len].copy()
         now = self.sim.now
         if self._last_mark is None or self._last_mark[0] != now:
-            self._last_mark = (now, tot[_lk.T_WEIGHTED], tot[_lk.T_GOODPUT])
+            self._last_mark = (now, weighted, goodput)
         if code == _lk.STEP_DRAINED:
             self.drained = True
             self._empty_windows()
             return
-        k = sc[_lk.SC_WINDOW]
+        k = p.window_len
         self._jobs, self._fits = p.window[:k].copy(), p.fits[:k].copy()
         self._placements = {}
 

@@ -939,26 +939,24 @@ class Simulator:
         """One step of the compiled stepper (:func:`gpusched_envs.sim.loop_kernels.step_jobs`): start queued job
         ``action`` (a row; ``ACT_WAIT``: wait; ``ACT_SETTLE``: neither), then run to the next point where one of the
         window's jobs fits, or to the end. Returns ``STEP_DECIDE`` or ``STEP_DRAINED``; the window and its fits are
-        ``stepper.window[:k]`` / ``stepper.fits[:k]`` with ``k = stepper.sc[SC_WINDOW]``; the running totals and the
-        mark after the step are ``stepper.tot``, the jobs in the system at the last advance
-        ``stepper.live[:stepper.sc[SC_LIVE]]``."""
+        ``stepper.window[:k]`` / ``stepper.fits[:k]`` with ``k = stepper.window_len``; the running totals and the
+        mark after the step are ``stepper.totals_now`` (banked weighted time and goodput, then the mark's), the
+        jobs in the system at the last advance ``stepper.live[:stepper.live_len]`` (``stepper.syncs`` advances)."""
         p = self.stepper
-        code, grew = _stepper.step(p.state, action)
+        out = _stepper.step(p.state, action)
         while True:
-            if grew:
+            if out[1]:  # the kernel grew the heap, the tie log or the GPU-list buffer
                 p.heap, p.log, self._gbuf = _stepper.grown(p.state)
-            if code != _lk.STEP_TIES:
+            if out[0] != _lk.STEP_TIES:
                 break
             self._order_pending_ties(p)
-            code, grew = _stepper.step(p.state, _lk.ACT_RESUME)
-        st_f, st_i, sc = p.st_f, p.st_i, p.sc
-        self.now = float(st_f[_lk.F_NOW])
-        self.next_arrival = int(st_i[_lk.I_NEXT])
-        self.finished = int(st_i[_lk.I_FINISHED])
-        self._free_total = int(st_i[_lk.I_FREE])
-        self.events_processed = int(st_i[_lk.I_EVENTS])
-        self.decisions = int(st_i[_lk.I_DECISIONS])
-        p.num_running = int(sc[_lk.SC_RUNNING])
+            out = _stepper.step(p.state, _lk.ACT_RESUME)
+        code = out[0]
+        (
+            self.now, self.next_arrival, self.finished, self._free_total, self.events_processed, self.decisions,
+            p.num_running, p.window_len, p.syncs, p.live_len,
+        ) = out[2:12]  # fmt: skip
+        p.totals_now = out[12:]
         if code == _lk.STEP_DEADLOCK:
             self.stop_stepping()
             self._raise_deadlock()

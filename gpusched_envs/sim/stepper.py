@@ -47,6 +47,11 @@ FIELDS = (
     _I1),
 )  # fmt: skip
 NAMES = tuple(name for name, _ in FIELDS)
+# what step returns after the code and the growth flag
+OUT = (
+    "now", "next_arrival", "finished", "free", "events", "decisions", "running", "window", "syncs", "live",
+    "done_weighted", "done_goodput", "weighted", "goodput",
+)  # fmt: skip
 _STATE = StepStateType(list(FIELDS))
 
 
@@ -140,7 +145,8 @@ def new_state(
 @njit(cache=True)
 def step(s, action):
     """:func:`~gpusched_envs.sim.loop_kernels.step_jobs` on the struct's arrays; keeps the heap, tie log and
-    GPU-list buffer it may have grown. Returns (code, whether one of them grew: :func:`grown` gives them)."""
+    GPU-list buffer it may have grown. Returns (code, whether one of them grew: :func:`grown` gives them), then
+    what the Python side reads after a step (:data:`OUT`), as Python scalars."""
     code, h, log, gbuf = _lk.step_jobs(
         action, s.st_f, s.st_i, s.opts, s.h, s.log, s.q, s.status, s.jf, s.ji, s.gi, s.si, s.sf, s.rf, s.mf,
         s.iteration_time, s.overhead, s.colo, s.spsh, s.params, s.gbuf, s.places, s.share, s.submit,
@@ -156,7 +162,12 @@ def step(s, action):
         s.h = h
         s.log = log
         s.gbuf = gbuf
-    return code, grew
+    st_f, st_i, sc, tot = s.st_f, s.st_i, s.sc, s.tot
+    return (
+        code, grew, st_f[_lk.F_NOW], st_i[_lk.I_NEXT], st_i[_lk.I_FINISHED], st_i[_lk.I_FREE], st_i[_lk.I_EVENTS],
+        st_i[_lk.I_DECISIONS], sc[_lk.SC_RUNNING], sc[_lk.SC_WINDOW], sc[_lk.SC_SYNCS], sc[_lk.SC_LIVE],
+        tot[_lk.T_DONE_WEIGHTED], tot[_lk.T_DONE_GOODPUT], tot[_lk.T_WEIGHTED], tot[_lk.T_GOODPUT],
+    )  # fmt: skip
 
 
 @njit(cache=True)
