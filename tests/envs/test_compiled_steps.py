@@ -153,15 +153,23 @@ def test_a_job_that_cannot_start_is_refused_with_the_engines_error():
     assert sim.stepper is None  # the state went back to the Python engine
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=16, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     window=st.integers(1, 12),
     load=st.sampled_from([0.5, 1.0, 2.0]),
-    cluster=st.sampled_from(["tiny", "topdrl", "hetero64"]),
+    cluster=st.sampled_from(["tiny", "topdrl", "hetero64", "openb", "philly-vc"]),
+    placement=st.sampled_from(["closest", "pack"]),
 )
-def test_compiled_steps_equal_the_python_engine_on_random_episodes(seed, window, load, cluster):
-    kw = {"cluster": cluster, "obs_mode": "flat", "window": window, "num_jobs": 40, "load": load}
+def test_compiled_steps_equal_the_python_engine_on_random_episodes(seed, window, load, cluster, placement):
+    """Random sizes, loads and placements; GPU shares (openb's pods) and VC pools (philly-vc) included."""
+    kw = {"cluster": cluster, "obs_mode": "flat", "window": window, "placement": placement}
+    if cluster == "openb":
+        kw["workload"] = f"openb:jobs=60,load={2 * load},gpus=64"
+    elif cluster == "philly-vc":
+        kw["workload"] = "philly:start=2017-10-01,jobs=60"
+    else:
+        kw.update(num_jobs=40, load=load)
     assert _play(True, 150, seed, **kw)[:2] == _play(False, 150, seed, **kw)[:2]
 
 
