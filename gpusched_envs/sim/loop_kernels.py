@@ -597,18 +597,27 @@ def _live(qj, qs, i, status, qstamp):
 
 
 @njit(cache=True, no_cpython_wrapper=True)
+def _compact_queue(q, st_i, status, qstamp):
+    """Drop the entries of jobs that left the queue (its order kept); returns its new length."""
+    qj = q[0]
+    qs = q[1]
+    kept = 0
+    for i in range(st_i[I_QLEN]):
+        if _live(qj, qs, i, status, qstamp):
+            qj[kept] = qj[i]
+            qs[kept] = qs[i]
+            kept += 1
+    st_i[I_QLEN] = kept
+    return kept
+
+
+@njit(cache=True, no_cpython_wrapper=True)
 def _queue_put(job, q, st_i, status, qstamp):
     """The job (re)enters the queue at its end (``q``: the jobs and the stamps of their entries)."""
     qj = q[0]
     qs = q[1]
     if st_i[I_QLEN] == len(qj):  # full of jobs that left: keep the waiting ones
-        live = 0
-        for i in range(st_i[I_QLEN]):
-            if _live(qj, qs, i, status, qstamp):
-                qj[live] = qj[i]
-                qs[live] = qs[i]
-                live += 1
-        st_i[I_QLEN] = live
+        _compact_queue(q, st_i, status, qstamp)
     status[job] = QUEUED
     st_i[I_QSTAMP] += 1
     qstamp[job] = st_i[I_QSTAMP]
@@ -921,15 +930,8 @@ def run_queue(
         st_i[I_PHASE] = PH_DECIDE
         # the policy's pass: the jobs to start, in order (and, when preemptive, the running jobs to make room)
         m = st_i[I_QLEN]
-        if 2 * st_i[I_QN] <= m:  # drop the jobs that left (the queue keeps its order)
-            live = 0
-            for i in range(m):
-                if _live(qj, qs, i, status, qstamp):
-                    qj[live] = qj[i]
-                    qs[live] = qs[i]
-                    live += 1
-            m = live
-            st_i[I_QLEN] = m
+        if 2 * st_i[I_QN] <= m:
+            m = _compact_queue(q, st_i, status, qstamp)
             qhead = _ZERO
         chosen = qj
         num_chosen = m
@@ -1269,15 +1271,8 @@ def step_jobs(
                 continue
             if st_i[I_QN] > 0:
                 m = st_i[I_QLEN]
-                if 2 * st_i[I_QN] <= m:  # drop the jobs that left (the queue keeps its order)
-                    kept = 0
-                    for i in range(m):
-                        if _live(qj, qs, i, status, qstamp):
-                            qj[kept] = qj[i]
-                            qs[kept] = qs[i]
-                            kept += 1
-                    st_i[I_QLEN] = kept
-                    m = kept
+                if 2 * st_i[I_QN] <= m:
+                    m = _compact_queue(q, st_i, status, qstamp)
                 k = 0
                 any_fit = False
                 free_total = st_i[I_FREE]
