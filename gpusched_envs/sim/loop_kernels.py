@@ -597,6 +597,27 @@ def _live(qj, qs, i, status, qstamp):
 
 
 @njit(cache=True, no_cpython_wrapper=True)
+def _next_instant(h, st_f, st_i, submit, num_jobs):
+    """``Simulator.next_decision``'s clock: (-1, the time of the next arrival or event); (``RUN_DONE``, 0) when every
+    job has finished or that time is past ``max_time`` (the integrals brought up to the end); (``RUN_DEADLOCK``, 0)
+    when nothing is pending."""
+    if st_i[I_FINISHED] >= st_i[I_TOFINISH]:
+        _integrate(st_f)
+        return np.int64(RUN_DONE), 0.0
+    t_event = h[0, 0] if st_i[I_HLEN] > 0 else np.inf
+    nxt = st_i[I_NEXT]
+    t_arrival = submit[nxt] if nxt < num_jobs else np.inf
+    t = min(t_event, t_arrival)
+    if t == np.inf:
+        return np.int64(RUN_DEADLOCK), 0.0
+    if t > st_f[F_MAXT]:
+        st_f[F_NOW] = max(st_f[F_NOW], st_f[F_MAXT])
+        _integrate(st_f)
+        return np.int64(RUN_DONE), 0.0
+    return np.int64(-1), t
+
+
+@njit(cache=True, no_cpython_wrapper=True)
 def _compact_queue(q, st_i, status, qstamp):
     """Drop the entries of jobs that left the queue (its order kept); returns its new length."""
     qj = q[0]
@@ -816,7 +837,6 @@ def run_queue(
     fractional = opts[O_FRACTIONAL] > 0
     preemptive = opts[O_PREEMPT] > 0
     prio = opts[O_PRIO]
-    max_time = st_f[F_MAXT]
     buf = np.empty(num_jobs + 1, dtype=np.int64)
     batch = np.empty(num_jobs + 1, dtype=np.int64)
     times = np.empty(num_jobs + 1)
@@ -879,26 +899,14 @@ def run_queue(
             st_i[I_PHASE] = PH_INSTANT
             continue
         if phase == PH_INSTANT:
-            if st_i[I_FINISHED] >= st_i[I_TOFINISH]:
-                _integrate(st_f)
-                code = RUN_DONE
-                continue
-            t_event = h[0, 0] if st_i[I_HLEN] > 0 else np.inf
-            nxt = st_i[I_NEXT]
-            t_arrival = submit[nxt] if nxt < num_jobs else np.inf
-            t = min(t_event, t_arrival)
-            if t == np.inf:
-                code = RUN_DEADLOCK
-                continue
-            if t > max_time:
-                st_f[F_NOW] = max(st_f[F_NOW], max_time)
-                _integrate(st_f)
-                code = RUN_DONE
+            end, t = _next_instant(h, st_f, st_i, submit, num_jobs)
+            if end >= 0:
+                code = end
                 continue
             st_f[F_NOW] = t
             _integrate(st_f)
             st_i[I_TFIRED] = 0
-            j = nxt
+            j = st_i[I_NEXT]
             while j < num_jobs and submit[j] <= t:
                 if status[j] != DROPPED:
                     _queue_put(j, q, st_i, status, qstamp)
@@ -1320,22 +1328,11 @@ def step_jobs(
             st_i[I_PHASE] = PH_INSTANT
             continue
         if phase == PH_INSTANT:
-            t = np.inf
-            if st_i[I_FINISHED] >= st_i[I_TOFINISH]:
-                _integrate(st_f)
-            else:
-                t_event = h[0, 0] if st_i[I_HLEN] > 0 else np.inf
-                nxt = st_i[I_NEXT]
-                t_arrival = submit[nxt] if nxt < num_jobs else np.inf
-                t = min(t_event, t_arrival)
-                if t == np.inf:
-                    code = STEP_DEADLOCK
-                    continue
-                if t > st_f[F_MAXT]:
-                    st_f[F_NOW] = max(st_f[F_NOW], st_f[F_MAXT])
-                    _integrate(st_f)
-                    t = np.inf
-            if t == np.inf:  # next_decision returns False: the run has drained
+            end, t = _next_instant(h, st_f, st_i, submit, num_jobs)
+            if end == RUN_DEADLOCK:
+                code = STEP_DEADLOCK
+                continue
+            if end == RUN_DONE:  # next_decision returns False: the run has drained
                 _sync_live(
                     status,
                     q,
