@@ -352,6 +352,7 @@ class JobSelectEnv(ClusterEnv):
         super()._new_episode()
         self._started_now: set[int] = set()  # jobs started / preempted at the current instant
         self._preempted_now: set[int] = set()
+        self._stepped_by = None  # the compiled stepper of the last step (its marks, if it hands the run back)
         self._running = np.zeros(0, dtype=np.int64)
         self._preemptible = np.zeros(0, dtype=bool)
         if self.history_features:
@@ -426,6 +427,8 @@ class JobSelectEnv(ClusterEnv):
     def _observe(self) -> dict:
         enc, sim = self.encoder, self.sim
         startable = self._fits
+        if sim.stepper is not None and not self.drained:
+            startable = self._startable  # the kernel cleared the jobs preempted at this instant
         if self.rules is not None:
             enc.action_mask[:] = not self.drained  # every rule may decide at a decision point
         else:
@@ -499,33 +502,53 @@ class JobSelectEnv(ClusterEnv):
             totals.weight,
             totals.gpu_seconds_per_unit,
             self.reward_kind == "throughput",
+            self.preempt_window if self.preemption else 0,
+            self.min_run,
+            self.decision_interval,
         ):
             self._took_compiled_step(self.sim.step_compiled(_lk.ACT_SETTLE))
             return
         self._settle()
 
-    # the compiled stepper: on (the default), an episode without preemption, rules, hint, history features or
-    # rounds, placed by closest or pack, runs its steps in one compiled call each (the same results, bit for bit);
-    # anything that reads the simulator's queue or job dicts mid-episode hands the state back to the Python engine,
-    # which goes on from there
+    # the compiled stepper: on (the default), an episode without rules, hint or history features, placed by closest
+    # or pack, runs its steps in one compiled call each (the same results, bit for bit); anything that reads the
+    # simulator's queue or job dicts mid-episode hands the state back to the Python engine, which goes on from there
     compiled_steps = True
 
     def _steppable(self) -> bool:
         return (
             self.compiled_steps
             and self.rules is None
-            and not self.preemption
             and self.hint is None
             and not self.history_features
-            and self.decision_interval is None
             and isinstance(self.placement, str)
             and self.placement in STEPPED_PLACEMENTS
         )
 
+    def __getstate__(self) -> dict:
+        # a pickled (or deep-copied) env continues in the Python engine: the simulator hands its run back, and the
+        # marks of this instant become the Python path's sets first
+        if self._stepped_by_now():
+            self.sim.stop_stepping()
+            self._resume_in_python()
+        return self.__dict__.copy()
+
+    def _stepped_by_now(self) -> bool:
+        return getattr(self, "_stepped_by", None) is not None
+
+    def _resume_in_python(self) -> None:
+        """The simulator handed the run back mid-episode: the jobs started or preempted at this instant, from the
+        stepper's marks, as the Python path keeps them."""
+        p, self._stepped_by = self._stepped_by, None
+        inst = int(p.sc[_lk.SC_INSTANT])
+        self._started_now = {int(j) for j in np.flatnonzero(p.preempting[1] == inst)}
+        if p.sc[_lk.SC_PREEMPTED]:
+            self._preempted_now = {int(j) for j in np.flatnonzero(p.preempting[2] == inst)}
+
     def _took_compiled_step(self, code: int) -> None:
         """After a compiled step: the running totals as ``_advance``'s syncs left them, the mark now (the kernel
         computed both, with numpy's sums), and the window (or the end of the run)."""
-        p = self.sim.stepper
+        p = self._stepped_by = self.sim.stepper
         totals = self.totals
         totals.done_weighted, totals.done_goodput, weighted, goodput = p.totals_now
         if p.syncs:
@@ -539,6 +562,10 @@ class JobSelectEnv(ClusterEnv):
             return
         k = p.window_len
         self._jobs, self._fits = p.window[:k].copy(), p.fits[:k].copy()
+        self._startable = p.startable[:k].copy()
+        if self.preemption:
+            r = p.running_len
+            self._running, self._preemptible = p.running_window[:r].copy(), p.preemptible[:r].copy()
         self._placements = {}
 
     def _why_invalid(self, action: int) -> str:
@@ -556,10 +583,16 @@ class JobSelectEnv(ClusterEnv):
             self._advance()
             self._settle_rules()
             return
+        if self._stepped_by is not None and sim.stepper is None:
+            self._resume_in_python()
         if sim.stepper is not None:
-            self._took_compiled_step(
-                sim.step_compiled(_lk.ACT_WAIT if a == self.wait_action else int(self._jobs[a]))
-            )
+            if a == self.wait_action:
+                action = _lk.ACT_WAIT
+            elif a < self.window:
+                action = int(self._jobs[a])
+            else:
+                action = _lk.ACT_PREEMPT - int(self._running[a - self.first_preempt_action])
+            self._took_compiled_step(sim.step_compiled(action))
             return
         if a == self.wait_action:
             self._schedule_round()

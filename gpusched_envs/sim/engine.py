@@ -879,13 +879,24 @@ class Simulator:
 
     # ------------------------------------------------------------------ the compiled stepper
     def start_stepping(
-        self, spec: dict, window: int, weight: np.ndarray, per_unit: np.ndarray, goodput: bool
+        self,
+        spec: dict,
+        window: int,
+        weight: np.ndarray,
+        per_unit: np.ndarray,
+        goodput: bool,
+        preempt_window: int = 0,
+        min_run: float | None = None,
+        decision_interval: float | None = None,
     ) -> bool:
         """Hand a fresh run to the compiled stepper of a job-choice env (:meth:`step_compiled`); ``spec``: the
         placement as a policy's ``compiled_spec()`` gives it (``closest``: spread, ``pack``: spread and affinity),
         ``window``: how many queued jobs a decision sees; ``weight``, ``per_unit`` (J,): the running totals' weights
         and ideal GPU-seconds per unit of work (``RunningTotals``), ``goodput``: whether a mark computes the goodput
-        too (a step's totals are ``stepper.tot``, :data:`~gpusched_envs.sim.loop_kernels.T_SIZE` entries). Returns False (and changes nothing) where the compiled
+        too (a step's totals are ``stepper.tot``, :data:`~gpusched_envs.sim.loop_kernels.T_SIZE` entries);
+        ``preempt_window`` > 0: the env preempts (``ACT_PREEMPT - job``), sees that many running jobs and decides at
+        every decision point with a queue, ``min_run`` the seconds a job runs before it may be preempted;
+        ``decision_interval``: a wait asks for a decision point at most that long after it. Returns False (and changes nothing) where the compiled
         loops cannot take this simulator over (see ``_packable``). Any read of the Python-side containers, or
         a call of a method that acts, hands the state back (:meth:`stop_stepping`)."""
         if not self._packable():
@@ -906,6 +917,19 @@ class Simulator:
             bool(goodput),
         )
         p.tot = p.totals[2]
+        js = np.zeros(_lk.J_SIZE)
+        js[_lk.J_PREEMPT] = 1.0 if preempt_window > 0 else 0.0
+        js[_lk.J_MIN_RUN] = np.nan if min_run is None else float(min_run)
+        js[_lk.J_INTERVAL] = np.inf if decision_interval is None else float(decision_interval)
+        p.preempting = (
+            js,
+            np.full(m, -1, dtype=np.int64),  # start_mark: the instant each job last started
+            np.full(m, -1, dtype=np.int64),  # preempt_mark: the instant each job was last preempted
+            np.empty(max(1, preempt_window), dtype=np.int64),  # running: the running window
+            np.zeros(max(1, preempt_window), dtype=bool),  # preemptible
+            np.zeros(window, dtype=bool),  # startable
+        )
+        p.running_window, p.preemptible, p.startable = p.preempting[3:]
         p.done = np.empty(n + 1, dtype=np.int64)
         p.scratch = (
             np.empty(n + 1, dtype=np.int64),  # buf
@@ -932,7 +956,8 @@ class Simulator:
             self.on_network, self.rack_crossing, self.needs_restart, self.job_gpus_n, self.job_milli,
             self.job_allowed, p.allowed, p.server_ok, p.server_ok_valid, p.largest, c.server_rows_i64, c.num_racks,
             c.gpu_server_i64, p.rack_first, p.rack_servers, p.pool_first, p.pool_list, p.mark, p.mark_state,
-            p.run_list, p.window, p.fits, p.live, p.sc, *p.totals, *p.scratch, p.done,
+            p.run_list, p.window, p.fits, p.live, p.sc, *p.totals, *p.scratch, p.done, self.preemptions,
+            *p.preempting,
         )  # fmt: skip
 
     def step_compiled(self, action: int) -> int:
@@ -956,7 +981,8 @@ class Simulator:
             self.now, self.next_arrival, self.finished, self._free_total, self.events_processed, self.decisions,
             p.num_running, p.window_len, p.syncs, p.live_len,
         ) = out[2:12]  # fmt: skip
-        p.totals_now = out[12:]
+        p.totals_now = out[12:16]
+        p.running_len = out[16]
         if code == _lk.STEP_DEADLOCK:
             self.stop_stepping()
             self._raise_deadlock()

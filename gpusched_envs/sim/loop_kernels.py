@@ -1158,13 +1158,18 @@ def run_queue(
 # ------------------------------------------------------------------ the compiled stepper of a job-choice env
 # what a call of step_jobs does first: start a queued job (its row, >= 0), or one of these
 ACT_WAIT, ACT_SETTLE, ACT_RESUME = -1, -2, -3
+# preempting running job j is the action ACT_PREEMPT - j
+ACT_PREEMPT = -4
 # where step_jobs resumes (beside PH_DECIDE, PH_INSTANT and PH_POP: next_decision's start and its two stages)
 PH_SETTLE = 3
 # what step_jobs returns
 STEP_DECIDE, STEP_DRAINED, STEP_TIES, STEP_DEADLOCK, STEP_UNPLACED = 0, 1, 2, 3, 4
 # entries of its int scratch vector
-SC_RUNNING, SC_WINDOW, SC_LIVE, SC_SYNCS, SC_DRAINED = range(5)
-SC_SIZE = 5
+SC_RUNNING, SC_WINDOW, SC_LIVE, SC_SYNCS, SC_DRAINED, SC_INSTANT, SC_PREEMPTED, SC_RUNWIN = range(8)
+SC_SIZE = 8
+# entries of its float settings: preemption (1.0 / 0.0), min_run (NaN: none), decision_interval (inf: none)
+J_PREEMPT, J_MIN_RUN, J_INTERVAL = range(3)
+J_SIZE = 3
 # entries of its running totals (``RunningTotals``): banked weighted time and goodput of the finished jobs, then
 # the mark after the call (accrued weighted time and goodput of every job so far)
 T_DONE_WEIGHTED, T_DONE_GOODPUT, T_WEIGHTED, T_GOODPUT = range(4)
@@ -1175,7 +1180,7 @@ T_SIZE = 4
 def _sync_live(status, q, st_i, qstamp, run_list, live, sc, weight, per_unit, submit, finish, jf, tot, prod):
     """``RunningTotals.sync`` after an advance: the jobs of the last live set that have finished since are banked
     (in its order, with numpy's sums), and the live set becomes the queue, then the running jobs, each in its order."""
-    c = 0
+    c = _ZERO  # an int64 from the start: a literal 0 would compile the sums once more for it
     last = -1
     for i in range(sc[SC_LIVE]):
         if status[live[i]] == DONE:
@@ -1233,6 +1238,40 @@ def _mark(now, status, jf, live, sc, weight, per_unit, submit, tot, prod, goodpu
         tot[T_GOODPUT] = 0.0
 
 
+@njit(cache=True, no_cpython_wrapper=True)
+def _drop_running(job, run_list, sc):
+    """The job leaves the running list (which keeps its order)."""
+    kept = 0
+    for i in range(sc[SC_RUNNING]):
+        if run_list[i] != job:
+            run_list[kept] = run_list[i]
+            kept += 1
+    sc[SC_RUNNING] = kept
+
+
+@njit(cache=True, no_cpython_wrapper=True)
+def _decision_windows(now, st_i, status, jf, num_jobs, window, fits, sc, js, start_mark, preempt_mark, run_list,
+                      running, preemptible, startable):  # fmt: skip
+    """At a decision: the window's jobs that may start (``JobSelect._observe``: not one preempted at this instant
+    while waiting is possible) and, with preemption, the running window (``JobSelect._running_window``)."""
+    can_wait = sc[SC_RUNNING] > 0 or st_i[I_NEXT] < num_jobs
+    inst = sc[SC_INSTANT]
+    for i in range(sc[SC_WINDOW]):
+        startable[i] = fits[i] and not (sc[SC_PREEMPTED] > 0 and can_wait and preempt_mark[window[i]] == inst)
+    r = 0
+    if js[J_PREEMPT] > 0.0:
+        r = min(sc[SC_RUNNING], len(running))
+        min_run = js[J_MIN_RUN]
+        for i in range(r):
+            j = run_list[i]
+            running[i] = j
+            ok = start_mark[j] != inst
+            if min_run == min_run:  # a min_run is set
+                ok = ok and now - jf[_ek.RSTART, j] >= min_run
+            preemptible[i] = ok
+    sc[SC_RUNWIN] = r
+
+
 @njit(cache=True)
 def step_jobs(
     action, st_f, st_i, opts, h, log, q, status, jf, ji, gi, si, sf, rf, mf, iteration_time, overhead, colo, spsh,
@@ -1240,7 +1279,7 @@ def step_jobs(
     rack_crossing, needs_restart, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid, largest,
     rows, num_racks, gpu_server, rack_first, rack_servers, pool_first, pool_servers, mark, mark_state, run_list,
     window, fits, live, sc, weight, per_unit, tot, prod, goodput, buf, batch, times, srv, rck, free_buf, counts,
-    done,
+    done, preemptions, js, start_mark, preempt_mark, running, preemptible, startable,
 ):  # fmt: skip
     """One step of a job-choice env (``JobSelect`` without preemption) on the engine's packed state: start queued
     job ``action`` where the placement puts it (or wait: ``ACT_WAIT`` runs to the next decision point; ``ACT_SETTLE``
@@ -1253,9 +1292,36 @@ def step_jobs(
     qs = q[1]
     none = np.zeros(0, dtype=np.bool_)
     code = np.int64(-1)
+    preemptive = js[J_PREEMPT] > 0.0
     if action != ACT_RESUME:
         sc[SC_SYNCS] = 0
         st_i[I_PHASE] = PH_DECIDE if action == ACT_WAIT else PH_SETTLE
+    if action == ACT_WAIT and js[J_INTERVAL] < np.inf and sc[SC_RUNNING] > 0:
+        # JobSelect._schedule_round: a decision point at the latest one interval from now (an earlier timer stays)
+        now = st_f[F_NOW]
+        at = now + js[J_INTERVAL]
+        if not (now < st_f[F_TIMER] <= at):  # Simulator.set_timer
+            st_i[I_TVER] += 1
+            st_f[F_TIMER] = at
+            st_i[I_SEQ] += 1
+            h = heap_push(h, st_i[I_HLEN], at, st_i[I_SEQ], np.int64(-1), st_i[I_TVER], np.int64(TIMER))
+            st_i[I_HLEN] += 1
+    if action <= ACT_PREEMPT:  # Simulator.preempt
+        job = ACT_PREEMPT - action
+        if status[job] != RUNNING and status[job] != RESTARTING:
+            code = STEP_UNPLACED
+        else:
+            _integrate(st_f)
+            _ek._bank(job, st_f[F_NOW], status, jf)
+            h, log = _release_job(job, _FALSE, h, log, st_f, st_i, status, jf, ji, gi, si, sf, rf, mf, colo, spsh,
+                                  params, gbuf, share, stamp, jstamp, jnr, on_network, rack_crossing, job_milli,
+                                  rack_first, rack_servers, mark, mark_state, buf, batch, times, srv, rck)  # fmt: skip
+            _queue_put(job, q, st_i, status, qstamp)
+            preemptions[job] += 1
+            needs_restart[job] = True
+            _drop_running(job, run_list, sc)
+            preempt_mark[job] = sc[SC_INSTANT]
+            sc[SC_PREEMPTED] += 1
     if action >= 0:
         job = np.int64(action)
         gpus = _place(job, opts, none, gi, si, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid,
@@ -1270,6 +1336,7 @@ def step_jobs(
                                          rck)  # fmt: skip
             run_list[sc[SC_RUNNING]] = job
             sc[SC_RUNNING] += 1
+            start_mark[job] = sc[SC_INSTANT]
     while code < 0:
         phase = st_i[I_PHASE]
         if phase == PH_SETTLE:  # JobSelect._settle
@@ -1310,19 +1377,24 @@ def step_jobs(
                     any_fit = any_fit or ok
                     k += 1
                 sc[SC_WINDOW] = k
-                if any_fit:
+                if any_fit or preemptive:
                     code = STEP_DECIDE
                     continue
             st_i[I_PHASE] = PH_DECIDE
             continue
         if phase == PH_DECIDE:  # next_decision's start: Simulator._note_fragmentation
+            sc[SC_INSTANT] += 1  # the jobs started or preempted at the last instant are forgotten
+            sc[SC_PREEMPTED] = 0
             _integrate(st_f)
             st_f[F_FRAG] = 0.0
-            if st_i[I_QN] > 0:
-                i = _ZERO
-                while not _live(qj, qs, i, status, qstamp):
-                    i += 1
-                _head_fragmentation(qj[i], st_f, st_i, gi, si, job_n, job_milli, job_allowed, allowed,
+            if (
+                st_i[I_QN] > 0
+            ):  # the oldest waiting job: the smallest row (a preempted job re-enters at the end)
+                head = num_jobs
+                for i in range(st_i[I_QLEN]):
+                    if _live(qj, qs, i, status, qstamp) and qj[i] < head:
+                        head = qj[i]
+                _head_fragmentation(head, st_f, st_i, gi, si, job_n, job_milli, job_allowed, allowed,
                                     server_ok_valid, pool_first, pool_servers, none)  # fmt: skip
             st_i[I_CHANGED] = 0
             st_i[I_PHASE] = PH_INSTANT
@@ -1395,4 +1467,7 @@ def step_jobs(
             st_i[I_PHASE] = PH_INSTANT
     if code != STEP_TIES:
         _mark(st_f[F_NOW], status, jf, live, sc, weight, per_unit, submit, tot, prod, goodput)
+    if code == STEP_DECIDE:
+        _decision_windows(st_f[F_NOW], st_i, status, jf, num_jobs, window, fits, sc, js, start_mark, preempt_mark,
+                          run_list, running, preemptible, startable)  # fmt: skip
     return code, h, log, gbuf

@@ -1,6 +1,6 @@
 """The compiled stepper's state as one numba struct (a ``StructRef``): a call of a compiled function with one
 struct costs about half a microsecond however many arrays it holds, where a call with the same arrays as arguments
-costs about 75 ns per array (a JobSelect step passes 67). :func:`new_state` packs the arrays once per episode
+costs about 75 ns per array (a JobSelect step passes 74). :func:`new_state` packs the arrays once per episode
 (they stay the engine's own: the struct holds references, not copies); :func:`step` is
 :func:`gpusched_envs.sim.loop_kernels.step_jobs` on them."""
 
@@ -44,13 +44,14 @@ FIELDS = (
     ("mark_state", _I1), ("run_list", _I1), ("window", _I1), ("fits", _B1), ("live", _I1), ("sc", _I1),
     ("weight", _F1), ("per_unit", _F1), ("tot", _F1), ("prod", _F1), ("goodput", types.bool_), ("buf", _I1),
     ("batch", _I1), ("times", _F1), ("srv", _I1), ("rck", _I1), ("free_buf", _B1), ("counts", _I1), ("done",
-    _I1),
+    _I1), ("preemptions", _I1), ("js", _F1), ("start_mark", _I1), ("preempt_mark", _I1), ("running", _I1),
+    ("preemptible", _B1), ("startable", _B1),
 )  # fmt: skip
 NAMES = tuple(name for name, _ in FIELDS)
 # what step returns after the code and the growth flag
 OUT = (
     "now", "next_arrival", "finished", "free", "events", "decisions", "running", "window", "syncs", "live",
-    "done_weighted", "done_goodput", "weighted", "goodput",
+    "done_weighted", "done_goodput", "weighted", "goodput", "running_window",
 )  # fmt: skip
 _STATE = StepStateType(list(FIELDS))
 
@@ -69,7 +70,7 @@ def new_state(
     rack_crossing, needs_restart, job_n, job_milli, job_allowed, allowed, server_ok, server_ok_valid, largest,
     rows, num_racks, gpu_server, rack_first, rack_servers, pool_first, pool_servers, mark, mark_state, run_list,
     window, fits, live, sc, weight, per_unit, tot, prod, goodput, buf, batch, times, srv, rck, free_buf, counts,
-    done,
+    done, preemptions, js, start_mark, preempt_mark, running, preemptible, startable,
 ):  # fmt: skip
     s = structref.new(_STATE)
     s.st_f = st_f
@@ -139,6 +140,13 @@ def new_state(
     s.free_buf = free_buf
     s.counts = counts
     s.done = done
+    s.preemptions = preemptions
+    s.js = js
+    s.start_mark = start_mark
+    s.preempt_mark = preempt_mark
+    s.running = running
+    s.preemptible = preemptible
+    s.startable = startable
     return s
 
 
@@ -155,7 +163,8 @@ def step(s, action):
         s.server_ok_valid, s.largest, s.rows, s.num_racks, s.gpu_server, s.rack_first, s.rack_servers,
         s.pool_first, s.pool_servers, s.mark, s.mark_state, s.run_list, s.window, s.fits, s.live, s.sc,
         s.weight, s.per_unit, s.tot, s.prod, s.goodput, s.buf, s.batch, s.times, s.srv, s.rck, s.free_buf,
-        s.counts, s.done,
+        s.counts, s.done, s.preemptions, s.js, s.start_mark, s.preempt_mark, s.running, s.preemptible,
+        s.startable,
     )  # fmt: skip
     grew = h.shape[1] != s.h.shape[1] or len(log) != len(s.log) or len(gbuf) != len(s.gbuf)
     if grew:
@@ -167,6 +176,7 @@ def step(s, action):
         code, grew, st_f[_lk.F_NOW], st_i[_lk.I_NEXT], st_i[_lk.I_FINISHED], st_i[_lk.I_FREE], st_i[_lk.I_EVENTS],
         st_i[_lk.I_DECISIONS], sc[_lk.SC_RUNNING], sc[_lk.SC_WINDOW], sc[_lk.SC_SYNCS], sc[_lk.SC_LIVE],
         tot[_lk.T_DONE_WEIGHTED], tot[_lk.T_DONE_GOODPUT], tot[_lk.T_WEIGHTED], tot[_lk.T_GOODPUT],
+        sc[_lk.SC_RUNWIN],
     )  # fmt: skip
 
 

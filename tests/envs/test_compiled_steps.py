@@ -70,6 +70,7 @@ CASES = [
     ("hetero64", "graph", {"placement": "pack", "window": 4}),
     ("hetero64", "flat", {"interference": False, "speed_model": "duration"}),
     ("hetero64", "flat", {"work_conserving": True, "reward": "throughput"}),
+    ("hetero64", "flat", {"decision_interval": 600.0}),
     ("openb", "flat", {"workload": "openb:jobs=200,load=4.0,gpus=64", "placement": "pack"}),
     ("philly-vc", "graph", {"workload": "philly:start=2017-10-01,jobs=200"}),
 ]
@@ -128,11 +129,9 @@ def test_a_simulator_pickled_mid_episode_carries_its_state():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"preemption": True},
         {"placement": "consolidate"},
         {"placement": "first-fit"},
         {"history_features": True},
-        {"decision_interval": 600.0},
         {"hint": "fifo"},
         {"rules": ["fifo", "las-nopreempt"]},
     ],
@@ -178,3 +177,60 @@ def test_the_stepper_constants_are_distinct():
     assert len({lk.ACT_WAIT, lk.ACT_SETTLE, lk.ACT_RESUME}) == 3 and max(lk.ACT_WAIT, lk.ACT_SETTLE) < 0
     codes = (lk.STEP_DECIDE, lk.STEP_DRAINED, lk.STEP_TIES, lk.STEP_DEADLOCK, lk.STEP_UNPLACED)
     assert len(set(codes)) == len(codes)
+
+
+PREEMPTIVE = [
+    ("topdrl", "graph", {"preemption": True, "num_jobs": 24}),
+    ("hetero64", "flat", {"preemption": True, "decision_interval": 900.0, "num_jobs": 24}),
+    (
+        "tiny",
+        "flat",
+        {"preemption": True, "decision_interval": 900.0, "num_jobs": 30, "load": 1.0, "window": 8},
+    ),
+    (
+        "topdrl",
+        "flat",
+        {
+            "preemption": True,
+            "decision_interval": 600.0,
+            "min_run": 900.0,
+            "preempt_window": 4,
+            "num_jobs": 24,
+        },
+    ),
+    (
+        "hetero64",
+        "flat",
+        {"preemption": True, "information": "clairvoyant", "placement": "pack", "num_jobs": 24},
+    ),
+    ("openb", "flat", {"preemption": True, "workload": "openb:jobs=12,load=4.0,gpus=64"}),
+    ("philly-vc", "flat", {"preemption": True, "workload": "philly:start=2017-10-01,jobs=12"}),
+]
+
+
+@pytest.mark.parametrize("cluster,mode,kwargs", PREEMPTIVE)
+def test_preemptive_compiled_steps_equal_the_python_engine(cluster, mode, kwargs):
+    """Preemption (restarts after the delay, the jobs started or preempted at an instant kept out of the windows),
+    scheduling rounds (a wait's timer) and min_run; whole episodes, their metrics included."""
+    kw = {"cluster": cluster, "obs_mode": mode, **kwargs}
+    python = _play(False, 3000, 3, **kw)
+    compiled = _play(True, 3000, 3, **kw)
+    assert compiled[2] and not python[2]
+    assert python[1] >= 1
+    assert compiled[:2] == python[:2]
+
+
+def test_a_preemptive_run_handed_back_mid_instant_keeps_its_marks():
+    """A read of the queue right after a preemption: the Python engine goes on with the jobs started and preempted
+    at that instant as the stepper marked them."""
+    kw = {
+        "cluster": "topdrl",
+        "obs_mode": "flat",
+        "preemption": True,
+        "decision_interval": 900.0,
+        "num_jobs": 24,
+    }
+    marks = tuple(range(3, 700, 37))
+    python = _play(False, 700, 5, **kw)
+    assert python[1] >= 1
+    assert _play(True, 700, 5, hand_back_at=marks, **kw)[:2] == python[:2]
