@@ -234,6 +234,21 @@ AB_FIGURES = {
     # name: (kind, arguments)
     "JobSelect flat": ("env", {"id": "gpusched/JobSelect-v1", "obs_mode": "flat", "cluster": "hetero64"}),
     "JobSelect graph": ("env", {"id": "gpusched/JobSelect-v1", "obs_mode": "graph", "cluster": "hetero64"}),
+    # the preemptive, non-clairvoyant JobSelect of the research configs (15-minute rounds), without their
+    # runtime-history features
+    "JobSelect graph, preemptive with rounds": (
+        "env",
+        {
+            "id": "gpusched/JobSelect-v1",
+            "obs_mode": "graph",
+            "cluster": "topdrl",
+            "num_jobs": 300,
+            "window": 32,
+            "information": "non-clairvoyant",
+            "preemption": True,
+            "decision_interval": 900.0,
+        },
+    ),
     "WorkerPlacement flat": (
         "env",
         {"id": "gpusched/WorkerPlacement-v1", "obs_mode": "flat", "cluster": "hetero64"},
