@@ -249,6 +249,22 @@ AB_FIGURES = {
             "decision_interval": 900.0,
         },
     ),
+    # and with them: the env of the research configs (ppo_jobselect_gnn_nc_wide)
+    "JobSelect graph, research config": (
+        "env",
+        {
+            "id": "gpusched/JobSelect-v1",
+            "obs_mode": "graph",
+            "cluster": "topdrl",
+            "num_jobs": 300,
+            "window": 32,
+            "information": "non-clairvoyant",
+            "preemption": True,
+            "decision_interval": 900.0,
+            "min_run": 900.0,
+            "history_features": True,
+        },
+    ),
     "WorkerPlacement flat": (
         "env",
         {"id": "gpusched/WorkerPlacement-v1", "obs_mode": "flat", "cluster": "hetero64"},

@@ -736,8 +736,14 @@ class ClusterEncoder:
             self._log2_table = np.log2(counts)
         self._log1p_table = np.log1p(counts)
 
+    # False: observation() hands out the buffers themselves, which the next step overwrites (the vector env copies
+    # each into its batch at once, so it asks for no copy of its own)
+    copy_observations = True
+
     def observation(self) -> dict[str, np.ndarray]:
-        return {k: v.copy() for k, v in self.buffers.items()}
+        if self.copy_observations:
+            return {k: v.copy() for k, v in self.buffers.items()}
+        return dict(self.buffers)
 
     # ------------------------------------------------------------------ names
     def flat_feature_names(self) -> list[str]:

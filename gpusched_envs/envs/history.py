@@ -129,9 +129,7 @@ class RuntimeHistory:
                     self._add(j, r)
                     self._cache.pop(j, None)
         self._arrived = arrived
-        self._live = np.fromiter(
-            itertools.chain(sim.queue, sim.running), dtype=np.int64, count=len(sim.queue) + len(sim.running)
-        )
+        self._live = sim.jobs_in_system()  # only its jobs matter: the next scan orders what finished itself
 
     def _add(self, job: int, runtime: float) -> None:
         g, v = self.gpus[job], self.vc[job]
@@ -214,9 +212,9 @@ def gpu_buckets(gpus: np.ndarray) -> np.ndarray:
 def write_context(out: np.ndarray, sim, buckets: np.ndarray, max_server_gpus: int) -> None:
     """Write the :data:`HISTORY_CONTEXT_FEATURES` into ``out`` (length 6) from the simulator's queue and free
     GPUs."""
-    q = len(sim.queue)
+    ids = sim.queued_jobs()
+    q = len(ids)
     if q:
-        ids = np.fromiter(sim.queue, dtype=np.int64, count=q)
         out[:4] = np.bincount(buckets[ids], minlength=4) / q
     else:
         out[:4] = 0.0

@@ -510,8 +510,8 @@ class JobSelectEnv(ClusterEnv):
             return
         self._settle()
 
-    # the compiled stepper: on (the default), an episode without rules, hint or history features, placed by closest
-    # or pack, runs its steps in one compiled call each (the same results, bit for bit); anything that reads the
+    # the compiled stepper: on (the default), an episode without rules or hint, placed by closest or pack, runs its
+    # steps in one compiled call each (the same results, bit for bit); anything that reads the
     # simulator's queue or job dicts mid-episode hands the state back to the Python engine, which goes on from there
     compiled_steps = True
 
@@ -520,7 +520,6 @@ class JobSelectEnv(ClusterEnv):
             self.compiled_steps
             and self.rules is None
             and self.hint is None
-            and not self.history_features
             and isinstance(self.placement, str)
             and self.placement in STEPPED_PLACEMENTS
         )

@@ -197,6 +197,12 @@ class GpuschedVectorEnv(VectorEnv):
         self.env_id = spec.id
         self.env_kwargs = dict(env_kwargs)
         self.envs: list[gym.Env] = [creator(**kwargs) for _ in range(n)]
+        for (
+            env
+        ) in self.envs:  # each step's observation is copied into the batch at once: no copy of its own first
+            encoder = getattr(env, "encoder", None)
+            if hasattr(encoder, "copy_observations"):
+                encoder.copy_observations = False
         first = self.envs[0]
         for i, env in enumerate(self.envs[1:], 1):
             if env.observation_space != first.observation_space or env.action_space != first.action_space:

@@ -20,6 +20,7 @@ compiled loop of :mod:`gpusched_envs.sim.loop_kernels`, with the same results an
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import warnings
 from dataclasses import dataclass
@@ -320,6 +321,27 @@ class Simulator:
         """``len(sim.queue)``, without handing a compiled stepper's state back."""
         p = self.stepper
         return len(self._queue) if p is None else int(p.st_i[_lk.I_QN])
+
+    def queued_jobs(self) -> np.ndarray:
+        """The waiting jobs in queue order, without handing a compiled stepper's state back."""
+        p = self.stepper
+        if p is None:
+            return np.fromiter(self._queue, dtype=np.int64, count=len(self._queue))
+        n = int(p.st_i[_lk.I_QLEN])
+        jobs = p.queue[0, :n]
+        return jobs[(self.status[jobs] == QUEUED) & (p.queue[1, :n] == p.qstamp[jobs])]
+
+    def jobs_in_system(self) -> np.ndarray:
+        """The jobs waiting or holding GPUs, queue then running order. With a compiled stepper: as at its last
+        advance, the same jobs (only an advance brings or takes one) in an order of that time."""
+        p = self.stepper
+        if p is None:
+            return np.fromiter(
+                itertools.chain(self._queue, self._running),
+                dtype=np.int64,
+                count=len(self._queue) + len(self._running),
+            )
+        return p.live[: p.live_len].copy()
 
     def num_running(self) -> int:
         """``len(sim.running)``, without handing a compiled stepper's state back."""
@@ -941,6 +963,7 @@ class Simulator:
             np.empty(c.num_servers, dtype=np.int64),  # counts
         )
         p.num_running = 0
+        p.live_len = 0
         p.state = _stepper.new_state(*[_stepper.writable(a) for a in self._step_args(p)])
         self.stepper = p
         return True

@@ -131,7 +131,6 @@ def test_a_simulator_pickled_mid_episode_carries_its_state():
     [
         {"placement": "consolidate"},
         {"placement": "first-fit"},
-        {"history_features": True},
         {"hint": "fifo"},
         {"rules": ["fifo", "las-nopreempt"]},
     ],
@@ -203,6 +202,22 @@ PREEMPTIVE = [
         "flat",
         {"preemption": True, "information": "clairvoyant", "placement": "pack", "num_jobs": 24},
     ),
+    (
+        "topdrl",
+        "graph",
+        {
+            "preemption": True,
+            "decision_interval": 900.0,
+            "min_run": 900.0,
+            "history_features": True,
+            "num_jobs": 24,
+        },
+    ),
+    (
+        "philly-vc",
+        "flat",
+        {"preemption": True, "history_features": True, "workload": "philly:start=2017-10-01,jobs=12"},
+    ),
     ("openb", "flat", {"preemption": True, "workload": "openb:jobs=12,load=4.0,gpus=64"}),
     ("philly-vc", "flat", {"preemption": True, "workload": "philly:start=2017-10-01,jobs=12"}),
 ]
@@ -211,7 +226,8 @@ PREEMPTIVE = [
 @pytest.mark.parametrize("cluster,mode,kwargs", PREEMPTIVE)
 def test_preemptive_compiled_steps_equal_the_python_engine(cluster, mode, kwargs):
     """Preemption (restarts after the delay, the jobs started or preempted at an instant kept out of the windows),
-    scheduling rounds (a wait's timer) and min_run; whole episodes, their metrics included."""
+    scheduling rounds (a wait's timer), min_run and the runtime-history features; whole episodes, their metrics
+    included."""
     kw = {"cluster": cluster, "obs_mode": mode, **kwargs}
     python = _play(False, 3000, 3, **kw)
     compiled = _play(True, 3000, 3, **kw)
