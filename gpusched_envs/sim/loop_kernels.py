@@ -618,6 +618,18 @@ def _next_instant(h, st_f, st_i, submit, num_jobs):
 
 
 @njit(cache=True, no_cpython_wrapper=True)
+def _oldest_waiting(q, st_i, status, qstamp, num_jobs):
+    """The oldest waiting job: the smallest row in the queue (a preempted job re-enters it at the end)."""
+    qj = q[0]
+    qs = q[1]
+    head = num_jobs
+    for i in range(st_i[I_QLEN]):
+        if _live(qj, qs, i, status, qstamp) and qj[i] < head:
+            head = qj[i]
+    return head
+
+
+@njit(cache=True, no_cpython_wrapper=True)
 def _compact_queue(q, st_i, status, qstamp):
     """Drop the entries of jobs that left the queue (its order kept); returns its new length."""
     qj = q[0]
@@ -884,11 +896,8 @@ def run_queue(
             _integrate(st_f)
             st_f[F_FRAG] = 0.0
             if st_i[I_QN] > 0:
-                if preemptive:  # the oldest waiting job: the smallest row
-                    head = num_jobs
-                    for i in range(st_i[I_QLEN]):
-                        if _live(qj, qs, i, status, qstamp) and qj[i] < head:
-                            head = qj[i]
+                if preemptive:
+                    head = _oldest_waiting(q, st_i, status, qstamp, num_jobs)
                 else:
                     while not _live(qj, qs, qhead, status, qstamp):
                         qhead += 1
@@ -1387,13 +1396,8 @@ def step_jobs(
             sc[SC_PREEMPTED] = 0
             _integrate(st_f)
             st_f[F_FRAG] = 0.0
-            if (
-                st_i[I_QN] > 0
-            ):  # the oldest waiting job: the smallest row (a preempted job re-enters at the end)
-                head = num_jobs
-                for i in range(st_i[I_QLEN]):
-                    if _live(qj, qs, i, status, qstamp) and qj[i] < head:
-                        head = qj[i]
+            if st_i[I_QN] > 0:
+                head = _oldest_waiting(q, st_i, status, qstamp, num_jobs)
                 _head_fragmentation(head, st_f, st_i, gi, si, job_n, job_milli, job_allowed, allowed,
                                     server_ok_valid, pool_first, pool_servers, none)  # fmt: skip
             st_i[I_CHANGED] = 0
