@@ -1290,11 +1290,13 @@ def step_jobs(
     window, fits, live, sc, weight, per_unit, tot, prod, goodput, buf, batch, times, srv, rck, free_buf, counts,
     done, preemptions, js, start_mark, preempt_mark, running, preemptible, startable,
 ):  # fmt: skip
-    """One step of a job-choice env (``JobSelect`` without preemption) on the engine's packed state: start queued
-    job ``action`` where the placement puts it (or wait: ``ACT_WAIT`` runs to the next decision point; ``ACT_SETTLE``
-    does neither), then advance from decision point to decision point (``Simulator.next_decision``, with the
-    running totals' sync after each) until one of the first ``len(window)`` queued jobs fits on the free GPUs, or
-    the run drains. Fills ``window[:sc[SC_WINDOW]]`` and ``fits``; returns (code, heap, log, GPU-list buffer).
+    """One step of a job-choice env (``JobSelect``) on the engine's packed state: start queued job ``action`` where
+    the placement puts it, preempt running job ``ACT_PREEMPT - action``, or wait (``ACT_WAIT`` runs to the next
+    decision point, after asking for a timer one ``js[J_INTERVAL]`` ahead; ``ACT_SETTLE`` does neither); then
+    advance from decision point to decision point (``Simulator.next_decision``, with the running totals' sync after
+    each) until one of the first ``len(window)`` queued jobs fits on the free GPUs (with preemption: until a
+    decision point with a queue), or the run drains. Fills ``window[:sc[SC_WINDOW]]``, ``fits``, ``startable``,
+    the running window and ``tot`` (the running totals and the mark); returns (code, heap, log, GPU-list buffer).
     ``STEP_TIES``: tied completions wait for the engine to order them, then a call with ``ACT_RESUME`` goes on."""
     num_jobs = len(status)
     qj = q[0]
