@@ -120,6 +120,17 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+def renew_entry(entry: dict, digest: str, seeds: list[int], starts: list[str], info: str) -> list[str]:
+    """Start a checkpoint's entry afresh when it was computed for another checkpoint file (its digest), seeds or
+    windows; returns the names of the cells it drops (none when it is current)."""
+    if entry.get("digest") == digest and entry.get("seeds") == seeds and entry.get("windows") == starts:
+        return []
+    dropped = sorted(entry.get("done", {}))
+    entry.clear()
+    entry.update(digest=digest, seeds=seeds, windows=starts, information=info, done={})
+    return dropped
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoints", nargs="+", type=Path, help="checkpoint folders (model.pt + meta.json)")
@@ -171,10 +182,13 @@ def main(argv=None) -> dict:
     for ck in a.checkpoints:
         info = information_of(json.loads((ck / "meta.json").read_text()))
         entry = result["checkpoints"].setdefault(str(ck), {})
-        digest = checkpoint_digest(ck)
-        if entry.get("digest") != digest or entry.get("seeds") != seeds or entry.get("windows") != starts:
-            entry.clear()
-            entry.update(digest=digest, seeds=seeds, windows=starts, information=info, done={})
+        dropped = renew_entry(entry, checkpoint_digest(ck), seeds, starts, info)
+        if dropped:
+            print(
+                f"{ck}: {a.out} holds {len(dropped)} cells ({', '.join(dropped)}) of another checkpoint file, seeds "
+                "or windows: they are dropped and computed again when asked for",
+                flush=True,
+            )
         todo += [(str(ck), n, HEURISTICS[info]) for n in names if n not in entry["done"]]
 
     t0 = time.perf_counter()

@@ -70,6 +70,16 @@ def test_bad_input(mod, tmp_path):
 
 
 @pytest.mark.slow
+def test_an_entry_of_another_checkpoint_is_renewed_and_says_what_it_drops(mod):
+    current = {"digest": "d1", "seeds": [0], "windows": ["w"], "information": "x", "done": {"a": {}}}
+    entry = dict(current)
+    assert mod.renew_entry(entry, "d1", [0], ["w"], "x") == [] and entry == current
+    stale = {**current, "done": {"b": {}, "a": {}}}
+    assert mod.renew_entry(stale, "d2", [0], ["w"], "x") == ["a", "b"]
+    assert stale == {"digest": "d2", "seeds": [0], "windows": ["w"], "information": "x", "done": {}}
+    assert mod.renew_entry({}, "d1", [0, 1], ["w"], "x") == []  # a new checkpoint: nothing to drop
+
+
 def test_one_cell_end_to_end(mod, tmp_path):
     ck = ROOT / "checkpoints" / "ppo_jobselect_gnn_nc"
     out = tmp_path / "g.json"
