@@ -230,40 +230,26 @@ def run_benchmarks(quick: bool = False, console=None) -> dict:
 # ``git archive`` into a temporary folder) and on the working tree, in alternating subprocesses of one run, printed
 # as new / old. The load average is sampled beside each figure (a shared machine slows both sides).
 
+_PREEMPTIVE_JOBSELECT = {
+    "id": "gpusched/JobSelect-v1",
+    "obs_mode": "graph",
+    "cluster": "topdrl",
+    "num_jobs": 300,
+    "window": 32,
+    "information": "non-clairvoyant",
+    "preemption": True,
+    "decision_interval": 900.0,
+}
 AB_FIGURES = {
     # name: (kind, arguments)
     "JobSelect flat": ("env", {"id": "gpusched/JobSelect-v1", "obs_mode": "flat", "cluster": "hetero64"}),
     "JobSelect graph": ("env", {"id": "gpusched/JobSelect-v1", "obs_mode": "graph", "cluster": "hetero64"}),
-    # the preemptive, non-clairvoyant JobSelect of the research configs (15-minute rounds), without their
-    # runtime-history features
-    "JobSelect graph, preemptive with rounds": (
-        "env",
-        {
-            "id": "gpusched/JobSelect-v1",
-            "obs_mode": "graph",
-            "cluster": "topdrl",
-            "num_jobs": 300,
-            "window": 32,
-            "information": "non-clairvoyant",
-            "preemption": True,
-            "decision_interval": 900.0,
-        },
-    ),
-    # and with them: the env of the research configs (ppo_jobselect_gnn_nc_wide)
+    # the preemptive, non-clairvoyant JobSelect of the research configs (15-minute rounds), without and with their
+    # min_run and runtime-history features (ppo_jobselect_gnn_nc_wide)
+    "JobSelect graph, preemptive with rounds": ("env", _PREEMPTIVE_JOBSELECT),
     "JobSelect graph, research config": (
         "env",
-        {
-            "id": "gpusched/JobSelect-v1",
-            "obs_mode": "graph",
-            "cluster": "topdrl",
-            "num_jobs": 300,
-            "window": 32,
-            "information": "non-clairvoyant",
-            "preemption": True,
-            "decision_interval": 900.0,
-            "min_run": 900.0,
-            "history_features": True,
-        },
+        {**_PREEMPTIVE_JOBSELECT, "min_run": 900.0, "history_features": True},
     ),
     "WorkerPlacement flat": (
         "env",

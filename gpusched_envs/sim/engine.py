@@ -220,6 +220,18 @@ _ROW_VIEWS = {
 }
 
 
+def _handed_back(name: str, doc: str) -> property:
+    """A read-only view of the Python-side container ``name``, rebuilt first from a compiled stepper's arrays while
+    one holds the run (``Simulator.stop_stepping``)."""
+
+    def get(self):
+        if self.stepper is not None:
+            self.stop_stepping()
+        return getattr(self, name)
+
+    return property(get, doc=doc)
+
+
 class Simulator:
     """One replay of a workload on a cluster. All per-job state lives in arrays indexed by workload row."""
 
@@ -268,54 +280,19 @@ class Simulator:
     # containers below, or calling a method that acts, first rebuilds them (:meth:`stop_stepping`).
     stepper: _lk.Packed | None = None
 
-    @property
-    def queue(self) -> dict[int, None]:
-        """Waiting jobs, in the order they (re)entered the queue."""
-        if self.stepper is not None:
-            self.stop_stepping()
-        return self._queue
-
-    @property
-    def running(self) -> dict[int, None]:
-        """Jobs holding GPUs (running or restarting), in the order they started."""
-        if self.stepper is not None:
-            self.stop_stepping()
-        return self._running
-
-    @property
-    def job_gpus(self) -> list[np.ndarray | None]:
-        """The GPU ids each job holds (None while it holds none)."""
-        if self.stepper is not None:
-            self.stop_stepping()
-        return self._job_gpus
-
-    @property
-    def server_jobs(self) -> list[dict[int, None]]:
-        """(S,) the jobs holding GPUs of each server, in start order."""
-        if self.stepper is not None:
-            self.stop_stepping()
-        return self._server_jobs
-
-    @property
-    def gpu_sharers(self) -> dict[int, dict[int, None]]:
-        """GPU -> the jobs holding a fraction of it."""
-        if self.stepper is not None:
-            self.stop_stepping()
-        return self._gpu_sharers
-
-    @property
-    def nic_users(self) -> list[dict[int, None]]:
-        """(S,) the running multi-server jobs sending through each server's NIC."""
-        if self.stepper is not None:
-            self.stop_stepping()
-        return self._nic_users
-
-    @property
-    def rack_crossers(self) -> list[dict[int, None]]:
-        """(R,) the running jobs whose ring crosses each rack's uplink."""
-        if self.stepper is not None:
-            self.stop_stepping()
-        return self._rack_crossers
+    queue = _handed_back("_queue", "Waiting jobs, in the order they (re)entered the queue.")
+    running = _handed_back(
+        "_running", "Jobs holding GPUs (running or restarting), in the order they started."
+    )
+    job_gpus = _handed_back("_job_gpus", "The GPU ids each job holds (None while it holds none).")
+    server_jobs = _handed_back("_server_jobs", "(S,) the jobs holding GPUs of each server, in start order.")
+    gpu_sharers = _handed_back("_gpu_sharers", "GPU -> the jobs holding a fraction of it.")
+    nic_users = _handed_back(
+        "_nic_users", "(S,) the running multi-server jobs sending through each server's NIC."
+    )
+    rack_crossers = _handed_back(
+        "_rack_crossers", "(R,) the running jobs whose ring crosses each rack's uplink."
+    )
 
     def num_queued(self) -> int:
         """``len(sim.queue)``, without handing a compiled stepper's state back."""
@@ -915,7 +892,7 @@ class Simulator:
         placement as a policy's ``compiled_spec()`` gives it (``closest``: spread, ``pack``: spread and affinity),
         ``window``: how many queued jobs a decision sees; ``weight``, ``per_unit`` (J,): the running totals' weights
         and ideal GPU-seconds per unit of work (``RunningTotals``), ``goodput``: whether a mark computes the goodput
-        too (a step's totals are ``stepper.tot``, :data:`~gpusched_envs.sim.loop_kernels.T_SIZE` entries);
+        too (a step's totals come back as ``stepper.totals_now``, see :meth:`step_compiled`);
         ``preempt_window`` > 0: the env preempts (``ACT_PREEMPT - job``), sees that many running jobs and decides at
         every decision point with a queue, ``min_run`` the seconds a job runs before it may be preempted;
         ``decision_interval``: a wait asks for a decision point at most that long after it. Returns False (and changes nothing) where the compiled
@@ -938,7 +915,6 @@ class Simulator:
             np.empty(m),  # prod: the products a sum adds
             bool(goodput),
         )
-        p.tot = p.totals[2]
         js = np.zeros(_lk.J_SIZE)
         js[_lk.J_PREEMPT] = 1.0 if preempt_window > 0 else 0.0
         js[_lk.J_MIN_RUN] = np.nan if min_run is None else float(min_run)
